@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run notebooks on an air-gapped GPU machine with its own python3 (torch preinstalled) and pack the
+# results into one archive under $OUT (or ./device-out), ready to unpack into outputs/ and commit.
+#   scripts/device_run.sh notebooks/flux_attention.md [more notebooks] [-- extra attnbench run args]
+set -uo pipefail
+out=${OUT:-device-out}; mkdir -p "$out"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 3; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+notebooks=(); extra=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
+  notebooks+=("$1"); shift
+done
+nvidia-smi -L || true
+python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
+rc=${PIPESTATUS[0]}
+names=(); for nb in "${notebooks[@]}"; do n=$(basename "$nb" .md); [ -d "outputs/$n" ] && names+=("outputs/$n"); done
+[ ${#names[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${names[@]}"
+echo "attnbench exit code: $rc"
+exit "$rc"

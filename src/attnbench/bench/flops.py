@@ -1,0 +1,143 @@
+"""Exact attention FLOPs per mask, TFLOP/s and MFU.
+
+Mask semantics (masks.py builds the same masks densely; tests check every count against them):
+  full            every (i, j): Sq * Sk pairs.
+  causal          bottom-right aligned, as flash-attn and SDPA's causal_lower_right: query i sees key j
+                  when j <= i + (Sk - Sq). With Sq > Sk the first Sq - Sk rows see nothing.
+  sliding_window  causal (bottom-right aligned) and shorter than `window`: 0 <= i + (Sk - Sq) - j < window.
+                  The query's own position counts, so window=1 is the diagonal. (flash-attn
+                  window_size=(window - 1, 0).)
+  document        full attention inside each document, none across: Sq == Sk, pairs = sum(len_d^2).
+  block_causal    `doc_lens` are blocks; a query sees every key of its own block and of earlier blocks
+                  (full inside a block, causal across blocks): pairs = sum_b len_b * (len_0 + ... + len_b).
+
+Forward FLOPs = 4 * head_dim * heads_q * batch * pairs (QK^T and PV, 2 FLOPs per multiply-add each);
+GQA counts query heads. Backward = 2.5x forward, forward+backward = 3.5x (the usual convention:
+5 matmuls in the backward vs 2 in the forward). Softmax/exp work is not counted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from attnbench.bench.results import PASSES, Workload
+
+PASS_MULTIPLIER = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+assert set(PASS_MULTIPLIER) == set(PASSES)
+
+# Dense (non-sparse) bf16/fp16 tensor-core peaks from the vendors' datasheets, TFLOP/s.
+# Ordered: the first pattern that matches the lower-cased device name wins.
+DATASHEET_PEAK_TFLOPS: dict[str, float] = {
+    "gh200": 989.5,
+    "h200": 989.5,
+    "h100 pcie": 756.5,
+    "h100 nvl": 835.5,
+    "h100": 989.5,  # SXM ("NVIDIA H100 80GB HBM3")
+    "h800": 989.5,
+    "h20": 148.0,
+    "b200": 2250.0,
+    "a100": 312.0,
+    "a800": 312.0,
+    "l40s": 362.05,
+    "l40": 181.05,
+    "l4": 121.0,
+    "a10g": 70.0,
+    "a10": 125.0,
+    "rtx 4090": 165.2,
+    "mi300x": 1307.4,
+}
+
+
+def _relu_sum(first: int, last: int, c: int) -> int:
+    """sum over v = first..last of max(v - c, 0)."""
+    lo = max(first, c + 1)
+    if last < lo:
+        return 0
+    n = last - lo + 1
+    return (lo - c + last - c) * n // 2
+
+
+def _clamped_ramp_sum(a: int, n: int, hi: int) -> int:
+    """sum over i = 0..n-1 of clamp(a + i, 0, hi)."""
+    if n <= 0:
+        return 0
+    return _relu_sum(a, a + n - 1, 0) - _relu_sum(a, a + n - 1, hi)
+
+
+def allowed_pairs(workload: Workload) -> int:
+    """Number of allowed (query, key) pairs in one [Sq, Sk] mask (one batch element, one head)."""
+    sq, sk, mask = workload.seqlen_q, workload.seqlen_k, workload.mask
+    offset = sk - sq
+    if mask == "full":
+        return sq * sk
+    if mask == "causal":
+        return _clamped_ramp_sum(offset + 1, sq, sk)
+    if mask == "sliding_window":
+        w = workload.window
+        return _clamped_ramp_sum(offset + 1, sq, sk) - _clamped_ramp_sum(offset + 1 - w, sq, sk)
+    if mask == "document":
+        return sum(n * n for n in workload.doc_lens)
+    if mask == "block_causal":
+        total, end = 0, 0
+        for n in workload.doc_lens:
+            end += n
+            total += n * end
+        return total
+    raise ValueError(f"no FLOP formula for mask {mask!r}")
+
+
+def density(workload: Workload) -> float:
+    """Fraction of the Sq x Sk rectangle that is allowed."""
+    return allowed_pairs(workload) / (workload.seqlen_q * workload.seqlen_k)
+
+
+def attention_flops(workload: Workload, pass_: str = "fwd") -> float:
+    """FLOPs of one call of `pass_` (fwd | bwd | fwd_bwd) on the whole batch."""
+    if pass_ not in PASS_MULTIPLIER:
+        raise ValueError(f"pass {pass_!r} is not one of {tuple(PASS_MULTIPLIER)}")
+    forward = 4 * workload.head_dim * workload.heads_q * workload.batch * allowed_pairs(workload)
+    return forward * PASS_MULTIPLIER[pass_]
+
+
+def tflops(flops: float, ms: float | None) -> float | None:
+    """TFLOP/s of `flops` done in `ms` milliseconds (None when there is no time)."""
+    if ms is None or ms <= 0:
+        return None
+    return flops / (ms * 1e-3) / 1e12
+
+
+def mfu(achieved_tflops: float | None, peak_tflops: float | None) -> float | None:
+    """Model FLOPs utilisation as a fraction (0.61 = 61 %)."""
+    if achieved_tflops is None or not peak_tflops:
+        return None
+    return achieved_tflops / peak_tflops
+
+
+def datasheet_peak(gpu_name: str | None) -> float | None:
+    """Datasheet dense bf16 peak TFLOP/s for a device name, or None when unknown."""
+    if not gpu_name:
+        return None
+    name = re.sub(r"\s+", " ", gpu_name.lower())
+    for pattern, peak in DATASHEET_PEAK_TFLOPS.items():
+        if re.search(rf"(^|[^a-z0-9]){re.escape(pattern)}([^a-z0-9]|$)", name):
+            return peak
+    return None
+
+
+def measure_matmul_peak(device="cuda", dtype="bfloat16", n: int = 8192, reps: int = 20) -> float:
+    """Achieved TFLOP/s of an n x n x n torch.mm in `dtype` (median of CUDA-event-timed calls).
+
+    This is the realistic ceiling on this machine now (clocks, power), the MFU denominator.
+    """
+    import torch
+
+    from attnbench.bench.timing import measure
+
+    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
+    out = torch.empty(n, n, device=device, dtype=torch_dtype)
+    timing = measure(lambda: torch.mm(a, b, out=out), device=device, min_reps=reps, min_time_ms=200.0,
+                     warmup_reps=5, max_reps=max(reps, 500), flush_l2=False)
+    return tflops(2.0 * n ** 3, timing.ms_median)

@@ -1,0 +1,198 @@
+"""What every attention provider declares and does.
+
+A provider takes canonical inputs (q, k, v as [batch, heads, seq, head_dim] tensors on the device),
+converts them once to its native layout (`prepare`, outside the timed region) and returns a callable
+that runs exactly one attention forward on those native inputs. The sweep (bench/sweep.py) times that
+callable, checks its output against the fp32 reference and turns everything into Result rows.
+
+Rules: `unavailable()` and `unsupported()` return a reason string (or None) and never raise; a provider
+that cannot import or load says why there, so it becomes a row, never a crash and never silently absent.
+`prepare()` may raise `Unsupported(reason)` when only the library itself can tell (e.g. SDPA's own
+kernel checks on the actual tensors); the sweep records that as an `unsupported` row, not an error.
+Third-party libraries are imported lazily, inside methods, so listing the registry stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from attnbench.bench.results import Workload
+
+
+class Unsupported(Exception):
+    """prepare() found that this provider cannot run these inputs; the message is the reason."""
+
+
+@dataclass
+class Prepared:
+    """Native-layout inputs bound to one call. `run()` is what gets timed."""
+
+    run: Callable[[], Any]  # one forward; returns the output in native layout
+    to_canonical: Callable[[Any], Any]  # native output -> [batch, heads_q, seq_q, head_dim] tensor
+    inputs: tuple = ()  # native leaf tensors (q, k, v); requires_grad is set when prepared with backward=True
+    note: str = ""  # anything a reader should know about this call (e.g. "k/v expanded for GQA")
+
+
+class Provider:
+    name: str = ""  # unique, e.g. "sdpa_cudnn"
+    family: str = ""  # module family, e.g. "sdpa"
+    layout: str = "bhsd"  # native layout: bhsd | bshd | sbhd | thd (packed varlen)
+    dtypes: tuple[str, ...] = ("bfloat16", "float16")
+    masks: tuple[str, ...] = ("full", "causal")
+    gqa: bool = False  # accepts heads_kv < heads_q without repeating K/V
+    backward: bool = False
+    quantized: bool = False  # computes in lower precision on purpose (judged with looser tolerances)
+    needs_cuda: bool = True
+    compiled: bool = False  # setup includes torch.compile
+    head_dims: tuple[int, ...] | None = None  # None: any head_dim the library accepts
+    causal_any_lengths: bool = True  # False: causal (and windows) only when seqlen_q == seqlen_k
+
+    def unavailable(self) -> str | None:
+        """Why this provider cannot run on this machine at all (not installed, import fails, no GPU)."""
+        return cuda_missing() if self.needs_cuda else None
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        """Why this provider cannot run this workload/pass, from its declared capabilities."""
+        if workload.dtype not in self.dtypes:
+            return f"dtype {workload.dtype} not supported (supports {', '.join(self.dtypes)})"
+        if workload.mask not in self.masks:
+            return f"mask {workload.mask} not supported (supports {', '.join(self.masks)})"
+        if workload.gqa and not self.gqa:
+            return "GQA (heads_kv < heads_q) not supported"
+        if pass_ != "fwd" and not self.backward:
+            return "no backward"
+        if self.head_dims is not None and workload.head_dim not in self.head_dims:
+            return f"head_dim {workload.head_dim} not supported (supports {self.head_dims})"
+        if (not self.causal_any_lengths and workload.mask in ("causal", "sliding_window")
+                and workload.seqlen_q != workload.seqlen_k):
+            return f"{workload.mask} with seqlen_q != seqlen_k: this kernel's alignment is not bottom-right"
+        return None
+
+    def why_not(self, workload: Workload, pass_: str) -> tuple[str, str] | None:
+        """(status, reason) when this provider cannot run the workload, else None."""
+        reason = self.unavailable()
+        if reason:
+            return "unavailable", reason
+        reason = self.unsupported(workload, pass_)
+        return ("unsupported", reason) if reason else None
+
+    def version(self) -> str:
+        return ""
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        """Native inputs (leaf tensors, requires_grad=backward) and the call to time."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+# --- helpers shared by the provider modules -------------------------------------------------------
+
+def describe_exception(exc: BaseException) -> str:
+    """`ExcType: first line of the message`, the form every reason uses."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def import_failure(module: str) -> str | None:
+    """None if `module` imports; "not installed" if it is absent; else "import failed: <why>"."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module or module.startswith(missing + ".") or not missing:
+            return f"not installed (no module {missing or module!r})"
+        return f"import failed: {describe_exception(exc)}"
+    except Exception as exc:  # noqa: BLE001 - any failure to import is a reason, never a crash
+        return f"import failed: {describe_exception(exc)}"
+    return None
+
+
+def cuda_missing() -> str | None:
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001
+        return f"torch import failed: {describe_exception(exc)}"
+    return None if torch.cuda.is_available() else "needs CUDA (no CUDA device visible)"
+
+
+def module_version(module: str) -> str:
+    try:
+        mod = importlib.import_module(module)
+    except Exception:  # noqa: BLE001
+        return ""
+    version = getattr(mod, "__version__", "")
+    if version:
+        return str(version)
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version(module.split(".")[0].replace("_", "-"))
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def torch_dtype(name: str):
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype name {name!r}")
+    return dtype
+
+
+def leaf(x, backward: bool):
+    """A leaf tensor sharing x's storage (no copy), with requires_grad as the pass needs."""
+    return x.detach().requires_grad_(backward)
+
+
+def to_bshd(x, backward: bool):
+    """[b, h, s, d] -> contiguous [b, s, h, d] leaf (made once, before timing)."""
+    return x.detach().transpose(1, 2).contiguous().requires_grad_(backward)
+
+
+def bshd_to_canonical(out):
+    return out.transpose(1, 2)
+
+
+_COMPILED: dict[tuple, Callable] = {}
+
+
+def compile_fn(fn, *, mode: str | None = None):
+    """One torch.compile wrapper per (function, mode) for the whole process.
+
+    Callers mark the sequence dimension dynamic (`mark_seq_dynamic`), so a sweep over sequence lengths
+    compiles once per pass and mask instead of once per shape: the first prepare's first call pays the
+    compile (its setup_ms), later shapes reuse the graph. The recompile limit is raised and hitting it
+    is made an error: by default dynamo would silently fall back to eager, which would then be timed
+    as if it were compiled.
+    """
+    key = (fn, mode)
+    if key not in _COMPILED:
+        import torch
+
+        _configure_dynamo(torch)
+        _COMPILED[key] = torch.compile(fn, mode=mode)
+    return _COMPILED[key]
+
+
+def _configure_dynamo(torch) -> None:
+    config = torch._dynamo.config
+    for name, value in (("recompile_limit", 64), ("cache_size_limit", 64),
+                        ("fail_on_recompile_limit_hit", True), ("fail_on_cache_limit_hit", True)):
+        try:
+            if isinstance(value, bool) or getattr(config, name) < value:
+                setattr(config, name, value)
+        except (AttributeError, KeyError):  # names differ across torch versions
+            continue
+
+
+def mark_seq_dynamic(tensors, dim: int) -> None:
+    """Let dynamo treat dimension `dim` (the sequence) as dynamic, if the graph allows it."""
+    import torch
+
+    for t in tensors:
+        torch._dynamo.maybe_mark_dynamic(t, dim)

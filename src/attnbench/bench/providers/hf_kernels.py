@@ -1,0 +1,57 @@
+"""FlashAttention builds from the Hugging Face Hub through the `kernels` package.
+
+`get_kernel(repo)` downloads a prebuilt kernel for this torch/CUDA (or finds it in the local HF cache).
+On a machine without network and without a cached copy it fails; that failure, with the repo id and
+the library's own message, is the `unavailable` reason. The loaded module is cached per process.
+"""
+
+from __future__ import annotations
+
+from attnbench.bench.providers.base import cuda_missing, describe_exception, import_failure, module_version
+from attnbench.bench.providers.flash_attn import FlashStyleProvider
+
+_LOADED: dict[str, object] = {}  # repo id -> loaded module, or the exception that stopped it
+
+
+class HfKernel(FlashStyleProvider):
+    family = "hf_kernels"
+    module = "kernels"
+
+    def __init__(self, name: str, repo: str, *, compiled: bool = False):
+        super().__init__(name, compiled=compiled)
+        self.repo = repo
+
+    def _module(self):
+        if self.repo not in _LOADED:
+            try:
+                from kernels import get_kernel
+
+                _LOADED[self.repo] = get_kernel(self.repo)
+            except Exception as exc:  # noqa: BLE001 - kept, then reported as the reason
+                _LOADED[self.repo] = exc
+        loaded = _LOADED[self.repo]
+        if isinstance(loaded, Exception):
+            raise loaded
+        return loaded
+
+    def load(self):
+        return getattr(self._module(), self.function)
+
+    def unavailable(self) -> str | None:
+        missing = import_failure("kernels") or cuda_missing()
+        if missing:
+            return missing
+        try:
+            self.load()
+        except Exception as exc:  # noqa: BLE001
+            hint = ""
+            text = f"{type(exc).__name__} {exc}".lower()
+            if any(word in text for word in ("connect", "offline", "network", "resolve", "local cache",
+                                            "timed out", "localentrynotfound")):
+                hint = " (no network to the Hub and no cached copy?)"
+            return f"get_kernel({self.repo!r}) failed{hint}: {describe_exception(exc)}"
+        return None
+
+    def version(self) -> str:
+        kernels_version = module_version("kernels")
+        return f"kernels {kernels_version}, {self.repo}" if kernels_version else ""

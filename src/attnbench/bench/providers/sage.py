@@ -1,0 +1,101 @@
+"""SageAttention: INT8 Q·K with FP16 P·V (quantised on purpose; judged with the quantised tolerance).
+
+One provider per entry point; an entry point the installed version lacks is an `unavailable` row
+naming the version, so the table shows what this install offers. SageAttention 1.0.6 (pure Triton)
+has `sageattn` (bhsd "HND" or bshd "NHD") and `sageattn_varlen` (packed thd, one segment per document);
+2.x adds the CUDA kernels below. With smooth_k (the default) `sageattn` subtracts the key mean in
+place, so each prepare() hands it a private copy of K. No backward: forward only.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from attnbench.bench.providers.base import (Prepared, Provider, bshd_to_canonical, cuda_missing,
+                                            describe_exception, import_failure, module_version)
+from attnbench.bench.results import Workload
+
+
+class SageProvider(Provider):
+    family = "sage"
+    dtypes = ("bfloat16", "float16")
+    masks = ("full", "causal")
+    gqa = True
+    backward = False
+    quantized = True
+    head_dims = (64, 96, 128)
+    causal_any_lengths = False  # "is_causal ... only applicable when qo_len == kv_len"
+
+    def __init__(self, name: str, entry: str, *, layout: str = "bhsd", head_dims=(64, 96, 128)):
+        self.name = name
+        self.entry = entry
+        self.layout = layout  # bhsd -> tensor_layout="HND", bshd -> "NHD"
+        self.head_dims = tuple(head_dims)
+
+    def load(self):
+        return getattr(importlib.import_module("sageattention"), self.entry)
+
+    def unavailable(self) -> str | None:
+        missing = import_failure("sageattention") or cuda_missing()
+        if missing:
+            return missing
+        try:
+            self.load()
+        except AttributeError:
+            return f"sageattention {self.version() or '(unknown version)'} has no {self.entry}"
+        except Exception as exc:  # noqa: BLE001
+            return f"load failed: {describe_exception(exc)}"
+        return None
+
+    def version(self) -> str:
+        return module_version("sageattention")
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        attn = self.load()
+        causal = workload.mask == "causal"
+        if self.layout == "bshd":
+            q, k, v = (t.detach().transpose(1, 2).contiguous() for t in (q, k, v))
+            kwargs, to_canonical = {"tensor_layout": "NHD"}, bshd_to_canonical
+        else:
+            q, v = q.detach(), v.detach()
+            k = k.detach().clone()  # smooth_k edits K in place
+            kwargs, to_canonical = {"tensor_layout": "HND"}, (lambda out: out)
+        return Prepared(run=lambda: attn(q, k, v, is_causal=causal, **kwargs), to_canonical=to_canonical,
+                        inputs=(q, k, v))
+
+
+class SageVarlen(SageProvider):
+    """`sageattn_varlen` on packed [tokens, heads, dim]: the batch (or the documents) as segments."""
+
+    layout = "thd"
+    masks = ("full", "causal", "document")
+
+    def __init__(self, name: str, entry: str = "sageattn_varlen"):
+        super().__init__(name, entry, layout="thd", head_dims=(64, 128))
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        if reason is None and workload.seqlen_q != workload.seqlen_k:
+            return "varlen segments here are self-attention (seqlen_q == seqlen_k)"
+        if reason is None and workload.mask == "document" and workload.batch != 1:
+            return "document mask packed only for batch 1"
+        return reason
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        import torch
+
+        attn = self.load()
+        b, hq, s, d = q.shape
+        lens = list(workload.doc_lens) if workload.mask == "document" else [s] * b
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=q.device)
+        packed = [t.detach().transpose(1, 2).reshape(b * s, t.shape[1], d).contiguous() for t in (q, k, v)]
+        causal = workload.mask == "causal"
+        max_len = max(lens)
+
+        def run():
+            return attn(*packed, cu, cu, max_len, max_len, is_causal=causal)
+
+        def to_canonical(out):
+            return out.reshape(b, s, hq, d).transpose(1, 2)
+
+        return Prepared(run=run, to_canonical=to_canonical, inputs=tuple(packed), note="packed varlen (thd)")

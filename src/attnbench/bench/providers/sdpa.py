@@ -1,0 +1,131 @@
+"""torch.nn.functional.scaled_dot_product_attention, one provider per backend, plus torch.compile.
+
+Each backend is pinned with `sdpa_kernel([one backend])`, so a run never silently falls back to
+another kernel: if the pinned backend refuses the inputs, torch raises and the row says why.
+`is_causal=True` in SDPA is top-left aligned when seqlen_q != seqlen_k; our causal mask is
+bottom-right aligned, so the fused backends declare that case unsupported. The math backend takes the
+exact dense mask instead (built in prepare, outside the timed region) and so runs every mask.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from attnbench.bench.providers.base import (Prepared, Provider, Unsupported, compile_fn, cuda_missing,
+                                            leaf, mark_seq_dynamic)
+from attnbench.bench.results import Workload
+
+# SDPBackend member -> the torch.backends.cuda check that explains a refusal
+_CHECKS = {"FLASH_ATTENTION": "can_use_flash_attention", "EFFICIENT_ATTENTION": "can_use_efficient_attention",
+           "CUDNN_ATTENTION": "can_use_cudnn_attention"}
+
+
+def _why_backend_refuses(backend: str, q, k, v, is_causal: bool, gqa: bool) -> str | None:
+    """Ask torch whether the pinned fused backend accepts these tensors; its debug warnings say why not."""
+    import torch
+
+    check_name = _CHECKS.get(backend)
+    check = getattr(torch.backends.cuda, check_name, None) if check_name else None
+    params_cls = getattr(torch.backends.cuda, "SDPAParams", None)
+    if check is None or params_cls is None:
+        return None
+    try:
+        params = params_cls(q, k, v, None, 0.0, is_causal, gqa)
+    except TypeError:  # older torch: SDPAParams without enable_gqa
+        params = params_cls(q, k, v, None, 0.0, is_causal)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ok = check(params, True)
+    if ok:
+        return None
+    why = "; ".join(str(w.message).strip().splitlines()[0] for w in caught) or "no reason given by torch"
+    return f"torch refuses {backend} for these inputs: {why}"
+
+
+def _sdpa(q, k, v, **kwargs):
+    """A Python-level function for torch.compile to trace (the torch op itself is a builtin)."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+def dense_mask(workload: Workload, device):
+    """The exact boolean [seq_q, seq_k] mask (True = attend), from bench.masks."""
+    from attnbench.bench import masks
+
+    return masks.dense_mask(workload, device=device)
+
+
+class SdpaProvider(Provider):
+    family = "sdpa"
+    layout = "bhsd"
+    gqa = True  # enable_gqa=True; torch's own check (in prepare) rejects it where a backend cannot
+    backward = True
+    causal_any_lengths = False
+
+    def __init__(self, name: str, backend: str, *, compile_mode: str | None = None, compiled: bool = False):
+        self.name = name
+        self.backend = backend  # SDPBackend member name, or "" for torch's default selection
+        self.compiled = compiled
+        self.compile_mode = compile_mode
+        if backend == "MATH":
+            # the math backend runs anywhere and takes an explicit mask: every mask, any lengths
+            self.needs_cuda = False
+            self.dtypes = ("bfloat16", "float16", "float32")
+            self.masks = ("full", "causal", "sliding_window", "document", "block_causal")
+            self.causal_any_lengths = True
+        else:
+            self.needs_cuda = True
+            self.dtypes = ("bfloat16", "float16")
+            self.masks = ("full", "causal")
+
+    def unavailable(self) -> str | None:
+        missing = cuda_missing() if self.needs_cuda else None
+        if missing:
+            return missing
+        if self.backend:
+            from torch.nn.attention import SDPBackend
+
+            if not hasattr(SDPBackend, self.backend):
+                return f"this torch has no SDPBackend.{self.backend}"
+        return None
+
+    def version(self) -> str:
+        import torch
+
+        return torch.__version__
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v = (leaf(t, backward) for t in (q, k, v))
+        gqa = workload.gqa
+        kwargs = {"enable_gqa": True} if gqa else {}
+        note = ""
+        if self.backend == "MATH" and workload.mask != "full":
+            # exact mask (bottom-right causal, windows, documents) as a boolean tensor
+            kwargs["attn_mask"] = dense_mask(workload, q.device)
+            note = "explicit dense boolean mask"
+        elif workload.mask == "causal":
+            kwargs["is_causal"] = True  # seqlen_q == seqlen_k here (unsupported() rules out the rest)
+        if self.backend in _CHECKS and q.is_cuda:
+            reason = _why_backend_refuses(self.backend, q, k, v, bool(kwargs.get("is_causal")), gqa)
+            if reason:
+                raise Unsupported(reason)
+        backends = [getattr(SDPBackend, self.backend)] if self.backend else None
+        if self.compiled:
+            fn = compile_fn(_sdpa, mode=self.compile_mode)
+            mark_seq_dynamic((q, k, v), 2)
+        else:
+            fn = _sdpa
+
+        if backends is None:
+            def run():
+                return fn(q, k, v, **kwargs)
+        else:
+            def run():
+                with sdpa_kernel(backends):
+                    return fn(q, k, v, **kwargs)
+
+        return Prepared(run=run, to_canonical=lambda out: out, inputs=(q, k, v), note=note)
+

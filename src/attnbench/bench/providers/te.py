@@ -1,0 +1,67 @@
+"""Transformer Engine `DotProductAttention` (TE picks its fused cuDNN or flash backend itself).
+
+Inputs in TE's bshd or sbhd format; the output comes back with heads flattened ([b, s, h*d] or
+[s, b, h*d]) and is reshaped to canonical outside the timed call. Causal uses TE's bottom-right mask
+type when seqlen_q != seqlen_k. The module is built in prepare (setup), once per workload.
+"""
+
+from __future__ import annotations
+
+from attnbench.bench.providers.base import (Prepared, Provider, cuda_missing, import_failure,
+                                            module_version)
+from attnbench.bench.results import Workload
+
+
+class TransformerEngine(Provider):
+    family = "te"
+    dtypes = ("bfloat16", "float16")
+    masks = ("full", "causal", "sliding_window")
+    gqa = True  # num_gqa_groups
+    backward = True
+
+    def __init__(self, name: str, qkv_format: str = "bshd"):
+        if qkv_format not in ("bshd", "sbhd"):
+            raise ValueError(f"qkv_format {qkv_format!r} is not bshd or sbhd")
+        self.name = name
+        self.qkv_format = qkv_format
+        self.layout = qkv_format
+
+    def unavailable(self) -> str | None:
+        return import_failure("transformer_engine.pytorch") or cuda_missing()
+
+    def version(self) -> str:
+        return module_version("transformer_engine")
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        if reason is None and workload.mask == "sliding_window" and workload.seqlen_q != workload.seqlen_k:
+            return "sliding_window with seqlen_q != seqlen_k not mapped onto window_size"
+        return reason
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        from transformer_engine.pytorch import DotProductAttention
+
+        b, hq, sq, d = q.shape
+        same = workload.seqlen_q == workload.seqlen_k
+        window = None
+        if workload.mask == "full":
+            mask_type = "no_mask"
+        elif workload.mask == "causal":
+            mask_type = "causal" if same else "causal_bottom_right"
+        else:  # sliding_window: 0 <= i - j < window
+            mask_type, window = "causal", (workload.window - 1, 0)
+        module_kwargs = dict(num_gqa_groups=workload.heads_kv, attention_dropout=0.0,
+                             qkv_format=self.qkv_format, attn_mask_type=mask_type)
+        if window is not None:
+            module_kwargs["window_size"] = window
+        attention = DotProductAttention(hq, d, **module_kwargs).to(q.device)
+        # bhsd -> bshd ([0, 2, 1, 3]) or sbhd ([2, 0, 1, 3]), once, before timing
+        order = (0, 2, 1, 3) if self.qkv_format == "bshd" else (2, 0, 1, 3)
+        q, k, v = (t.detach().permute(*order).contiguous().requires_grad_(backward) for t in (q, k, v))
+
+        def to_canonical(out):
+            if self.qkv_format == "bshd":
+                return out.reshape(b, sq, hq, d).transpose(1, 2)
+            return out.reshape(sq, b, hq, d).permute(1, 2, 0, 3)
+
+        return Prepared(run=lambda: attention(q, k, v), to_canonical=to_canonical, inputs=(q, k, v))

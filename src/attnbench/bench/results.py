@@ -1,0 +1,138 @@
+"""The Result row: one JSON object per line, one row per (provider, workload, pass).
+
+Schema (README "Result rows" documents it for readers):
+  provider, family, status (ok | oom | unsupported | unavailable | incorrect | error), reason,
+  workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens),
+  pass (fwd | bwd | fwd_bwd), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
+  timer (cuda_event | perf_counter), correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+STATUSES = ("ok", "oom", "unsupported", "unavailable", "incorrect", "error")
+PASSES = ("fwd", "bwd", "fwd_bwd")
+MASKS = ("full", "causal", "sliding_window", "document", "block_causal")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One attention problem. Sequence lengths are per batch element; `doc_lens` splits it into documents."""
+
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    dtype: str = "bfloat16"
+    mask: str = "full"
+    window: int | None = None  # sliding window: key j allowed for query i when 0 <= i + (Sk - Sq) - j < window
+    doc_lens: tuple[int, ...] | None = None  # document/block_causal: lengths summing to seqlen_q (== seqlen_k)
+
+    def __post_init__(self):
+        if self.mask not in MASKS:
+            raise ValueError(f"mask {self.mask!r} is not one of {MASKS}")
+        if self.heads_q % self.heads_kv:
+            raise ValueError(f"heads_q={self.heads_q} is not a multiple of heads_kv={self.heads_kv}")
+        if self.mask == "sliding_window" and not self.window:
+            raise ValueError("a sliding_window workload needs window > 0")
+        if self.mask in ("document", "block_causal"):
+            if not self.doc_lens or sum(self.doc_lens) != self.seqlen_q or self.seqlen_q != self.seqlen_k:
+                raise ValueError(f"{self.mask} mask: doc_lens {self.doc_lens} must sum to "
+                                 f"seqlen_q == seqlen_k ({self.seqlen_q}, {self.seqlen_k})")
+            if any(n <= 0 for n in self.doc_lens):
+                raise ValueError(f"{self.mask} mask: doc_lens {self.doc_lens} must all be positive")
+
+    @property
+    def gqa(self) -> bool:
+        return self.heads_q != self.heads_kv
+
+    def label(self) -> str:
+        extra = f" w={self.window}" if self.window else ""
+        extra += f" docs={len(self.doc_lens)}" if self.doc_lens else ""
+        return (f"B{self.batch} Sq{self.seqlen_q} Sk{self.seqlen_k} H{self.heads_q}/{self.heads_kv} "
+                f"D{self.head_dim} {self.dtype} {self.mask}{extra}")
+
+
+@dataclass
+class Result:
+    provider: str
+    family: str
+    status: str
+    workload: Workload
+    pass_: str = "fwd"  # serialised as "pass"
+    reason: str = ""
+    ms_median: float | None = None
+    ms_p20: float | None = None
+    ms_p80: float | None = None
+    reps: int | None = None
+    tflops: float | None = None
+    mfu: float | None = None
+    peak_mem_bytes: int | None = None
+    setup_ms: float | None = None
+    timer: str | None = None
+    max_abs: float | None = None
+    mean_abs: float | None = None
+    rel_l2: float | None = None
+    ok: bool | None = None
+    env: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+        if self.pass_ not in PASSES:
+            raise ValueError(f"pass {self.pass_!r} is not one of {PASSES}")
+
+    def to_dict(self) -> dict[str, Any]:
+        row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("workload", "pass_")}
+        work = asdict(self.workload)
+        work["doc_lens"] = list(work["doc_lens"]) if work["doc_lens"] else None
+        return {"provider": self.provider, "family": self.family, "status": self.status,
+                "reason": self.reason, **work, "pass": self.pass_,
+                **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")}}
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> "Result":
+        row = dict(row)
+        work_names = {f.name for f in fields(Workload)}
+        work = {k: row.pop(k) for k in list(row) if k in work_names}
+        if work.get("doc_lens") is not None:
+            work["doc_lens"] = tuple(work["doc_lens"])
+        row["pass_"] = row.pop("pass", "fwd")
+        known = {f.name for f in fields(cls)}
+        unknown = set(row) - known
+        if unknown:
+            raise ValueError(f"unknown result fields: {sorted(unknown)}")
+        return cls(workload=Workload(**work), **row)
+
+
+def write_jsonl(path: Path | str, rows: Iterable[Result], *, append: bool = False) -> None:
+    with open(path, "a" if append else "w") as f:
+        for row in rows:
+            f.write(json.dumps(row.to_dict(), sort_keys=False) + "\n")
+
+
+def read_jsonl(path: Path | str) -> list[Result]:
+    rows = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(Result.from_dict(json.loads(line)))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: bad result row: {exc}") from exc
+    return rows
+
+
+def to_frame(rows: Iterable[Result]):
+    """A pandas DataFrame with one column per field (pandas is imported lazily)."""
+    import pandas as pd
+
+    return pd.DataFrame([r.to_dict() for r in rows])

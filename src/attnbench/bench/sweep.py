@@ -1,0 +1,378 @@
+"""Run providers over workloads and passes; every (provider, workload, pass) becomes one Result row.
+
+Per workload: canonical q, k, v ([batch, heads, seq, head_dim], randn from a seeded generator on the
+device, cast to the workload dtype; scores have unit spread after the 1/sqrt(d) scale) are made once,
+and the fp32 reference once (gradients only when a backward pass needs them).
+
+Per provider and pass:
+  unavailable() -> row `unavailable`; unsupported() (or a CUDA-only provider on a CPU run) -> `unsupported`.
+  setup_ms = prepare + first call (+ first backward), synchronised: compile and autotune live here.
+  Correctness comes from that first call: output (fwd), gradients (bwd), both (fwd_bwd). A failing
+  row is `incorrect` with the failed check as reason; it keeps its timing and is never the fastest.
+  The row's max_abs/mean_abs/rel_l2/ok are those of the failing check, else of the check closest to
+  its bound; extra["correctness"] has every check.
+  Timed callables: fwd = run() under no_grad; fwd_bwd = run() then torch.autograd.grad w.r.t. the
+  native q, k, v (no .grad accumulation kernels); bwd = torch.autograd.grad(out, ..., retain_graph=True)
+  on one saved forward (the graph is built once, outside the timed region).
+  peak_mem_bytes = peak allocated by the timed calls above what existed before them + bytes of the
+  canonical q, k, v (+ dout for backward passes) + (bwd only) what the saved forward holds:
+  i.e. the peak of an application holding just the inputs. extra has the parts.
+  Any exception -> `error` row "Type: first line" (extra["stage"] says where); OOM -> `oom` row,
+  memory released, the sweep goes on.
+Backward contract: Prepared.inputs are the native (q, k, v) in that order; leaves get requires_grad
+here if the provider did not; gradients are mapped back to canonical layout by Provider.layout
+(bhsd | bshd | sbhd | thd). prepare(..., backward=True) is called for bwd and fwd_bwd; a prepare() that
+raises providers.base.Unsupported gives an `unsupported` row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+import torch
+
+from attnbench.bench import correctness, flops, timing
+from attnbench.bench.providers.base import Unsupported
+from attnbench.bench.results import PASSES, Result, Workload
+
+Progress = Callable[[Result], None]
+
+
+def print_progress(row: Result) -> None:
+    """One line per row, flushed so the engine streams it."""
+    text = f"[sweep] {row.provider:<30} {row.pass_:<7} {row.workload.label():<44} {row.status:<11}"
+    if row.ms_median is not None:
+        text += f" {row.ms_median:9.4f} ms"
+        text += f" {row.tflops:8.4g} TFLOP/s" if row.tflops is not None else ""
+        text += f" MFU {row.mfu:5.1%}" if row.mfu is not None else ""
+    if row.rel_l2 is not None:
+        text += f" rel_l2 {row.rel_l2:.2e}"
+    if row.reason:
+        text += f"  {row.reason}"
+    print(text, flush=True)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def _randn(shape, gen, device, dtype):
+    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+
+def make_inputs(workload: Workload, device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Canonical q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D] in the workload dtype."""
+    w, dtype = workload, torch_dtype(workload.dtype)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q = _randn((w.batch, w.heads_q, w.seqlen_q, w.head_dim), gen, device, dtype)
+    k = _randn((w.batch, w.heads_kv, w.seqlen_k, w.head_dim), gen, device, dtype)
+    v = _randn((w.batch, w.heads_kv, w.seqlen_k, w.head_dim), gen, device, dtype)
+    return q, k, v
+
+
+def make_dout(workload: Workload, device, seed: int = 0) -> torch.Tensor:
+    w = workload
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    return _randn((w.batch, w.heads_q, w.seqlen_q, w.head_dim), gen, device, torch_dtype(w.dtype))
+
+
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+class _Workspace:
+    """Inputs and (lazily) references of one workload, shared by every provider."""
+
+    def __init__(self, workload: Workload, device, seed: int, reference: bool):
+        self.workload, self.device, self.seed, self.reference = workload, device, seed, reference
+        self.q, self.k, self.v = make_inputs(workload, device, seed)
+        self._out = self._grads = self._dout = None
+        self.reference_error: str | None = None if reference else "reference check disabled"
+
+    @property
+    def dout(self) -> torch.Tensor:
+        if self._dout is None:
+            self._dout = make_dout(self.workload, self.device, self.seed)
+        return self._dout
+
+    def _reference(self, make):
+        if self.reference_error:
+            return None
+        try:
+            return make()
+        except Exception as exc:  # an OOM in the reference must not end the sweep either
+            self.reference_error = f"reference failed: {_first_line(exc)}"
+            timing.release_memory(self.device)
+            return None
+
+    def ref_out(self):
+        if self._out is None:
+            self._out = self._reference(lambda: correctness.reference_attention(self.q, self.k, self.v,
+                                                                                 self.workload))
+        return self._out
+
+    def ref_grads(self):
+        if self._grads is None:
+            self._grads = self._reference(lambda: correctness.reference_grads(self.q, self.k, self.v,
+                                                                               self.dout, self.workload))
+        return self._grads
+
+
+def _grad_inputs(prepared) -> tuple[torch.Tensor, ...]:
+    inputs = tuple(prepared.inputs)
+    if len(inputs) != 3:
+        raise ValueError(f"Prepared.inputs must be the native (q, k, v) for a backward pass, got {len(inputs)}")
+    for name, t in zip("qkv", inputs):
+        if not t.requires_grad:
+            if not t.is_leaf:
+                raise ValueError(f"native {name} is a non-leaf tensor without grad: detach() it in prepare()")
+            t.requires_grad_(True)
+    return inputs
+
+
+def _native_grad_output(out, to_canonical, dout: torch.Tensor) -> torch.Tensor:
+    """dout in the provider's native output layout (the adjoint of to_canonical), strides like out."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"run() returned {type(out).__name__}; a backward pass needs a tensor")
+    probe = out.detach().requires_grad_(True)
+    with torch.enable_grad():
+        canonical = to_canonical(probe)
+    if tuple(canonical.shape) != tuple(dout.shape) or not canonical.requires_grad:
+        raise ValueError(f"to_canonical gives {tuple(canonical.shape)} (requires_grad={canonical.requires_grad}); "
+                         f"need a differentiable map to {tuple(dout.shape)}")
+    (grad,) = torch.autograd.grad(canonical, probe, dout.to(canonical.dtype))
+    return torch.empty_like(out).copy_(grad)
+
+
+def canonical_grad(grad: torch.Tensor, layout: str, like: torch.Tensor) -> torch.Tensor:
+    """A native-layout gradient as [batch, heads, seq, head_dim] like the canonical tensor `like`."""
+    b, h, s, d = like.shape
+    if layout == "bhsd":
+        mapped = grad
+    elif layout == "bshd":
+        mapped = grad.transpose(1, 2)
+    elif layout == "sbhd":
+        mapped = grad.permute(1, 2, 0, 3)
+    elif layout == "thd":
+        mapped = grad.reshape(b, s, h, d).transpose(1, 2)
+    else:
+        raise ValueError(f"cannot map gradients of layout {layout!r} (bhsd | bshd | sbhd | thd)")
+    if tuple(mapped.shape) != tuple(like.shape):
+        raise ValueError(f"{layout} gradient of shape {tuple(grad.shape)} does not map to {tuple(like.shape)}")
+    return mapped
+
+
+def _check(row: Result, checks: dict[str, correctness.Comparison], reference_error: str | None) -> None:
+    """Fill the correctness fields of `row` from named comparisons; mark it incorrect if one failed."""
+    if not checks:
+        row.reason = f"not checked: {reference_error}"
+        return
+    main = correctness.worst(checks)
+    row.max_abs, row.mean_abs, row.rel_l2 = _finite(main.max_abs), _finite(main.mean_abs), _finite(main.rel_l2)
+    row.ok = main.ok
+    row.extra["tolerance"] = {"name": main.tolerance.name, "rel_l2": main.tolerance.rel_l2,
+                              "max_abs": main.tolerance.max_abs}
+    row.extra["correctness"] = {name: {"max_abs": _finite(c.max_abs), "mean_abs": _finite(c.mean_abs),
+                                       "rel_l2": _finite(c.rel_l2), "ok": c.ok} for name, c in checks.items()}
+    if not main.ok:
+        row.status, row.reason = "incorrect", main.reason
+
+
+def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[str],
+                 timing_options: dict[str, Any]) -> None:
+    """Setup, correctness and timing of one (provider, workload, pass); fills `row` or raises."""
+    w, device = ws.workload, ws.device
+    canonical = (ws.q.detach(), ws.k.detach(), ws.v.detach())
+    cuda = timing.is_cuda(device)
+    memory = {"mem_inputs_bytes": _nbytes(ws.q, ws.k, ws.v)}
+    checks: dict[str, correctness.Comparison] = {}
+
+    def compare(name, out, ref, grad=False):
+        if tuple(out.shape) != tuple(ref.shape):
+            raise ValueError(f"{name} has shape {tuple(out.shape)}, expected {tuple(ref.shape)} (to_canonical?)")
+        checks[name] = correctness.compare(out, ref, w.dtype, provider.quantized, grad=grad, what=name)
+
+    if pass_ == "fwd":
+        def first():
+            stage[0] = "prepare"
+            prepared = provider.prepare(*canonical, w, backward=False)
+            row.extra.update({"note": prepared.note} if getattr(prepared, "note", "") else {})
+            stage[0] = "first call"
+            return prepared, prepared.run()
+
+        with torch.no_grad():
+            (prepared, out), row.setup_ms = timing.setup(first, device=device)
+            stage[0] = "correctness"
+            if ws.ref_out() is not None:
+                compare("out", prepared.to_canonical(out), ws.ref_out())
+            _check(row, checks, ws.reference_error)
+            del out
+            stage[0] = "timing"
+            result = timing.measure(prepared.run, device=device, **timing_options)
+    else:
+        memory["mem_inputs_bytes"] += _nbytes(ws.dout)
+
+        def first():
+            stage[0] = "prepare"
+            prepared = provider.prepare(*canonical, w, backward=True)
+            row.extra.update({"note": prepared.note} if getattr(prepared, "note", "") else {})
+            inputs = _grad_inputs(prepared)
+            stage[0] = "first call"
+            before = torch.cuda.memory_allocated(device) if cuda else 0
+            out = prepared.run()
+            saved = torch.cuda.memory_allocated(device) - before if cuda else 0
+            dout = _native_grad_output(out, prepared.to_canonical, ws.dout)
+            stage[0] = "first backward"
+            grads = torch.autograd.grad(out, inputs, dout, retain_graph=(pass_ == "bwd"))
+            return prepared, inputs, out, dout, grads, saved
+
+        (prepared, inputs, out, dout, grads, saved), row.setup_ms = timing.setup(first, device=device)
+        stage[0] = "correctness"
+        if pass_ == "fwd_bwd" and ws.ref_out() is not None:
+            compare("out", prepared.to_canonical(out.detach()), ws.ref_out())
+        if ws.ref_grads() is not None:
+            for name, grad, ref, like in zip(("dq", "dk", "dv"), grads, ws.ref_grads(), canonical):
+                compare(name, canonical_grad(grad, provider.layout, like), ref, grad=True)
+        _check(row, checks, ws.reference_error)
+        del grads
+        stage[0] = "timing"
+        if pass_ == "fwd_bwd":
+            del out
+
+            def step():
+                return torch.autograd.grad(prepared.run(), inputs, dout)
+        else:
+            memory["mem_saved_forward_bytes"] = saved
+
+            def step():
+                return torch.autograd.grad(out, inputs, dout, retain_graph=True)
+        result = timing.measure(step, device=device, **timing_options)
+
+    row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
+    row.reps, row.timer = result.reps, result.timer
+    if result.peak_mem_bytes is not None:
+        memory["mem_timed_delta_bytes"] = result.peak_mem_bytes
+        row.peak_mem_bytes = sum(memory.values())
+        row.extra.update(memory)
+
+
+def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavailable: str | None,
+            timing_options: dict[str, Any], peak_tflops: float | None, datasheet_tflops: float | None,
+            env_id: str) -> Result:
+    """One row; never raises (except KeyboardInterrupt)."""
+    row = Result(provider=provider.name, family=provider.family, status="ok", workload=workload, pass_=pass_,
+                 env=env_id)
+    if unavailable:
+        row.status, row.reason = "unavailable", unavailable
+        return row
+    stage = ["unsupported()"]
+    try:
+        why = provider.unsupported(workload, pass_)
+        if not why and provider.needs_cuda and not timing.is_cuda(ws.device):
+            why = f"needs a CUDA device (this run is on {ws.device})"
+        if why:
+            row.status, row.reason = "unsupported", why
+            return row
+        _measure_row(row, provider, ws, pass_, stage, timing_options)
+    except Unsupported as exc:  # only the library could tell, in prepare(): a capability, not a failure
+        row.status, row.reason = "unsupported", str(exc) or type(exc).__name__
+        row.extra["stage"] = stage[0]
+    except Exception as exc:
+        row.status = "oom" if timing.is_oom(exc) else "error"
+        row.reason = _first_line(exc)
+        row.extra["stage"] = stage[0]
+    finally:
+        timing.release_memory(ws.device)
+    if row.ms_median is not None:
+        row.tflops = flops.tflops(flops.attention_flops(workload, pass_), row.ms_median)
+        row.mfu = flops.mfu(row.tflops, peak_tflops)
+        if peak_tflops:
+            row.extra["peak_tflops"] = peak_tflops
+        if datasheet_tflops and row.tflops is not None:
+            row.extra["mfu_datasheet"] = row.tflops / datasheet_tflops
+    return row
+
+
+def _availability(provider) -> str | None:
+    try:
+        return provider.unavailable()
+    except Exception as exc:  # the contract says never raise; a provider that does is still a row
+        return f"unavailable() raised {_first_line(exc)}"
+
+
+def run_sweep(providers: Iterable, workloads: Iterable[Workload], passes: Iterable[str] = ("fwd",), *,
+              device=None, reference: bool = True, seed: int = 0, peak_tflops: float | str | None = "measure",
+              datasheet_tflops: float | None = None, env_id: str | None = None,
+              progress: Progress | None = print_progress, timing_options: dict[str, Any] | None = None,
+              ) -> list[Result]:
+    """Measure every provider on every workload and pass. Returns all rows, one per combination.
+
+    peak_tflops: the MFU denominator; "measure" times a bf16 matmul now (CUDA only, else no MFU).
+    timing_options: keyword arguments of timing.measure (min_reps, min_time_ms, warmup_reps, ...).
+    """
+    from attnbench.bench.env import machine_id
+
+    providers, workloads, passes = list(providers), list(workloads), list(passes)
+    bad = [p for p in passes if p not in PASSES]
+    if bad:
+        raise ValueError(f"unknown passes {bad}; known: {PASSES}")
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if peak_tflops == "measure":
+        peak_tflops = flops.measure_matmul_peak(device) if timing.is_cuda(device) else None
+        if peak_tflops and progress is not None:
+            print(f"[sweep] measured bf16 matmul peak: {peak_tflops:.1f} TFLOP/s", flush=True)
+    env_id = env_id or machine_id()
+    availability = {id(p): _availability(p) for p in providers}
+    rows: list[Result] = []
+    for workload in workloads:
+        ws = _Workspace(workload, device, seed, reference)
+        for provider in providers:
+            for pass_ in passes:
+                row = run_one(provider, workload, pass_, ws, unavailable=availability[id(provider)],
+                              timing_options=timing_options or {}, peak_tflops=peak_tflops,
+                              datasheet_tflops=datasheet_tflops, env_id=env_id)
+                rows.append(row)
+                if progress is not None:
+                    progress(row)
+        del ws
+        timing.release_memory(device)
+    return rows
+
+
+def _usable(row: Result, require_checked: bool) -> bool:
+    return (row.status == "ok" and row.ms_median is not None
+            and (row.ok is True or (not require_checked and row.ok is None)))
+
+
+def best_by_workload(rows: Iterable[Result], require_checked: bool = True) -> list[Result]:
+    """The fastest usable row per (workload, pass): status ok and (by default) correctness-checked."""
+    best: dict[tuple[Workload, str], Result] = {}
+    for row in rows:
+        if not _usable(row, require_checked):
+            continue
+        key = (row.workload, row.pass_)
+        if key not in best or row.ms_median < best[key].ms_median:
+            best[key] = row
+    return list(best.values())
+
+
+def speedup_over(rows: Iterable[Result], baseline: str = "sdpa_flash",
+                 require_checked: bool = True) -> dict[tuple[str, Workload, str], float]:
+    """{(provider, workload, pass): baseline ms / provider ms} where both rows are usable."""
+    rows = list(rows)
+    base = {(r.workload, r.pass_): r.ms_median for r in rows if r.provider == baseline and _usable(r, require_checked)}
+    return {(r.provider, r.workload, r.pass_): base[(r.workload, r.pass_)] / r.ms_median
+            for r in rows if _usable(r, require_checked) and (r.workload, r.pass_) in base}

@@ -1,0 +1,229 @@
+"""attnbench run | build | status | export | clean.
+
+Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook or bad
+settings (printed as `path:line: message`, before any cell starts); 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from attnbench.notebook.document import NotebookError
+from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError
+from attnbench.notebook.session import Options, SetupError
+
+
+def _param(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"-p {text!r}: expected KEY=VALUE")
+    try:
+        return key, yaml.safe_load(value) if value else ""
+    except yaml.YAMLError as e:
+        raise argparse.ArgumentTypeError(f"-p {text!r}: the value is not YAML: {e}") from None
+
+
+def _env(text: str) -> EnvSpec:
+    try:
+        return EnvSpec.parse(text)
+    except LaunchError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="notebook .md files")
+    p.add_argument("-p", "--param", dest="params", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="override a front-matter param (VALUE is YAML: 3, [1, 2], smoke)")  # fmt: skip
+    p.add_argument("--env", type=_env, default=EnvSpec("uv"), metavar="uv|python[=PATH]",
+                   help="uv: each cell in its own `uv run --script` env (default); python[=PATH]: an existing "
+                        "interpreter (default: the one running attnbench), deps checked first")  # fmt: skip
+    p.add_argument("--label", help="machine label for outputs/<notebook>/<label>/ (default: GPU name slug or cpu)")
+    p.add_argument("--outputs", type=Path, metavar="DIR", help="outputs folder (default: <project>/outputs)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnbench", description="Run Markdown benchmark notebooks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run notebooks (cached cells are not re-run)")
+    _add_session_options(run)
+    run.add_argument("--cell", action="append", default=[], metavar="ID",
+                     help="run only this cell (id or other.md:id), re-running it; its upstream from cache "
+                          "or run first when stale")  # fmt: skip
+    run.add_argument("--force", action="store_true", help="re-run cells even when cached")
+    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                     help="run up to N cells at once (only without a GPU: with one, cells run one at a time)")
+    run.add_argument("--kill-grace", type=float, default=None, metavar="S",
+                     help="seconds between SIGTERM and SIGKILL when a cell times out or is interrupted")
+    dist = run.add_argument_group("torch.distributed.run (cells with gpus=N; Slurm variables are honoured)")
+    dist.add_argument("--nnodes")
+    dist.add_argument("--node-rank")
+    dist.add_argument("--rdzv-endpoint")
+    dist.add_argument("--rdzv-backend")
+    dist.add_argument("--rdzv-id")
+    live = run.add_mutually_exclusive_group()
+    live.add_argument("--live", dest="live", action="store_true", default=None, help="rich live progress")
+    live.add_argument("--plain", dest="live", action="store_false", help="plain progress lines")
+
+    status = sub.add_parser("status", help="per cell: cached, stale (and why), failed, not run")
+    _add_session_options(status)
+
+    build = sub.add_parser("build", help="build site/ from outputs/ (no cell runs)")
+    build.add_argument("--outputs", type=Path, metavar="DIR", help="default: <project>/outputs")
+    build.add_argument("--site", type=Path, metavar="DIR", help="default: <project>/site")
+
+    export = sub.add_parser("export", help="export a notebook for Jupyter/papermill")
+    export.add_argument("notebook", type=Path, metavar="NOTEBOOK")
+    export.add_argument("--to", default="ipynb", help="ipynb (default) or py:percent")
+    export.add_argument("-o", "--output", type=Path, help="output file (default: beside the notebook)")
+
+    clean = sub.add_parser("clean", help="remove cells/ scripts and .tmp- leftovers (outputs only with --outputs)")
+    clean.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK")
+    clean.add_argument("--outputs", action="store_true", help="also delete outputs/<notebook>/ (committed results!)")
+    clean.add_argument("--label", help="with --outputs: only outputs/<notebook>/<label>/")
+    return parser
+
+
+def _options(args: argparse.Namespace) -> Options:
+    return Options(
+        env=args.env, label=args.label, outputs=args.outputs, params=dict(args.params),
+        cells=getattr(args, "cell", []), force=getattr(args, "force", False), jobs=getattr(args, "jobs", 1),
+        dist=DistOptions(*(getattr(args, k, None) for k in ("nnodes", "node_rank", "rdzv_endpoint",
+                                                              "rdzv_backend", "rdzv_id"))),
+        kill_grace=getattr(args, "kill_grace", None),
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "build":
+            return cmd_build(args)
+        if args.command == "export":
+            return cmd_export(args)
+        return cmd_clean(args)
+    except NotebookError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except (SetupError, LaunchError) as e:
+        print(f"attnbench {args.command}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from attnbench.notebook.progress import make_progress
+    from attnbench.notebook.runner import Runner
+    from attnbench.notebook.session import prepare
+
+    session = prepare(args.notebooks, _options(args))
+    return Runner(session, make_progress(args.live)).run()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from attnbench.notebook.session import prepare
+    from attnbench.notebook.status import cell_statuses
+
+    session = prepare(args.notebooks, _options(args))
+    env = session.env_summary()
+    for name in session.graph.named:
+        notebook = session.graph.notebooks[name]
+        print(f"{notebook.path} (label {session.label}, env {env['interpreter']}, python {env['python']})")
+        for cell_id, state, why in cell_statuses(session, name):
+            print(f"  {cell_id:<24} {state}{': ' + why if why else ''}")
+    return 0
+
+
+def _project_root() -> Path:
+    from attnbench.notebook.store import find_root
+
+    return find_root(Path.cwd() / "_")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from attnbench.notebook.render import build_site  # written separately; imported only when building
+
+    root = _project_root()
+    outputs = args.outputs or root / "outputs"
+    site = args.site or root / "site"
+    try:
+        pages = build_site(outputs, site)
+    except (FileNotFoundError, FileExistsError) as e:
+        raise SetupError(str(e)) from None
+    print(f"site: {len(pages)} pages in {site}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from attnbench.notebook.export import export_notebook
+
+    try:
+        out = export_notebook(args.notebook, args.output, to=args.to)
+    except ValueError as e:
+        raise SetupError(str(e)) from None
+    print(out)
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from attnbench.notebook import store
+    from attnbench.notebook.materialise import is_generated
+
+    if args.label and not args.outputs:
+        raise SetupError("--label only applies with --outputs")
+    root = store.find_root(args.notebooks[0]) if args.notebooks else _project_root()
+    names = [p.stem for p in args.notebooks]
+    outputs = root / "outputs"
+    removed: list[Path] = []
+    cells = root / "cells"
+    for folder in ([cells / n for n in names] if names else sorted(p for p in cells.glob("*") if p.is_dir())):
+        for script in sorted(folder.glob("*.py")):
+            if is_generated(script):
+                script.unlink()
+                removed.append(script)
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    for leftover in [p for n in (names or [None]) for p in store.leftovers(outputs, n)]:
+        _remove(leftover)
+        removed.append(leftover)
+    if args.outputs:
+        targets = [outputs / n for n in names] if names else sorted(p for p in outputs.glob("*") if p.is_dir())
+        for target in targets:
+            target = target / args.label if args.label else target
+            if target.exists():
+                _remove(target)
+                removed.append(target)
+    for path in removed:
+        print(f"removed {_shown(path, root)}")
+    if not removed:
+        print("nothing to clean")
+    return 0
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

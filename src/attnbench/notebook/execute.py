@@ -1,0 +1,165 @@
+"""Run one cell process: its own process group, output to files, timeout, and ending the group.
+
+A cell is started with `start_new_session=True`, so it and everything it spawns (torchrun workers,
+compilers, a stray `sleep`) share one process group that the engine can end as a whole: SIGTERM,
+then SIGKILL after a grace period. The terminal's Ctrl-C reaches only the engine (the cell is in
+another session); the engine then ends the cell's group itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL
+TAIL_BYTES = 4096
+
+
+@dataclass
+class Finished:
+    returncode: int | None
+    status: str  # ok | failed | timeout | interrupted
+    reason: str
+    duration_s: float
+
+
+class CellProcess:
+    """A started cell; poll() until it returns a Finished."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        stdout: Path,
+        stderr: Path,
+        timeout: float | None,
+        grace: float = KILL_GRACE_S,
+    ):
+        self.stdout_path, self.stderr_path = stdout, stderr
+        self.timeout, self.grace = timeout, grace
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
+        self.started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def poll(self, wait: float = 0.0) -> Finished | None:
+        """Finished when the cell has exited (or timed out and was ended), else None.
+        `wait` blocks up to that many seconds for the exit."""
+        try:
+            code = self.proc.wait(timeout=wait) if wait > 0 else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None:
+            end_group(self.proc, 1.0)  # whatever the cell left running in its group goes too
+            duration = self.elapsed
+            if code == 0:
+                return Finished(code, "ok", "", duration)
+            return Finished(code, "failed", failure_reason(code, self.stderr_path), duration)
+        if self.timeout is not None and self.elapsed > self.timeout:
+            end_group(self.proc, self.grace)
+            return Finished(self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.elapsed)
+        return None
+
+    def interrupt(self) -> Finished:
+        end_group(self.proc, self.grace)
+        return Finished(self.proc.returncode, "interrupted", "interrupted (Ctrl-C or SIGTERM)", self.elapsed)
+
+    def latest_line(self) -> str:
+        """The last non-empty line the cell printed (stdout or stderr, whichever was written last)."""
+        paths = [p for p in (self.stdout_path, self.stderr_path) if p.exists()]
+        paths.sort(key=lambda p: p.stat().st_mtime_ns)
+        for path in reversed(paths):
+            line = last_line(path)
+            if line:
+                return line
+        return ""
+
+
+def last_line(path: Path, limit: int = 200) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    for line in reversed(tail.replace("\r", "\n").split("\n")):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def failure_reason(code: int, stderr: Path) -> str:
+    what = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    line = last_line(stderr)
+    return f"{what}: {line}" if line else what
+
+
+def _group_alive(pgid: int) -> bool:
+    """Is any non-zombie process left in group `pgid`? (Zombies of reparented grandchildren may
+    linger where PID 1 does not reap; they hold no resources worth waiting for.)"""
+    proc = Path("/proc")
+    if sys.platform.startswith("linux") and proc.is_dir():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp ...
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_group(proc: subprocess.Popen, grace: float) -> None:
+    """End the process group led by `proc`: SIGTERM, wait up to `grace` s, then SIGKILL. A second
+    Ctrl-C while waiting skips to SIGKILL."""
+    pgid = proc.pid
+    proc.poll()  # reap the leader if it has exited, so it does not count as alive
+    if not _group_alive(pgid):
+        return
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            proc.poll()
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass

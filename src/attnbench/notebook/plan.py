@@ -1,0 +1,272 @@
+"""The dependency graph over (notebook, cell), its order, and the cache key of every cell.
+
+A node is `(notebook name, cell id)`. `needs=other.md:cell` loads `other.md` from the referring
+notebook's folder. A missing notebook or cell and a cycle are NotebookErrors that stop the run
+before any cell starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from attnbench.notebook.document import Cell, Need, Notebook, NotebookError
+from attnbench.notebook.parse import front_matter_line, parse_notebook
+
+NodeId = tuple[str, str]  # (notebook name, cell id)
+
+# Bump when the materialised script's template changes in a way that changes what a cell does.
+SCRIPT_FORMAT = 1
+
+
+def node_name(node: NodeId, home: str | None = None) -> str:
+    """'cell' inside notebook `home`, 'nb.md:cell' elsewhere."""
+    return node[1] if node[0] == home else f"{node[0]}.md:{node[1]}"
+
+
+@dataclass
+class Graph:
+    notebooks: dict[str, Notebook]  # by name; the named ones first, in command-line order
+    named: list[str]  # names of the notebooks given on the command line
+    upstream: dict[NodeId, list[tuple[Need, NodeId]]] = field(default_factory=dict)
+
+    def cell(self, node: NodeId) -> Cell:
+        return self.notebooks[node[0]].cell(node[1])
+
+    def nodes(self, notebook: str) -> list[NodeId]:
+        return [(notebook, c.id) for c in self.notebooks[notebook].cells]
+
+    def all_named_nodes(self) -> list[NodeId]:
+        return [node for name in self.named for node in self.nodes(name)]
+
+    def order(self, selected: list[NodeId]) -> list[NodeId]:
+        """`selected` and everything they need, upstream first; otherwise in the given order."""
+        done: dict[NodeId, None] = {}
+
+        def visit(node: NodeId) -> None:
+            if node in done:
+                return
+            for _, up in self.upstream[node]:
+                visit(up)
+            done[node] = None
+
+        for node in selected:
+            visit(node)
+        return list(done)
+
+    def find_cell(self, spec: str) -> list[NodeId]:
+        """Nodes named by `--cell`: 'id' (in any named notebook) or 'nb.md:id'."""
+        notebook, sep, cell_id = spec.rpartition(":")
+        names = [notebook.removesuffix(".md").rsplit("/", 1)[-1]] if sep else self.named
+        found = [(n, cell_id) for n in names if n in self.notebooks and _has_cell(self.notebooks[n], cell_id)]
+        if not found:
+            nb = self.notebooks[names[0]] if names and names[0] in self.notebooks else None
+            known = ", ".join(c.id for c in nb.cells) if nb else "none"
+            where = nb.path if nb else self.notebooks[self.named[0]].path
+            raise NotebookError(where, None, f"--cell {spec}: no such cell; cells: {known}")
+        return found
+
+
+def _has_cell(notebook: Notebook, cell_id: str) -> bool:
+    return any(c.id == cell_id for c in notebook.cells)
+
+
+def load_graph(paths: list[Path]) -> Graph:
+    """Parse the named notebooks and every notebook they reach through `other.md:cell`; check needs."""
+    graph = Graph(notebooks={}, named=[])
+    by_name_path: dict[str, Path] = {}
+
+    def load(path: Path, line_ref: tuple[Path, int] | None = None) -> Notebook:
+        name = path.stem
+        if name in graph.notebooks:
+            if by_name_path[name] != path.resolve():
+                where = line_ref or (path, None)
+                raise NotebookError(*where, f"two notebooks named {name!r}: {by_name_path[name]} and {path} "
+                                            "(cells/ and outputs/ are keyed by the notebook's name)")  # fmt: skip
+            return graph.notebooks[name]
+        notebook = parse_notebook(path)
+        graph.notebooks[name] = notebook
+        by_name_path[name] = path.resolve()
+        return notebook
+
+    for path in paths:
+        notebook = load(Path(path))
+        if notebook.name not in graph.named:
+            graph.named.append(notebook.name)
+    queue = list(graph.notebooks.values())
+    while queue:
+        notebook = queue.pop(0)
+        for cell in notebook.cells:
+            edges = []
+            for need in cell.needs:
+                target = notebook
+                if need.notebook and need.notebook != notebook.name:
+                    other = notebook.path.parent / f"{need.notebook}.md"
+                    if not other.is_file():
+                        raise NotebookError(notebook.path, cell.line,
+                                            f"needs={need}: no notebook {other} (cell {cell.id!r})")  # fmt: skip
+                    fresh = need.notebook not in graph.notebooks
+                    target = load(other, (notebook.path, cell.line))
+                    if fresh:
+                        queue.append(target)
+                if not _has_cell(target, need.cell):
+                    known = ", ".join(c.id for c in target.cells) or "none"
+                    raise NotebookError(notebook.path, cell.line,
+                                        f"needs={need}: no cell {need.cell!r} in {target.path.name}; cells: {known}")  # fmt: skip
+                edges.append((need, (target.name, need.cell)))
+            graph.upstream[(notebook.name, cell.id)] = edges
+    _check_cycles(graph)
+    return graph
+
+
+def _check_cycles(graph: Graph) -> None:
+    state: dict[NodeId, int] = {}  # 1 = on the current path, 2 = done
+    path: list[NodeId] = []
+
+    def visit(node: NodeId) -> None:
+        state[node] = 1
+        path.append(node)
+        for _, up in graph.upstream[node]:
+            if state.get(up) == 1:
+                cycle = path[path.index(up) :] + [up]
+                home = cycle[0][0]
+                shown = " -> ".join(node_name(n, home) for n in cycle)
+                first = graph.notebooks[home]
+                raise NotebookError(first.path, first.cell(cycle[0][1]).line, f"needs form a cycle: {shown}")
+            if up not in state:
+                visit(up)
+        path.pop()
+        state[node] = 2
+
+    for node in graph.upstream:
+        if node not in state:
+            visit(node)
+
+
+# --- params ---------------------------------------------------------------------------------------
+
+
+def resolve_params(graph: Graph, overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Resolved params per notebook. An override applies to every loaded notebook that declares the
+    key; a key that none of the named notebooks declares is a NotebookError at its `params:` line."""
+    for key in overrides:
+        if not any(key in graph.notebooks[name].params for name in graph.named):
+            first = graph.notebooks[graph.named[0]]
+            first.resolve_params({key: overrides[key]}, line_of=front_matter_line(first, "params") or 1)
+    return {
+        name: nb.resolve_params({k: v for k, v in overrides.items() if k in nb.params})
+        for name, nb in graph.notebooks.items()
+    }
+
+
+# --- cache keys -----------------------------------------------------------------------------------
+
+
+def _sha(value: Any) -> str:
+    data = value if isinstance(value, bytes) else json.dumps(value, sort_keys=True, default=str).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+@cache
+def attnbench_sources_hash(package_dir: Path) -> str:
+    """sha256 over src/attnbench/**/*.py (relative path + content), EXCLUDING notebook/: the engine
+    never runs inside a cell, so editing it must not invalidate results; the script template's own
+    changes are covered by SCRIPT_FORMAT."""
+    digest = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir).as_posix()
+        if rel.startswith("notebook/"):
+            continue
+        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    key: str
+    parts: dict[str, Any]  # source, metadata, params, upstream {need: key}, attnbench, env {...}, machine
+
+
+def cell_key(
+    cell: Cell,
+    params: dict[str, Any],
+    upstream: dict[str, str],
+    attnbench: str,
+    env: dict[str, Any],
+    machine: str,
+) -> CacheKey:
+    """The cache key of one cell. Every part is free of absolute paths and of the machine label."""
+    metadata = {
+        "script": cell.metadata,  # dependencies, requires-python, [tool]
+        "gpus": cell.gpus,
+        "env": cell.env,
+        "outputs": cell.outputs,
+        "format": SCRIPT_FORMAT,
+    }
+    parts = {
+        "source": _sha(cell.source.encode()),
+        "metadata": _sha(metadata),
+        "params": _sha(params),
+        "upstream": dict(sorted(upstream.items())),
+        "attnbench": attnbench,
+        "env": env,
+        "machine": machine,
+    }
+    return CacheKey(_sha(parts), parts)
+
+
+def cache_keys(
+    graph: Graph,
+    nodes: list[NodeId],
+    params: dict[str, dict[str, Any]],
+    attnbench: str,
+    env_of,  # (NodeId) -> env dict
+    machine: str,
+) -> dict[NodeId, CacheKey]:
+    """Keys for `nodes` (in topological order; upstream nodes must come first)."""
+    keys: dict[NodeId, CacheKey] = {}
+    for node in nodes:
+        cell = graph.cell(node)
+        upstream = {str(need): keys[up].key for need, up in graph.upstream[node]}
+        keys[node] = cell_key(cell, params[node[0]], upstream, attnbench, env_of(node), machine)
+    return keys
+
+
+def stale_reasons(stored: dict[str, Any], current: CacheKey, stored_params=None, params=None) -> list[str]:
+    """Why a stored result (its result.json) no longer matches `current`; [] when it does."""
+    old = stored.get("key_parts") or {}
+    if stored.get("key") == current.key:
+        return []
+    if not old:
+        return ["no key parts stored"]
+    reasons = []
+    new = current.parts
+    for part in ("source", "metadata"):
+        if old.get(part) != new[part]:
+            reasons.append(f"{'code' if part == 'source' else 'cell attributes/deps'} changed")
+    if old.get("params") != new["params"]:
+        changed = []
+        if isinstance(stored_params, dict) and isinstance(params, dict):
+            changed = sorted(k for k in set(stored_params) | set(params) if stored_params.get(k) != params.get(k))
+        reasons.append("params changed" + (f": {', '.join(changed)}" if changed else ""))
+    old_up, new_up = old.get("upstream") or {}, new["upstream"]
+    for need in new_up:
+        if need not in old_up:
+            reasons.append(f"new need {need}")
+        elif old_up[need] != new_up[need]:
+            reasons.append(f"upstream {need} changed")
+    if set(old_up) - set(new_up):
+        reasons.append("needs changed")
+    if old.get("attnbench") != new["attnbench"]:
+        reasons.append("attnbench sources changed")
+    if old.get("env") != new["env"]:
+        was, now = old.get("env") or {}, new["env"]
+        diffs = [f"{k} {was.get(k)} -> {now.get(k)}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+        reasons.append("environment changed" + (f" ({'; '.join(diffs)})" if diffs else ""))
+    if old.get("machine") != new["machine"]:
+        reasons.append("machine fingerprint changed")
+    return reasons or ["key changed"]

@@ -1,0 +1,108 @@
+"""Everything a run or a status check needs before any cell starts: graph, params, machine,
+interpreter, label and every cell's cache key. Any problem here stops the command (exit 2)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import attnbench
+from attnbench.notebook import machine as machine_mod
+from attnbench.notebook import store
+from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
+from attnbench.notebook.machine import Interpreter, Machine, ProbeError
+from attnbench.notebook.plan import CacheKey, Graph, NodeId, attnbench_sources_hash, cache_keys, load_graph
+from attnbench.notebook.plan import resolve_params
+
+
+@dataclass
+class Options:
+    env: EnvSpec = field(default_factory=lambda: EnvSpec("uv"))
+    label: str | None = None
+    outputs: Path | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # -p overrides
+    cells: list[str] = field(default_factory=list)  # --cell specs
+    force: bool = False
+    jobs: int = 1
+    dist: DistOptions = field(default_factory=DistOptions)
+    kill_grace: float | None = None
+
+
+@dataclass
+class Session:
+    graph: Graph
+    options: Options
+    root: Path
+    outputs: Path
+    label: str
+    machine: Machine
+    interpreter: Interpreter | None  # python mode: the probed interpreter
+    params: dict[str, dict[str, Any]]  # resolved, per notebook
+    envs: dict[NodeId, dict[str, Any]]  # the env part of each cell's key
+    keys: dict[NodeId, CacheKey]
+    src_dir: Path  # the folder holding the attnbench package (PYTHONPATH in python mode)
+
+    def run_dir(self, notebook: str) -> Path:
+        return store.run_dir(self.outputs, notebook, self.label)
+
+    def cell_dir(self, node: NodeId) -> Path:
+        return store.cell_dir(self.outputs, node[0], self.label, node[1])
+
+    def machine_summary(self) -> dict[str, Any]:
+        interp = self.interpreter
+        m = self.machine
+        python = interp.python if interp else next(iter(self.envs.values()), {}).get("python")
+        return {
+            "gpu": m.gpu, "gpu_count": m.gpu_count, "driver": m.driver,
+            "cuda": interp.cuda if interp else None, "torch": interp.torch if interp else None,
+            "python": python, "platform": m.platform, "cpu": m.cpu, "fingerprint": m.fingerprint,
+        }  # fmt: skip
+
+    def env_summary(self) -> dict[str, Any]:
+        summary = self.machine_summary()
+        return {"kind": self.options.env.kind, "python": summary["python"], "interpreter": self.options.env.shown()}
+
+
+class SetupError(Exception):
+    """A problem with the command's settings or the environment (exit code 2, no cell started)."""
+
+
+def prepare(paths: list[Path], options: Options) -> Session:
+    """Load the notebooks and compute every key. Raises NotebookError or SetupError."""
+    graph = load_graph([Path(p) for p in paths])
+    params = resolve_params(graph, options.params)
+    root = store.find_root(graph.notebooks[graph.named[0]].path)
+    outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"
+    machine = machine_mod.detect_machine()
+    label = options.label or machine_mod.label_for(machine_mod.detect_gpus())
+    if "/" in label or label.startswith(".") or not label:
+        raise SetupError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
+    package_dir = Path(attnbench.__file__).resolve().parent
+    src_dir = package_dir.parent
+    all_nodes = graph.order([n for name in graph.notebooks for n in graph.nodes(name)])
+    cells = [graph.cell(n) for n in all_nodes]
+    interpreter = None
+    envs: dict[NodeId, dict[str, Any]] = {}
+    try:
+        if options.env.kind == "python":
+            probe_env = dict(os.environ)
+            probe_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src_dir), os.environ.get("PYTHONPATH")) if p)
+            interpreter = machine_mod.probe_interpreter(options.env.executable(), dist_names(cells), probe_env)
+            for node, cell in zip(all_nodes, cells):
+                deps = {name: interpreter.dists.get(name) for name in dist_names([cell])}
+                envs[node] = {"kind": "python", "python": interpreter.python, "torch": interpreter.torch,
+                              "cuda": interpreter.cuda, "deps": deps}  # fmt: skip
+        else:
+            versions: dict[str, str] = {}
+            for node, cell in zip(all_nodes, cells):
+                wanted = cell.requires_python or ">=3.11"
+                if wanted not in versions:
+                    versions[wanted] = machine_mod.uv_python_version(wanted)
+                envs[node] = {"kind": "uv", "python": versions[wanted]}
+    except (ProbeError, LaunchError) as e:
+        raise SetupError(str(e)) from None
+    source_hash = attnbench_sources_hash(package_dir)
+    keys = cache_keys(graph, all_nodes, params, source_hash, envs.__getitem__, machine.fingerprint)
+    return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, keys, src_dir)

@@ -1,0 +1,165 @@
+"""The provider registry on a CPU machine: names, reasons, capability checks, and the CPU providers' math."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from attnbench.bench import providers
+from attnbench.bench.correctness import compare, reference_attention, reference_grads
+from attnbench.bench.providers import base, hf_kernels, sage
+from attnbench.bench.results import Workload
+
+FAMILIES = {"sdpa", "flex", "flash_attn", "flash_attn3", "hf_kernels", "sage", "te", "xformers"}
+
+
+def test_registry_names_unique_and_every_family_present():
+    names = [p.name for p in providers.all_providers()]
+    assert len(names) == len(set(names))
+    assert FAMILIES <= set(providers.families())
+    for wanted in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "sdpa_compiled",
+                   "sdpa_compiled_max_autotune", "flex", "flash_attn2", "flash_attn2_compiled", "flash_attn3",
+                   "flash_attn3_compiled", "hf_flash_attn", "hf_flash_attn3", "sage_sageattn", "te_bshd",
+                   "xformers", "xformers_compiled"):
+        assert providers.get(wanted).name == wanted
+    with pytest.raises(KeyError, match="no provider 'nope'"):
+        providers.get("nope")
+    assert {p.family for p in providers.select(["sage"])} == {"sage"}
+    with pytest.raises(KeyError, match="'nope'"):
+        providers.select(["nope"])
+
+
+def test_availability_reasons_are_strings_and_never_raise():
+    cuda = torch.cuda.is_available()
+    for p in providers.all_providers():
+        reason = p.unavailable()
+        assert reason is None or (isinstance(reason, str) and reason), p.name
+        assert isinstance(p.version(), str)
+        if not cuda and p.needs_cuda:
+            assert reason, f"{p.name} claims to run without CUDA"
+            assert ("needs CUDA" in reason or reason.startswith(("not installed", "import failed"))), reason
+    assert providers.get("sdpa_math").unavailable() is None  # what the smoke profile runs
+
+
+def test_import_failures_name_the_cause(tmp_path, monkeypatch):
+    (tmp_path / "ab_broken_mod.py").write_text("raise RuntimeError('boom\\nsecond line')\n")
+    (tmp_path / "ab_needs_dep.py").write_text("import ab_missing_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert base.import_failure("ab_broken_mod") == "import failed: RuntimeError: boom"
+    assert base.import_failure("ab_needs_dep") == (
+        "import failed: ModuleNotFoundError: No module named 'ab_missing_dependency_xyz'")
+    assert base.import_failure("ab_not_there_at_all") == "not installed (no module 'ab_not_there_at_all')"
+    assert base.import_failure("json") is None
+
+
+def test_hf_kernels_reason_names_repo_and_network(monkeypatch):
+    fake = types.ModuleType("kernels")
+
+    def get_kernel(repo):
+        raise ConnectionError(f"Failed to resolve 'huggingface.co' for {repo}\nretries exhausted")
+
+    fake.get_kernel = get_kernel
+    monkeypatch.setitem(sys.modules, "kernels", fake)
+    monkeypatch.setattr(hf_kernels, "cuda_missing", lambda: None)
+    monkeypatch.setattr(hf_kernels, "_LOADED", {})
+    reason = providers.get("hf_flash_attn3").unavailable()
+    assert reason.startswith("get_kernel('kernels-community/flash-attn3') failed (no network")
+    assert "ConnectionError: Failed to resolve 'huggingface.co'" in reason
+    assert "retries" not in reason  # first line only
+
+
+def test_sage_lists_entry_points_the_installed_version_lacks(monkeypatch):
+    fake = types.ModuleType("sageattention")
+    fake.__version__ = "1.0.6"
+    fake.sageattn = lambda *a, **k: None
+    fake.sageattn_varlen = lambda *a, **k: None
+    monkeypatch.setitem(sys.modules, "sageattention", fake)
+    monkeypatch.setattr(sage, "cuda_missing", lambda: None)
+    assert providers.get("sage_sageattn").unavailable() is None
+    assert providers.get("sage_sageattn_varlen").unavailable() is None
+    assert (providers.get("sage_qk_int8_pv_fp16_triton").unavailable()
+            == "sageattention 1.0.6 has no sageattn_qk_int8_pv_fp16_triton")
+    assert all(p.quantized for p in providers.select(["sage"]))
+
+
+def W(sq=256, sk=256, hq=4, hkv=4, d=64, dtype="bfloat16", mask="full", **kw):
+    return Workload(1, sq, sk, hq, hkv, d, dtype, mask, **kw)
+
+
+def test_unsupported_workloads_have_reasons():
+    flash, math_, sage_ = providers.get("sdpa_flash"), providers.get("sdpa_math"), providers.get("sage_sageattn")
+    assert "bottom-right" in flash.unsupported(W(sq=128, mask="causal"), "fwd")
+    assert flash.unsupported(W(mask="causal"), "fwd") is None
+    assert math_.unsupported(W(sq=128, mask="causal"), "fwd") is None  # explicit mask: any alignment
+    assert "dtype float32" in flash.unsupported(W(dtype="float32"), "fwd")
+    assert "mask document" in flash.unsupported(W(mask="document", doc_lens=(100, 156)), "fwd")
+    assert sage_.unsupported(W(), "fwd_bwd") == "no backward"
+    assert "head_dim 256" in sage_.unsupported(W(d=256), "fwd")
+    assert providers.get("flash_attn2").unsupported(W(sq=128, mask="sliding_window", window=64), "fwd") is None
+
+    class NoGqa(base.Provider):
+        name, family, needs_cuda = "plain", "test", False
+
+    assert NoGqa().why_not(W(hq=4, hkv=2), "fwd") == ("unsupported", "GQA (heads_kv < heads_q) not supported")
+    assert NoGqa().why_not(W(), "fwd_bwd") == ("unsupported", "no backward")
+    assert NoGqa().why_not(W(), "fwd") is None
+
+
+CPU_CASES = [
+    W(sq=96, sk=96, hq=4, hkv=2, d=32, dtype="float32"),
+    W(sq=64, sk=96, hq=2, hkv=2, d=32, dtype="float32", mask="causal"),
+    W(sq=96, sk=96, hq=2, hkv=2, d=32, dtype="float32", mask="sliding_window", window=17),
+    W(sq=96, sk=96, hq=2, hkv=1, d=32, dtype="float32", mask="document", doc_lens=(30, 66)),
+    W(sq=96, sk=96, hq=2, hkv=2, d=32, dtype="bfloat16", mask="causal"),
+]
+
+
+def _inputs(w: Workload, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, w.dtype)
+    q = torch.randn(w.batch, w.heads_q, w.seqlen_q, w.head_dim, generator=gen).to(dt)
+    k = torch.randn(w.batch, w.heads_kv, w.seqlen_k, w.head_dim, generator=gen).to(dt)
+    v = torch.randn(w.batch, w.heads_kv, w.seqlen_k, w.head_dim, generator=gen).to(dt)
+    return q, k, v
+
+
+@pytest.mark.parametrize("name", ["sdpa_math", "flex_eager"])
+@pytest.mark.parametrize("w", CPU_CASES, ids=lambda w: w.label())
+def test_cpu_providers_match_reference(name, w):
+    provider = providers.get(name)
+    assert provider.why_not(w, "fwd") is None
+    q, k, v = _inputs(w)
+    prepared = provider.prepare(q, k, v, w)
+    result = compare(prepared.to_canonical(prepared.run()), reference_attention(q, k, v, w), w.dtype)
+    assert result.ok, result.reason
+    assert not any(t.requires_grad for t in prepared.inputs)
+
+
+def test_sdpa_math_backward_matches_reference_grads():
+    w = W(sq=64, sk=96, hq=4, hkv=2, d=32, dtype="float32", mask="causal")
+    q, k, v = _inputs(w, seed=1)
+    prepared = providers.get("sdpa_math").prepare(q, k, v, w, backward=True)
+    assert all(t.requires_grad and t.is_leaf for t in prepared.inputs)
+    out = prepared.run()
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    for got, want in zip((t.grad for t in prepared.inputs), reference_grads(q, k, v, dout, w)):
+        assert compare(got, want, w.dtype, grad=True).ok
+
+
+def test_flex_eager_backward_on_cpu_is_unsupported_not_an_error():
+    w = CPU_CASES[0]
+    with pytest.raises(providers.Unsupported, match="no backward on CPU"):
+        providers.get("flex_eager").prepare(*_inputs(w), w, backward=True)
+
+
+def test_a_broken_kernel_is_caught_by_the_comparison():
+    """Sanity of the chain the sweep relies on: a wrong mask gives a failing comparison."""
+    w = CPU_CASES[1]
+    q, k, v = _inputs(w)
+    full = W(sq=64, sk=96, hq=2, hkv=2, d=32, dtype="float32")
+    prepared = providers.get("sdpa_math").prepare(q, k, v, full)  # causal workload run unmasked
+    assert not compare(prepared.run(), reference_attention(q, k, v, w), w.dtype).ok
