@@ -50,7 +50,9 @@ def _project_root() -> Path | None:
         starts.insert(0, Path(main_file).resolve().parent)
     for start in starts:
         for folder in (start, *start.parents):
-            if (folder / "outputs").is_dir() and ((folder / "cells").is_dir() or (folder / "notebooks").is_dir()):
+            if (folder / "outputs").is_dir() and (
+                (folder / "cells").is_dir() or (folder / "notebooks").is_dir()
+            ):
                 return folder
     return None
 
@@ -58,11 +60,15 @@ def _project_root() -> Path | None:
 def _stored_artifacts(cell: str, notebook: str | None, cell_id: str, names: list[str]) -> Path:
     looked = f"attnbench.inputs({cell!r}): ${' / $'.join(names)} not set"
     if not notebook:
-        raise FileNotFoundError(f"{looked}, and no notebook given (use 'name.md:{cell_id}' or set ATTNBENCH_NOTEBOOK)")
+        raise FileNotFoundError(
+            f"{looked}, and no notebook given (use 'name.md:{cell_id}' or set ATTNBENCH_NOTEBOOK)"
+        )
     root = _project_root()
     if root is None:
-        raise FileNotFoundError(f"{looked}, and no project folder (with outputs/ and cells/ or notebooks/) "
-                                "found above the working directory; set ATTNBENCH_ROOT")  # fmt: skip
+        raise FileNotFoundError(
+            f"{looked}, and no project folder (with outputs/ and cells/ or notebooks/) "
+            "found above the working directory; set ATTNBENCH_ROOT"
+        )
     outputs = Path(os.environ.get("ATTNBENCH_OUTPUTS") or root / "outputs")
     label = os.environ.get("ATTNBENCH_LABEL")
     if not label:
@@ -76,5 +82,7 @@ def _stored_artifacts(cell: str, notebook: str | None, cell_id: str, names: list
     if len(labels) == 1:
         return outputs / notebook / labels[0] / cell_id / "artifacts"
     found = f"labels that have it: {', '.join(labels)}" if labels else "no label has it"
-    raise FileNotFoundError(f"{looked}, and {wanted} has no result ({found}); run "
-                            f"`attnbench run notebooks/{notebook}.md` first or set ATTNBENCH_LABEL")  # fmt: skip
+    raise FileNotFoundError(
+        f"{looked}, and {wanted} has no result ({found}); run "
+        f"`attnbench run notebooks/{notebook}.md` first or set ATTNBENCH_LABEL"
+    )

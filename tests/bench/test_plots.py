@@ -24,7 +24,8 @@ def _rows(timer="cuda_event"):
                     continue
                 t = ms * s / 256
                 rows.append(Result(provider, provider.split("_")[0], status, w, pass_, ms_median=t,
-                                   ms_p20=0.98 * t, ms_p80=1.05 * t, tflops=1e-9 * s * s * 512 / t, timer=timer))
+                                   ms_p20=0.98 * t, ms_p80=1.05 * t, tflops=1e-9 * s * s * 512 / t,
+                                   timer=timer))
         rows.append(Result("flash_attn2", "flash_attn", "unavailable", w, "fwd",
                            reason="not installed (no module 'flash_attn')"))
     rows.append(Result("sdpa_efficient", "sdpa", "oom", Workload(1, 320, 320, 2, 2, 64), "fwd_bwd",

@@ -90,7 +90,8 @@ def W(sq=256, sk=256, hq=4, hkv=4, d=64, dtype="bfloat16", mask="full", **kw):
 
 
 def test_unsupported_workloads_have_reasons():
-    flash, math_, sage_ = providers.get("sdpa_flash"), providers.get("sdpa_math"), providers.get("sage_sageattn")
+    flash, math_ = providers.get("sdpa_flash"), providers.get("sdpa_math")
+    sage_ = providers.get("sage_sageattn")
     assert "bottom-right" in flash.unsupported(W(sq=128, mask="causal"), "fwd")
     assert flash.unsupported(W(mask="causal"), "fwd") is None
     assert math_.unsupported(W(sq=128, mask="causal"), "fwd") is None  # explicit mask: any alignment
@@ -98,7 +99,8 @@ def test_unsupported_workloads_have_reasons():
     assert "mask document" in flash.unsupported(W(mask="document", doc_lens=(100, 156)), "fwd")
     assert sage_.unsupported(W(), "fwd_bwd") == "no backward"
     assert "head_dim 256" in sage_.unsupported(W(d=256), "fwd")
-    assert providers.get("flash_attn2").unsupported(W(sq=128, mask="sliding_window", window=64), "fwd") is None
+    sliding = W(sq=128, mask="sliding_window", window=64)
+    assert providers.get("flash_attn2").unsupported(sliding, "fwd") is None
 
     class NoGqa(base.Provider):
         name, family, needs_cuda = "plain", "test", False

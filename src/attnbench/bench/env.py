@@ -16,7 +16,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 CLOCK_FIELDS = ("clocks.sm", "clocks.max.sm", "temperature.gpu", "power.draw")
 VERSION_PACKAGES = ("torch", "triton", "numpy", "flash_attn", "flash_attn_3", "xformers", "sageattention",
@@ -29,7 +30,7 @@ def nvidia_smi(args: Iterable[str] = (), timeout: float = 20.0) -> tuple[str | N
     if exe is None:
         return None, "nvidia-smi not found on PATH"
     try:
-        proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([exe, *args], check=False, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"nvidia-smi failed: {type(exc).__name__}: {exc}"
     if proc.returncode != 0:
@@ -61,7 +62,7 @@ def _number(text: str | None) -> float | None:
 
 def clock_snapshot() -> dict[str, Any]:
     """SM clock (current and max, MHz), temperature (C) and power (W) per GPU, with a timestamp."""
-    snap: dict[str, Any] = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    snap: dict[str, Any] = {"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     rows, reason = _query(CLOCK_FIELDS)
     if rows is None:
         return {**snap, "sm_mhz": None, "max_sm_mhz": None, "temperature_c": None, "power_w": None,
@@ -108,7 +109,7 @@ def _cpu_name() -> str:
 def _torch_info(info: dict[str, Any], reasons: dict[str, str]) -> None:
     try:
         import torch
-    except Exception as exc:  # not installed, or broken install: say so, keep going
+    except Exception as exc:  # noqa: BLE001 - not installed or broken install: say so, keep going
         for key in ("torch", "cuda", "cudnn", "gpu", "gpus", "sm_count", "l2_bytes", "memory_bytes"):
             info[key] = None
             reasons[key] = f"torch not importable: {type(exc).__name__}: {exc}"
@@ -119,7 +120,7 @@ def _torch_info(info: dict[str, Any], reasons: dict[str, str]) -> None:
         reasons["cuda"] = "torch built without CUDA"
     try:
         info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a broken cuDNN is a reason, not a crash
         info["cudnn"], reasons["cudnn"] = None, f"{type(exc).__name__}: {exc}"
     if info["cudnn"] is None and "cudnn" not in reasons:
         reasons["cudnn"] = "cuDNN not available"
@@ -172,7 +173,7 @@ def _provider_versions(providers: Iterable[Any]) -> dict[str, dict[str, str | No
         for key, method in (("unavailable", "unavailable"), ("version", "version")):
             try:
                 entry[key] = getattr(provider, method)() or None
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a broken provider is reported, not fatal
                 entry[key] = f"{method}() raised {type(exc).__name__}: {exc}"
         out[getattr(provider, "name", repr(provider))] = entry
     return out
@@ -189,7 +190,7 @@ def _gpu_name_quick() -> str | None:
 
         if torch.cuda.is_available():
             return torch.cuda.get_device_name(0)
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 - no torch or a broken one: ask nvidia-smi instead
         pass
     rows, _ = _query(("name",))
     return rows[0]["name"] if rows else None

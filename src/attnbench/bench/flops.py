@@ -134,9 +134,9 @@ def measure_matmul_peak(device="cuda", dtype="bfloat16", n: int = 8192, reps: in
     from attnbench.bench.timing import measure
 
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
-    b = torch.randn(n, n, generator=gen).to(device=device, dtype=torch_dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
+    b = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
     out = torch.empty(n, n, device=device, dtype=torch_dtype)
     timing = measure(lambda: torch.mm(a, b, out=out), device=device, min_reps=reps, min_time_ms=200.0,
                      warmup_reps=5, max_reps=max(reps, 500), flush_l2=False)

@@ -7,7 +7,7 @@ query ([0, Sq)) and key ([0, Sk)) sequences; `offset = Sk - Sq` aligns causal ma
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -9,9 +9,9 @@ notebook can print the same list. CPU timings (perf_counter) are stamped "not a 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from attnbench.bench.results import Result
 
@@ -52,8 +52,9 @@ def not_run(rows: Iterable[Result]) -> list[str]:
             where.append("/".join(passes))
         if seqs != all_seqs:
             where.append("S=" + ",".join(map(str, seqs)))
-        lines.append(f"{provider}: {status}: {reason}" + (f" ({'; '.join(where)})" if where else ""))
-    return sorted(lines)
+        where_text = f" ({'; '.join(where)})" if where else ""
+        lines.append((provider, status, f"{provider}: {status}: {reason}{where_text}"))
+    return [line for *_, line in sorted(lines)]
 
 
 def _band(row: Result, metric: str) -> tuple[float, float] | None:
@@ -90,7 +91,8 @@ def plot_sweep(rows: Iterable[Result], path: Path | str, *, metric: str = "ms_me
     passes = sorted({r.pass_ for r in rows}, key=list(PASS_TITLES).index) or ["fwd"]
     drawn = [r for r in rows if r.status in ("ok", "incorrect") and getattr(r, metric) is not None]
     colors = _colors(sorted({r.provider for r in drawn}))
-    notes = [n for n in (note, CPU_NOTE if any(r.timer == "perf_counter" for r in rows) else "") if n]
+    cpu_timed = any(r.timer == "perf_counter" for r in rows) and "not a GPU measurement" not in note
+    notes = [n for n in (note, CPU_NOTE if cpu_timed else "") if n]
 
     with plt.style.context("default"), matplotlib.rc_context({"svg.fonttype": "none", "font.size": 10}):
         fig, axes = plt.subplots(1, len(passes), figsize=(5.4 * len(passes), 4.4), squeeze=False,

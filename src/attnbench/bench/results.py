@@ -10,9 +10,10 @@ Schema (README "Result rows" documents it for readers):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 STATUSES = ("ok", "oom", "unsupported", "unavailable", "incorrect", "error")
 PASSES = ("fwd", "bwd", "fwd_bwd")
@@ -98,7 +99,7 @@ class Result:
                 **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")}}
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "Result":
+    def from_dict(cls, row: dict[str, Any]) -> Result:
         row = dict(row)
         work_names = {f.name for f in fields(Workload)}
         work = {k: row.pop(k) for k in list(row) if k in work_names}
@@ -114,8 +115,7 @@ class Result:
 
 def write_jsonl(path: Path | str, rows: Iterable[Result], *, append: bool = False) -> None:
     with open(path, "a" if append else "w") as f:
-        for row in rows:
-            f.write(json.dumps(row.to_dict(), sort_keys=False) + "\n")
+        f.writelines(json.dumps(row.to_dict(), sort_keys=False) + "\n" for row in rows)
 
 
 def read_jsonl(path: Path | str) -> list[Result]:

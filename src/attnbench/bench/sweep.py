@@ -28,7 +28,8 @@ raises providers.base.Unsupported gives an `unsupported` row.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ def print_progress(row: Result) -> None:
 def torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown dtype {name!r}")
+        raise ValueError(f"unknown dtype {name!r}")  # noqa: TRY004 - a bad value, not a bad type
     return dtype
 
 
@@ -113,7 +114,7 @@ class _Workspace:
             return None
         try:
             return make()
-        except Exception as exc:  # an OOM in the reference must not end the sweep either
+        except Exception as exc:  # noqa: BLE001 - an OOM in the reference must not end the sweep either
             self.reference_error = f"reference failed: {_first_line(exc)}"
             timing.release_memory(self.device)
             return None
@@ -263,6 +264,7 @@ def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[
 
     row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
     row.reps, row.timer = result.reps, result.timer
+    row.extra["timed_total_ms"], row.extra["flush_bytes"] = result.total_ms, result.flush_bytes
     if result.peak_mem_bytes is not None:
         memory["mem_timed_delta_bytes"] = result.peak_mem_bytes
         row.peak_mem_bytes = sum(memory.values())
@@ -290,12 +292,12 @@ def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavail
     except Unsupported as exc:  # only the library could tell, in prepare(): a capability, not a failure
         row.status, row.reason = "unsupported", str(exc) or type(exc).__name__
         row.extra["stage"] = stage[0]
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure is a row, never a crash
         row.status = "oom" if timing.is_oom(exc) else "error"
         row.reason = _first_line(exc)
         row.extra["stage"] = stage[0]
     finally:
-        timing.release_memory(ws.device)
+        timing.release_memory(ws.device, collect=row.status in ("error", "oom"))
     if row.ms_median is not None:
         row.tflops = flops.tflops(flops.attention_flops(workload, pass_), row.ms_median)
         row.mfu = flops.mfu(row.tflops, peak_tflops)
@@ -309,7 +311,7 @@ def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavail
 def _availability(provider) -> str | None:
     try:
         return provider.unavailable()
-    except Exception as exc:  # the contract says never raise; a provider that does is still a row
+    except Exception as exc:  # noqa: BLE001 - the contract says never raise; a provider that does is still a row
         return f"unavailable() raised {_first_line(exc)}"
 
 

@@ -7,6 +7,7 @@ settings (printed as `path:line: message`, before any cell starts); 130 interrup
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -37,12 +38,27 @@ def _env(text: str) -> EnvSpec:
 
 def _add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("notebooks", nargs="+", type=Path, metavar="NOTEBOOK", help="notebook .md files")
-    p.add_argument("-p", "--param", dest="params", action="append", type=_param, default=[], metavar="KEY=VALUE",
-                   help="override a front-matter param (VALUE is YAML: 3, [1, 2], smoke)")  # fmt: skip
-    p.add_argument("--env", type=_env, default=EnvSpec("uv"), metavar="uv|python[=PATH]",
-                   help="uv: each cell in its own `uv run --script` env (default); python[=PATH]: an existing "
-                        "interpreter (default: the one running attnbench), deps checked first")  # fmt: skip
-    p.add_argument("--label", help="machine label for outputs/<notebook>/<label>/ (default: GPU name slug or cpu)")
+    p.add_argument(
+        "-p",
+        "--param",
+        dest="params",
+        action="append",
+        type=_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a front-matter param (VALUE is YAML: 3, [1, 2], smoke)",
+    )
+    p.add_argument(
+        "--env",
+        type=_env,
+        default=EnvSpec("uv"),
+        metavar="uv|python[=PATH]",
+        help="uv: each cell in its own `uv run --script` env (default); python[=PATH]: an existing "
+        "interpreter (default: the one running attnbench), deps checked first",
+    )
+    p.add_argument(
+        "--label", help="machine label for outputs/<notebook>/<label>/ (default: GPU name slug or cpu)"
+    )
     p.add_argument("--outputs", type=Path, metavar="DIR", help="outputs folder (default: <project>/outputs)")
 
 
@@ -52,14 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run notebooks (cached cells are not re-run)")
     _add_session_options(run)
-    run.add_argument("--cell", action="append", default=[], metavar="ID",
-                     help="run only this cell (id or other.md:id), re-running it; its upstream from cache "
-                          "or run first when stale")  # fmt: skip
+    run.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this cell (id or other.md:id), re-running it; its upstream from cache "
+        "or run first when stale",
+    )
     run.add_argument("--force", action="store_true", help="re-run cells even when cached")
-    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                     help="run up to N cells at once (only without a GPU: with one, cells run one at a time)")
-    run.add_argument("--kill-grace", type=float, default=None, metavar="S",
-                     help="seconds between SIGTERM and SIGKILL when a cell times out or is interrupted")
+    run.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run up to N cells at once (only without a GPU: with one, cells run one at a time)",
+    )
+    run.add_argument(
+        "--kill-grace",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when a cell times out or is interrupted",
+    )
     dist = run.add_argument_group("torch.distributed.run (cells with gpus=N; Slurm variables are honoured)")
     dist.add_argument("--nnodes")
     dist.add_argument("--node-rank")
@@ -82,21 +114,34 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--to", default="ipynb", help="ipynb (default) or py:percent")
     export.add_argument("-o", "--output", type=Path, help="output file (default: beside the notebook)")
 
-    clean = sub.add_parser("clean", help="remove cells/ scripts and .tmp- leftovers (outputs only with --outputs)")
+    clean = sub.add_parser(
+        "clean", help="remove cells/ scripts and .tmp- leftovers (outputs only with --outputs)"
+    )
     clean.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK")
-    clean.add_argument("--outputs", action="store_true", help="also delete outputs/<notebook>/ (committed results!)")
+    clean.add_argument(
+        "--outputs", action="store_true", help="also delete outputs/<notebook>/ (committed results!)"
+    )
     clean.add_argument("--label", help="with --outputs: only outputs/<notebook>/<label>/")
     return parser
 
 
 def _options(args: argparse.Namespace) -> Options:
     return Options(
-        env=args.env, label=args.label, outputs=args.outputs, params=dict(args.params),
-        cells=getattr(args, "cell", []), force=getattr(args, "force", False), jobs=getattr(args, "jobs", 1),
-        dist=DistOptions(*(getattr(args, k, None) for k in ("nnodes", "node_rank", "rdzv_endpoint",
-                                                              "rdzv_backend", "rdzv_id"))),
+        env=args.env,
+        label=args.label,
+        outputs=args.outputs,
+        params=dict(args.params),
+        cells=getattr(args, "cell", []),
+        force=getattr(args, "force", False),
+        jobs=getattr(args, "jobs", 1),
+        dist=DistOptions(
+            *(
+                getattr(args, k, None)
+                for k in ("nnodes", "node_rank", "rdzv_endpoint", "rdzv_backend", "rdzv_id")
+            )
+        ),
         kill_grace=getattr(args, "kill_grace", None),
-    )  # fmt: skip
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `attnbench status ... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -187,7 +235,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     outputs = root / "outputs"
     removed: list[Path] = []
     cells = root / "cells"
-    for folder in ([cells / n for n in names] if names else sorted(p for p in cells.glob("*") if p.is_dir())):
+    for folder in [cells / n for n in names] if names else sorted(p for p in cells.glob("*") if p.is_dir()):
         for script in sorted(folder.glob("*.py")):
             if is_generated(script):
                 script.unlink()
@@ -198,7 +246,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
         _remove(leftover)
         removed.append(leftover)
     if args.outputs:
-        targets = [outputs / n for n in names] if names else sorted(p for p in outputs.glob("*") if p.is_dir())
+        targets = (
+            [outputs / n for n in names] if names else sorted(p for p in outputs.glob("*") if p.is_dir())
+        )
         for target in targets:
             target = target / args.label if args.label else target
             if target.exists():

@@ -46,7 +46,13 @@ class CellProcess:
         self.timeout, self.grace = timeout, grace
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
             self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
             )
         self.started = time.monotonic()
 
@@ -69,7 +75,9 @@ class CellProcess:
             return Finished(code, "failed", failure_reason(code, self.stderr_path), duration)
         if self.timeout is not None and self.elapsed > self.timeout:
             end_group(self.proc, self.grace)
-            return Finished(self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.elapsed)
+            return Finished(
+                self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.elapsed
+            )
         return None
 
     def interrupt(self) -> Finished:

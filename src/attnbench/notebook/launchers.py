@@ -10,9 +10,10 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from attnbench.notebook.document import Cell, Need
 from attnbench.notebook.machine import Interpreter
@@ -85,11 +86,21 @@ def torchrun_args(nproc: int, dist: DistOptions, environ: Mapping[str, str]) -> 
     if nnodes == "1" and endpoint is None:
         return ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
     if endpoint is None:
-        raise LaunchError(f"{nnodes} nodes need a rendezvous: pass --rdzv-endpoint HOST:PORT or set MASTER_ADDR")
+        raise LaunchError(
+            f"{nnodes} nodes need a rendezvous: pass --rdzv-endpoint HOST:PORT or set MASTER_ADDR"
+        )
     node_rank = dist.node_rank if dist.node_rank is not None else environ.get("SLURM_NODEID")
     backend = dist.rdzv_backend or ("static" if node_rank is not None else "c10d")
-    args = ["--nnodes", nnodes, "--nproc-per-node", str(nproc), "--rdzv-backend", backend,
-            "--rdzv-endpoint", endpoint]  # fmt: skip
+    args = [
+        "--nnodes",
+        nnodes,
+        "--nproc-per-node",
+        str(nproc),
+        "--rdzv-backend",
+        backend,
+        "--rdzv-endpoint",
+        endpoint,
+    ]
     if backend == "static":
         if node_rank is None:
             raise LaunchError("the static rendezvous needs --node-rank (or SLURM_NODEID)")
@@ -120,10 +131,24 @@ def cell_command(
     if env.kind == "python":
         python = python or env.executable()
         if gpus:
-            return [python, "-m", "torch.distributed.run", *torchrun_args(gpus, dist, environ), script], "torchrun"
+            return [
+                python,
+                "-m",
+                "torch.distributed.run",
+                *torchrun_args(gpus, dist, environ),
+                script,
+            ], "torchrun"
         return [python, script], "python"
     if gpus:
-        return ["sh", "-c", _UV_TORCHRUN, "sh", script, *torchrun_args(gpus, dist, environ), script], "torchrun"
+        return [
+            "sh",
+            "-c",
+            _UV_TORCHRUN,
+            "sh",
+            script,
+            *torchrun_args(gpus, dist, environ),
+            script,
+        ], "torchrun"
     return [uv, "run", "--script", script], "uv"
 
 

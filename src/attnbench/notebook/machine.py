@@ -86,8 +86,11 @@ def detect_gpus() -> Gpus:
     try:
         done = subprocess.run(
             [exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return Gpus()
     if done.returncode != 0:
@@ -193,8 +196,12 @@ def probe_interpreter(python: str, dists=(), env: dict[str, str] | None = None) 
     try:
         done = subprocess.run(
             [python, "-c", _PROBE, json.dumps(sorted(set(dists)))],
-            capture_output=True, text=True, timeout=60, check=False, env=env,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ProbeError(f"cannot run interpreter {python!r}: {e}") from None
     if done.returncode != 0:
@@ -212,8 +219,11 @@ def uv_python_version(requires_python: str) -> str:
     try:
         done = subprocess.run(
             [uv, "python", "find", "--no-project", "--show-version", requires_python],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ProbeError(f"`uv python find` failed: {e}") from None
     if done.returncode != 0:

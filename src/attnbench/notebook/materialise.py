@@ -122,7 +122,7 @@ def script_text(notebook: Notebook, cell: Cell, root: Path, attnbench_path: str 
         *script_header(cell, attnbench_path),
         f"{GENERATED_MARK}{shown}:{cell.line} (cell {cell.id}). Edit the notebook, not this file.",
         *params_prelude(notebook.params),
-        f"_os.environ.setdefault(\"ATTNBENCH_NOTEBOOK\", {json.dumps(notebook.name)})",
+        f'_os.environ.setdefault("ATTNBENCH_NOTEBOOK", {json.dumps(notebook.name)})',
         "# --- cell ---",
     ]
     return "\n".join(lines) + "\n" + body

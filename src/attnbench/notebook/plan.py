@@ -85,8 +85,11 @@ def load_graph(paths: list[Path]) -> Graph:
         if name in graph.notebooks:
             if by_name_path[name] != path.resolve():
                 where = line_ref or (path, None)
-                raise NotebookError(*where, f"two notebooks named {name!r}: {by_name_path[name]} and {path} "
-                                            "(cells/ and outputs/ are keyed by the notebook's name)")  # fmt: skip
+                raise NotebookError(
+                    *where,
+                    f"two notebooks named {name!r}: {by_name_path[name]} and {path} "
+                    "(cells/ and outputs/ are keyed by the notebook's name)",
+                )
             return graph.notebooks[name]
         notebook = parse_notebook(path)
         graph.notebooks[name] = notebook
@@ -107,16 +110,20 @@ def load_graph(paths: list[Path]) -> Graph:
                 if need.notebook and need.notebook != notebook.name:
                     other = notebook.path.parent / f"{need.notebook}.md"
                     if not other.is_file():
-                        raise NotebookError(notebook.path, cell.line,
-                                            f"needs={need}: no notebook {other} (cell {cell.id!r})")  # fmt: skip
+                        raise NotebookError(
+                            notebook.path, cell.line, f"needs={need}: no notebook {other} (cell {cell.id!r})"
+                        )
                     fresh = need.notebook not in graph.notebooks
                     target = load(other, (notebook.path, cell.line))
                     if fresh:
                         queue.append(target)
                 if not _has_cell(target, need.cell):
                     known = ", ".join(c.id for c in target.cells) or "none"
-                    raise NotebookError(notebook.path, cell.line,
-                                        f"needs={need}: no cell {need.cell!r} in {target.path.name}; cells: {known}")  # fmt: skip
+                    raise NotebookError(
+                        notebook.path,
+                        cell.line,
+                        f"needs={need}: no cell {need.cell!r} in {target.path.name}; cells: {known}",
+                    )
                 edges.append((need, (target.name, need.cell)))
             graph.upstream[(notebook.name, cell.id)] = edges
     _check_cycles(graph)
@@ -153,10 +160,10 @@ def _check_cycles(graph: Graph) -> None:
 def resolve_params(graph: Graph, overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Resolved params per notebook. An override applies to every loaded notebook that declares the
     key; a key that none of the named notebooks declares is a NotebookError at its `params:` line."""
-    for key in overrides:
+    for key, value in overrides.items():
         if not any(key in graph.notebooks[name].params for name in graph.named):
             first = graph.notebooks[graph.named[0]]
-            first.resolve_params({key: overrides[key]}, line_of=front_matter_line(first, "params") or 1)
+            first.resolve_params({key: value}, line_of=front_matter_line(first, "params") or 1)
     return {
         name: nb.resolve_params({k: v for k, v in overrides.items() if k in nb.params})
         for name, nb in graph.notebooks.items()
@@ -251,7 +258,9 @@ def stale_reasons(stored: dict[str, Any], current: CacheKey, stored_params=None,
     if old.get("params") != new["params"]:
         changed = []
         if isinstance(stored_params, dict) and isinstance(params, dict):
-            changed = sorted(k for k in set(stored_params) | set(params) if stored_params.get(k) != params.get(k))
+            changed = sorted(
+                k for k in set(stored_params) | set(params) if stored_params.get(k) != params.get(k)
+            )
         reasons.append("params changed" + (f": {', '.join(changed)}" if changed else ""))
     old_up, new_up = old.get("upstream") or {}, new["upstream"]
     for need in new_up:
@@ -265,7 +274,13 @@ def stale_reasons(stored: dict[str, Any], current: CacheKey, stored_params=None,
         reasons.append("attnbench sources changed")
     if old.get("env") != new["env"]:
         was, now = old.get("env") or {}, new["env"]
-        diffs = [f"{k} {was.get(k)} -> {now.get(k)}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+        if was.get("kind") != now.get("kind"):  # another kind of env: its other fields do not compare
+            was, now = {"kind": was.get("kind")}, {"kind": now.get("kind")}
+        diffs = [
+            f"{k} {was.get(k)} -> {now.get(k)}"
+            for k in sorted(set(was) | set(now))
+            if was.get(k) != now.get(k)
+        ]
         reasons.append("environment changed" + (f" ({'; '.join(diffs)})" if diffs else ""))
     if old.get("machine") != new["machine"]:
         reasons.append("machine fingerprint changed")

@@ -13,8 +13,17 @@ import time
 from typing import Any, TextIO
 
 PLAIN_EVERY_S = 10.0
-STYLES = {"hit": "cyan", "ran": "green", "running": "yellow", "waiting": "dim", "failed": "bold red",
-          "timeout": "bold red", "interrupted": "red", "missing-deps": "red", "skipped": "magenta"}  # fmt: skip
+STYLES = {
+    "hit": "cyan",
+    "ran": "green",
+    "running": "yellow",
+    "waiting": "dim",
+    "failed": "bold red",
+    "timeout": "bold red",
+    "interrupted": "red",
+    "missing-deps": "red",
+    "skipped": "magenta",
+}
 
 
 def make_progress(live: bool | None = None):
@@ -31,8 +40,14 @@ class _Rows:
     def begin(self, header: str, nodes: list[tuple[Any, str]]) -> None:
         self.header = header
         for node, name in nodes:
-            self.rows[node] = {"name": name, "state": "waiting", "reason": "", "started": None,
-                               "duration": None, "line": ""}  # fmt: skip
+            self.rows[node] = {
+                "name": name,
+                "state": "waiting",
+                "reason": "",
+                "started": None,
+                "duration": None,
+                "line": "",
+            }
 
     def _record(self, node, state: str, reason: str, duration: float | None) -> dict[str, Any]:
         row = self.rows[node]
@@ -108,10 +123,11 @@ class LiveProgress(_Rows):
             self.rows[node]["line"] = line
 
     def __rich__(self):
+        from rich.console import Group
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=self.header, title_justify="left", expand=False, show_edge=False)
+        table = Table(expand=False, show_edge=False)
         for column in ("cell", "state", "cache", "time", "output"):
             table.add_column(column, no_wrap=column != "output", overflow="ellipsis")
         now = time.monotonic()
@@ -123,9 +139,14 @@ class LiveProgress(_Rows):
             else:
                 elapsed = _fmt_s(row["duration"]) if state != "hit" else ""
             output = row["line"] if state == "running" else row["reason"]
-            table.add_row(row["name"], Text(state, style=STYLES.get(state, "")), cache, elapsed,
-                          Text(output, overflow="ellipsis", no_wrap=True))  # fmt: skip
-        return table
+            table.add_row(
+                row["name"],
+                Text(state, style=STYLES.get(state, "")),
+                cache,
+                elapsed,
+                Text(output, overflow="ellipsis", no_wrap=True),
+            )
+        return Group(Text(self.header, style="bold"), table)
 
     def end(self, summary: str) -> None:
         if self.live is not None:

@@ -22,8 +22,13 @@ from attnbench.notebook.plan import NodeId, node_name
 from attnbench.notebook.session import Session, SetupError
 
 BAD_STATES = {"failed", "timeout", "interrupted", "skipped", "missing-deps"}
-STATE_WORDS = {"failed": "failed", "timeout": "timed out", "interrupted": "was interrupted",
-               "skipped": "was skipped", "missing-deps": "lacks deps"}  # fmt: skip
+STATE_WORDS = {
+    "failed": "failed",
+    "timeout": "timed out",
+    "interrupted": "was interrupted",
+    "skipped": "was skipped",
+    "missing-deps": "lacks deps",
+}
 
 
 @dataclass
@@ -82,7 +87,9 @@ class Runner:
         while pending or self.running:
             for node in list(pending):
                 ups = [up for _, up in self.g.upstream[node]]
-                if any(up not in self.states or self.states[up].state in ("waiting", "running") for up in ups):
+                if any(
+                    up not in self.states or self.states[up].state in ("waiting", "running") for up in ups
+                ):
                     continue
                 bad = [up for up in ups if self.states[up].state in BAD_STATES]
                 if bad:
@@ -114,7 +121,9 @@ class Runner:
             cell = self.g.cell(node)
             if cell.gpus:
                 try:
-                    cell_command(self.s.options.env, "x.py", cell.gpus, self.s.options.dist, os.environ, "python")
+                    cell_command(
+                        self.s.options.env, "x.py", cell.gpus, self.s.options.dist, os.environ, "python"
+                    )
                 except LaunchError as e:
                     raise SetupError(f"cell {self._name(node)} (gpus={cell.gpus}): {e}") from None
 
@@ -128,20 +137,38 @@ class Runner:
                 reason = f"missing in {opts.env.shown()}: {', '.join(missing)}"
                 self._finish(node, staged, meta, Finished(None, "missing-deps", reason, 0.0))
                 return
-        inputs = [(need, store.artifacts_dir(s.outputs, up[0], s.label, up[1])) for need, up in self.g.upstream[node]]
+        inputs = [
+            (need, store.artifacts_dir(s.outputs, up[0], s.label, up[1]))
+            for need, up in self.g.upstream[node]
+        ]
         env = cell_environment(
-            os.environ, env=opts.env, root=s.root, notebook=node[0], label=s.label, params=s.params[node[0]],
-            inputs=inputs, cell=cell, src_dir=s.src_dir,
-        )  # fmt: skip
+            os.environ,
+            env=opts.env,
+            root=s.root,
+            notebook=node[0],
+            label=s.label,
+            params=s.params[node[0]],
+            inputs=inputs,
+            cell=cell,
+            src_dir=s.src_dir,
+        )
         env["ATTNBENCH_OUTPUTS"] = str(s.outputs)
         script = self.scripts[node]
         argv, meta["launcher"] = cell_command(opts.env, str(script), cell.gpus, opts.dist, os.environ)
         shown_python = opts.env.shown() if opts.env.kind == "python" else None
-        meta["command"] = cell_command(opts.env, _relative(script, s.root), cell.gpus, opts.dist, os.environ,
-                                       python=shown_python)[0]  # fmt: skip
+        meta["command"] = cell_command(
+            opts.env, _relative(script, s.root), cell.gpus, opts.dist, os.environ, python=shown_python
+        )[0]
         try:
-            proc = CellProcess(argv, cwd=staged.artifacts, env=env, stdout=staged.stdout, stderr=staged.stderr,
-                               timeout=cell.timeout, grace=self.grace)  # fmt: skip
+            proc = CellProcess(
+                argv,
+                cwd=staged.artifacts,
+                env=env,
+                stdout=staged.stdout,
+                stderr=staged.stderr,
+                timeout=cell.timeout,
+                grace=self.grace,
+            )
         except OSError as e:
             self._finish(node, staged, meta, Finished(None, "failed", f"cannot start {argv[0]}: {e}", 0.0))
             return
@@ -156,14 +183,27 @@ class Runner:
             staged.stderr.write_text(finished.reason + "\n")
         artifacts = staged.keep_only(cell.outputs)
         result = {
-            "cell": cell.id, "notebook": node[0], "label": s.label,
-            "status": finished.status, "reason": finished.reason,
-            "key": key.key, "key_parts": key.parts, "params": s.params[node[0]],
-            "started": meta["started"], "finished": store.now_iso(), "duration_s": round(finished.duration_s, 3),
-            "returncode": finished.returncode, "command": meta["command"], "gpus": cell.gpus,
-            "env": {"kind": s.options.env.kind, "python": s.envs[node].get("python"), "launcher": meta["launcher"]},
+            "cell": cell.id,
+            "notebook": node[0],
+            "label": s.label,
+            "status": finished.status,
+            "reason": finished.reason,
+            "key": key.key,
+            "key_parts": key.parts,
+            "params": s.params[node[0]],
+            "started": meta["started"],
+            "finished": store.now_iso(),
+            "duration_s": round(finished.duration_s, 3),
+            "returncode": finished.returncode,
+            "command": meta["command"],
+            "gpus": cell.gpus,
+            "env": {
+                "kind": s.options.env.kind,
+                "python": s.envs[node].get("python"),
+                "launcher": meta["launcher"],
+            },
             "artifacts": artifacts,
-        }  # fmt: skip
+        }
         staged.commit(result)
         state = "ran" if finished.status == "ok" else finished.status
         self._set(node, CellState(state, finished.reason, finished.duration_s))
@@ -198,16 +238,19 @@ class Runner:
                 continue
             nothing_ran = all(self.states[(name, c)].state == "hit" for c in cells)
             run = {
-                "notebook": name, "title": notebook.title, "label": self.s.label,
+                "notebook": name,
+                "title": notebook.title,
+                "label": self.s.label,
                 "started": previous.get("started") if nothing_ran and previous else self.started,
                 "finished": previous.get("finished") if nothing_ran and previous else store.now_iso(),
-                "params": self.s.params[name], "machine": self.s.machine_summary(), "env": self.s.env_summary(),
-            }  # fmt: skip
+                "params": self.s.params[name],
+                "machine": self.s.machine_summary(),
+                "env": self.s.env_summary(),
+            }
             order_ids = [c.id for c in notebook.cells]
             merged = {cid: cells.get(cid) or old_cells.get(cid) for cid in order_ids}
             data = {**run, "cells": {cid: e for cid, e in merged.items() if e is not None}}
-            if data != previous:
-                store.write_json_atomic(folder / store.RUN_FILE, data)
+            store.write_run(folder, data)
             snapshot = folder / store.SNAPSHOT_FILE
             if not snapshot.is_file() or snapshot.read_text() != notebook.text:
                 store.write_text_atomic(snapshot, notebook.text)

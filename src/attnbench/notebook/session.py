@@ -13,8 +13,16 @@ from attnbench.notebook import machine as machine_mod
 from attnbench.notebook import store
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.machine import Interpreter, Machine, ProbeError
-from attnbench.notebook.plan import CacheKey, Graph, NodeId, attnbench_sources_hash, cache_keys, load_graph
-from attnbench.notebook.plan import resolve_params
+from attnbench.notebook.materialise import attnbench_checkout
+from attnbench.notebook.plan import (
+    CacheKey,
+    Graph,
+    NodeId,
+    attnbench_sources_hash,
+    cache_keys,
+    load_graph,
+    resolve_params,
+)
 
 
 @dataclass
@@ -42,7 +50,7 @@ class Session:
     params: dict[str, dict[str, Any]]  # resolved, per notebook
     envs: dict[NodeId, dict[str, Any]]  # the env part of each cell's key
     keys: dict[NodeId, CacheKey]
-    src_dir: Path  # the folder holding the attnbench package (PYTHONPATH in python mode)
+    src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
 
     def run_dir(self, notebook: str) -> Path:
         return store.run_dir(self.outputs, notebook, self.label)
@@ -55,14 +63,24 @@ class Session:
         m = self.machine
         python = interp.python if interp else next(iter(self.envs.values()), {}).get("python")
         return {
-            "gpu": m.gpu, "gpu_count": m.gpu_count, "driver": m.driver,
-            "cuda": interp.cuda if interp else None, "torch": interp.torch if interp else None,
-            "python": python, "platform": m.platform, "cpu": m.cpu, "fingerprint": m.fingerprint,
-        }  # fmt: skip
+            "gpu": m.gpu,
+            "gpu_count": m.gpu_count,
+            "driver": m.driver,
+            "cuda": interp.cuda if interp else None,
+            "torch": interp.torch if interp else None,
+            "python": python,
+            "platform": m.platform,
+            "cpu": m.cpu,
+            "fingerprint": m.fingerprint,
+        }
 
     def env_summary(self) -> dict[str, Any]:
         summary = self.machine_summary()
-        return {"kind": self.options.env.kind, "python": summary["python"], "interpreter": self.options.env.shown()}
+        return {
+            "kind": self.options.env.kind,
+            "python": summary["python"],
+            "interpreter": self.options.env.shown(),
+        }
 
 
 class SetupError(Exception):
@@ -80,7 +98,10 @@ def prepare(paths: list[Path], options: Options) -> Session:
     if "/" in label or label.startswith(".") or not label:
         raise SetupError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
     package_dir = Path(attnbench.__file__).resolve().parent
-    src_dir = package_dir.parent
+    # Only a source checkout's src/ goes on PYTHONPATH: an installed package's parent is a site-packages
+    # folder, which must not leak into another interpreter.
+    checkout = attnbench_checkout()
+    src_dir = package_dir.parent if checkout is not None and package_dir.parent.name == "src" else None
     all_nodes = graph.order([n for name in graph.notebooks for n in graph.nodes(name)])
     cells = [graph.cell(n) for n in all_nodes]
     interpreter = None
@@ -88,12 +109,22 @@ def prepare(paths: list[Path], options: Options) -> Session:
     try:
         if options.env.kind == "python":
             probe_env = dict(os.environ)
-            probe_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src_dir), os.environ.get("PYTHONPATH")) if p)
-            interpreter = machine_mod.probe_interpreter(options.env.executable(), dist_names(cells), probe_env)
+            if src_dir is not None:
+                probe_env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(src_dir), os.environ.get("PYTHONPATH")) if p
+                )
+            interpreter = machine_mod.probe_interpreter(
+                options.env.executable(), dist_names(cells), probe_env
+            )
             for node, cell in zip(all_nodes, cells):
                 deps = {name: interpreter.dists.get(name) for name in dist_names([cell])}
-                envs[node] = {"kind": "python", "python": interpreter.python, "torch": interpreter.torch,
-                              "cuda": interpreter.cuda, "deps": deps}  # fmt: skip
+                envs[node] = {
+                    "kind": "python",
+                    "python": interpreter.python,
+                    "torch": interpreter.torch,
+                    "cuda": interpreter.cuda,
+                    "deps": deps,
+                }
         else:
             versions: dict[str, str] = {}
             for node, cell in zip(all_nodes, cells):

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ ROOT_MARKERS = ("pyproject.toml", ".git")
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def find_root(notebook_path: Path) -> Path:
@@ -115,14 +115,12 @@ class StagedCell:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def update_run(folder: Path, run: dict[str, Any], cells: dict[str, dict], order: list[str]) -> dict:
-    """Write run.json: `run` fields plus `cells`, merged over the previous run.json's cell entries
-    (a `--cell` run keeps the other cells' entries), in notebook order."""
-    previous = (read_run(folder) or {}).get("cells") or {}
-    merged = {cid: cells.get(cid) or previous.get(cid) for cid in order}
-    data = {**run, "cells": {cid: entry for cid, entry in merged.items() if entry is not None}}
+def write_run(folder: Path, data: dict[str, Any]) -> bool:
+    """Write run.json unless it already holds `data` (a fully cached run changes no file)."""
+    if read_run(folder) == json.loads(json.dumps(data, default=str)):
+        return False
     write_json_atomic(folder / RUN_FILE, data)
-    return data
+    return True
 
 
 # --- reading (used by status and by render.py) ----------------------------------------------------
@@ -152,7 +150,9 @@ def list_runs(outputs: Path) -> list[Path]:
     outputs = Path(outputs)
     if not outputs.is_dir():
         return []
-    return sorted(p.parent for p in outputs.glob(f"*/*/{RUN_FILE}") if not p.parent.name.startswith(TMP_PREFIX))
+    return sorted(
+        p.parent for p in outputs.glob(f"*/*/{RUN_FILE}") if not p.parent.name.startswith(TMP_PREFIX)
+    )
 
 
 def leftovers(outputs: Path, notebook: str | None = None) -> list[Path]:

@@ -15,8 +15,9 @@ Third-party libraries are imported lazily, inside methods, so listing the regist
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from attnbench.bench.results import Workload
 
@@ -140,7 +141,7 @@ def torch_dtype(name: str):
 
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown dtype name {name!r}")
+        raise TypeError(f"unknown dtype name {name!r}")
     return dtype
 
 

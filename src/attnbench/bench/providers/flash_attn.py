@@ -7,8 +7,18 @@ causal aligned bottom-right) is shared by FlashAttention 3 and the HF `kernels` 
 
 from __future__ import annotations
 
-from attnbench.bench.providers.base import (Prepared, Provider, bshd_to_canonical, compile_fn, cuda_missing,
-                                            describe_exception, import_failure, module_version, to_bshd)
+from attnbench.bench.providers.base import (
+    Prepared,
+    Provider,
+    bshd_to_canonical,
+    compile_fn,
+    cuda_missing,
+    describe_exception,
+    import_failure,
+    mark_seq_dynamic,
+    module_version,
+    to_bshd,
+)
 from attnbench.bench.results import Workload
 
 
@@ -60,13 +70,17 @@ class FlashStyleProvider(Provider):
         q, k, v = (to_bshd(t, backward) for t in (q, k, v))
         kwargs = self.call_kwargs(workload)
 
-        def attend(q, k, v):
-            out = attn(q, k, v, **kwargs)
-            # some versions return (out, softmax_lse) or (out, lse, probs)
+        fn = attn
+        if self.compiled:
+            fn = compile_fn(attn)
+            mark_seq_dynamic((q, k, v), 1)
+
+        def run():
+            out = fn(q, k, v, **kwargs)
+            # some versions return (out, softmax_lse) or (out, lse, probs): indexing launches nothing
             return out[0] if isinstance(out, (tuple, list)) else out
 
-        fn = compile_fn(attend) if self.compiled else attend
-        return Prepared(run=lambda: fn(q, k, v), to_canonical=bshd_to_canonical, inputs=(q, k, v))
+        return Prepared(run=run, to_canonical=bshd_to_canonical, inputs=(q, k, v))
 
 
 class FlashAttn2(FlashStyleProvider):

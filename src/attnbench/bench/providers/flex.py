@@ -7,7 +7,15 @@ implementation that also runs on CPU); the compiled one is the kernel people dep
 
 from __future__ import annotations
 
-from attnbench.bench.providers.base import Prepared, Provider, Unsupported, compile_fn, cuda_missing, leaf
+from attnbench.bench.providers.base import (
+    Prepared,
+    Provider,
+    Unsupported,
+    compile_fn,
+    cuda_missing,
+    leaf,
+    mark_seq_dynamic,
+)
 from attnbench.bench.results import MASKS, Workload
 
 
@@ -57,6 +65,7 @@ class FlexAttention(Provider):
         kwargs = {"block_mask": block_mask, "enable_gqa": workload.gqa}
         if self.compiled:
             fn = compile_fn(flex_attention)
+            mark_seq_dynamic((q, k, v), 2)
 
             def run():
                 return fn(q, k, v, **kwargs)

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import importlib
 
-from attnbench.bench.providers.base import (Prepared, Provider, bshd_to_canonical, cuda_missing,
-                                            describe_exception, import_failure, module_version)
+from attnbench.bench.providers.base import (
+    Prepared,
+    Provider,
+    bshd_to_canonical,
+    cuda_missing,
+    describe_exception,
+    import_failure,
+    module_version,
+)
 from attnbench.bench.results import Workload
 
 

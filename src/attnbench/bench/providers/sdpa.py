@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import warnings
 
-from attnbench.bench.providers.base import (Prepared, Provider, Unsupported, compile_fn, cuda_missing,
-                                            leaf, mark_seq_dynamic)
+from attnbench.bench.providers.base import (
+    Prepared,
+    Provider,
+    Unsupported,
+    compile_fn,
+    cuda_missing,
+    leaf,
+    mark_seq_dynamic,
+)
 from attnbench.bench.results import Workload
 
 # SDPBackend member -> the torch.backends.cuda check that explains a refusal
@@ -47,13 +54,6 @@ def _sdpa(q, k, v, **kwargs):
     import torch.nn.functional as F
 
     return F.scaled_dot_product_attention(q, k, v, **kwargs)
-
-
-def dense_mask(workload: Workload, device):
-    """The exact boolean [seq_q, seq_k] mask (True = attend), from bench.masks."""
-    from attnbench.bench import masks
-
-    return masks.dense_mask(workload, device=device)
 
 
 class SdpaProvider(Provider):
@@ -104,7 +104,9 @@ class SdpaProvider(Provider):
         note = ""
         if self.backend == "MATH" and workload.mask != "full":
             # exact mask (bottom-right causal, windows, documents) as a boolean tensor
-            kwargs["attn_mask"] = dense_mask(workload, q.device)
+            from attnbench.bench.masks import dense_mask
+
+            kwargs["attn_mask"] = dense_mask(workload, device=q.device)
             note = "explicit dense boolean mask"
         elif workload.mask == "causal":
             kwargs["is_causal"] = True  # seqlen_q == seqlen_k here (unsupported() rules out the rest)
@@ -116,6 +118,7 @@ class SdpaProvider(Provider):
         if self.compiled:
             fn = compile_fn(_sdpa, mode=self.compile_mode)
             mark_seq_dynamic((q, k, v), 2)
+            note = f"torch.compile(mode={self.compile_mode or 'default'}), torch picks the SDPA backend"
         else:
             fn = _sdpa
 

@@ -7,8 +7,7 @@ type when seqlen_q != seqlen_k. The module is built in prepare (setup), once per
 
 from __future__ import annotations
 
-from attnbench.bench.providers.base import (Prepared, Provider, cuda_missing, import_failure,
-                                            module_version)
+from attnbench.bench.providers.base import Prepared, Provider, cuda_missing, import_failure, module_version
 from attnbench.bench.results import Workload
 
 
@@ -50,8 +49,8 @@ class TransformerEngine(Provider):
             mask_type = "causal" if same else "causal_bottom_right"
         else:  # sliding_window: 0 <= i - j < window
             mask_type, window = "causal", (workload.window - 1, 0)
-        module_kwargs = dict(num_gqa_groups=workload.heads_kv, attention_dropout=0.0,
-                             qkv_format=self.qkv_format, attn_mask_type=mask_type)
+        module_kwargs = {"num_gqa_groups": workload.heads_kv, "attention_dropout": 0.0,
+                         "qkv_format": self.qkv_format, "attn_mask_type": mask_type}
         if window is not None:
             module_kwargs["window_size"] = window
         attention = DotProductAttention(hq, d, **module_kwargs).to(q.device)

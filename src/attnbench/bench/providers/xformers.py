@@ -7,8 +7,15 @@ BMGHK form: K/V are expanded (a view, no copy) across the query heads of each gr
 
 from __future__ import annotations
 
-from attnbench.bench.providers.base import (Prepared, Provider, compile_fn, cuda_missing, import_failure,
-                                            module_version)
+from attnbench.bench.providers.base import (
+    Prepared,
+    Provider,
+    compile_fn,
+    cuda_missing,
+    import_failure,
+    mark_seq_dynamic,
+    module_version,
+)
 from attnbench.bench.results import Workload
 
 
@@ -43,16 +50,18 @@ class XFormers(Provider):
         hkv = k.shape[1]
         q, k, v = (t.detach().transpose(1, 2).contiguous().requires_grad_(backward) for t in (q, k, v))
         groups = hq // hkv
+        args = (q, k, v)
+        if groups > 1:  # BMGHK: [b, s, hkv, groups, d]; K/V broadcast over each group (views, no copies)
+            args = (q.view(b, sq, hkv, groups, d), k.unsqueeze(3).expand(-1, -1, -1, groups, -1),
+                    v.unsqueeze(3).expand(-1, -1, -1, groups, -1))
+        attention = xops.memory_efficient_attention
+        if self.compiled:
+            attention = compile_fn(xops.memory_efficient_attention)
+            mark_seq_dynamic(args, 1)
 
-        def attend(q, k, v):
-            if groups > 1:  # BMGHK: [b, s, hkv, groups, d]; K/V broadcast over the group (expand = view)
-                q5 = q.view(b, sq, hkv, groups, d)
-                k5 = k.unsqueeze(3).expand(-1, -1, -1, groups, -1)
-                v5 = v.unsqueeze(3).expand(-1, -1, -1, groups, -1)
-                return xops.memory_efficient_attention(q5, k5, v5, attn_bias=bias).reshape(b, sq, hq, d)
-            return xops.memory_efficient_attention(q, k, v, attn_bias=bias)
+        def run():
+            return attention(*args, attn_bias=bias).reshape(b, sq, hq, d)
 
-        fn = compile_fn(attend) if self.compiled else attend
         note = "GQA via BMGHK expand" if groups > 1 else ""
-        return Prepared(run=lambda: fn(q, k, v), to_canonical=lambda out: out.transpose(1, 2),
+        return Prepared(run=run, to_canonical=lambda out: out.transpose(1, 2),
                         inputs=(q, k, v), note=note)

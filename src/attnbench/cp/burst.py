@@ -1,0 +1,54 @@
+"""Burst-style attention (BurstAttention): the double ring forward (K/V circulate), and a backward
+that keeps K, V, dK, dV at home and circulates the query side instead: Q, dO, LSE and
+delta = rowsum(dO * O), with the dQ accumulator travelling along. Per hop that moves Q + dO (input
+dtype) + dQ (float32) instead of K + V (input dtype) + dK + dV (float32).
+
+The flash/cuDNN backward ops take O rather than delta; O is rebuilt per hop as a surrogate with the
+same row sums (merge.surrogate_out_), which is all those ops read O for.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnbench.cp.circulate import circulate
+from attnbench.cp.double_ring import default_window
+from attnbench.cp.local import accumulator_dtype
+from attnbench.cp.merge import rowdot, surrogate_out_
+from attnbench.cp.ring import kv_ring_attention
+
+
+def q_backward(core, dout, q, k, v, out, lse):
+    topo, plan, kernel = core.topo, core.plan, core.kernel
+    acc = accumulator_dtype(q.dtype)
+    dk = torch.zeros(k.shape, dtype=acc, device=k.device)
+    dv = torch.zeros(v.shape, dtype=acc, device=v.device)
+    delta = rowdot(dout, out)
+    surrogate = torch.empty_like(q)
+
+    def step(source: int, data):
+        q_src, dout_src, lse_src, delta_src = data
+        blocks = plan(source, topo.position)  # queries from `source`, keys are mine
+        if blocks:
+            surrogate_out_(surrogate, dout_src, delta_src)
+        contributions = []
+        for rows, keys, causal in blocks:
+            dq_b, dk_b, dv_b = kernel.backward(dout_src[:, :, rows], q_src[:, :, rows], k[:, :, keys],
+                                               v[:, :, keys], surrogate[:, :, rows], lse_src[:, :, rows],
+                                               causal=causal, scale=core.scale)
+            dk[:, :, keys] += dk_b
+            dv[:, :, keys] += dv_b
+            contributions.append((rows, (dq_b,)))
+        return contributions
+
+    (dq,) = circulate(topo, [q, dout, lse.contiguous(), delta], step, grad_like=[q])
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def burst_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
+                    check_ranks: bool = True, window: int | None = None):
+    """Burst-style attention. window: inner ring size (divides P; default: GPUs per node)."""
+    window = default_window(group) if window is None else int(window)
+    return kv_ring_attention(q, k, v, strategy="burst", layout="zigzag", causal=causal, group=group,
+                             kernel=kernel, scale=scale, check_ranks=check_ranks, window=window,
+                             backward=q_backward)

@@ -1,0 +1,25 @@
+"""Double ring attention (LoongTrain): an inner ring inside windows of `window` consecutive ranks
+(one node under torchrun) and an outer ring across windows; the next outer K/V block travels during
+the whole inner ring. Zigzag layout over all P ranks, so causal work stays balanced."""
+
+from __future__ import annotations
+
+import os
+
+from attnbench.cp import comm
+from attnbench.cp.ring import kv_ring_attention
+
+
+def default_window(group) -> int:
+    """GPUs per node (LOCAL_WORLD_SIZE, set by torchrun) when it divides the group, else the group."""
+    world = comm.group_size(group)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    return local if 0 < local <= world and world % local == 0 else world
+
+
+def double_ring_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
+                          check_ranks: bool = True, window: int | None = None):
+    """Double ring attention. window: inner ring size (divides P; default: GPUs per node)."""
+    window = default_window(group) if window is None else int(window)
+    return kv_ring_attention(q, k, v, strategy="double_ring", layout="zigzag", causal=causal, group=group,
+                             kernel=kernel, scale=scale, check_ranks=check_ranks, window=window)

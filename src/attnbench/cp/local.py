@@ -1,0 +1,185 @@
+"""Pluggable local attention kernels that return (out, lse) and have a backward given the global LSE.
+
+Every CP strategy computes blocks with one of these. Layout is [batch, heads, seq, head_dim].
+Contract:
+  forward(q, k, v, causal=, scale=)  -> out (q.dtype), lse (float32, or float64 for float64 inputs),
+                                        lse shape [batch, heads, seq_q], natural log.
+  backward(dout, q, k, v, out, lse, causal=, scale=) -> dq, dk, dv (q.dtype).
+`causal` is only used on square blocks (seq_q == seq_k), where top-left and bottom-right alignment
+agree; strategies split rectangular causal regions into full blocks plus a square diagonal block.
+The backward only uses `out` through delta = rowsum(dout * out) (true of the flash and cuDNN
+backward ops too), so passing the *global* out and LSE gives this block's exact share of the gradient.
+
+Kernels: "cpu_math" (pure PyTorch, any device, exact backward; used by the CPU tests),
+"sdpa_flash" (aten._scaled_dot_product_flash_attention + backward op), "cudnn"
+(aten._scaled_dot_product_cudnn_attention + backward op).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+
+aten = torch.ops.aten
+
+
+def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Merges and gradient sums run in float32 (float64 when the inputs are float64, for tight tests)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)
+
+
+class LocalKernel:
+    name = ""
+
+    def unavailable(self, device: torch.device, dtype: torch.dtype, head_dim: int) -> str | None:
+        """Why this kernel cannot run these inputs here (None when it can). Never raises."""
+        return None
+
+    def forward(self, q, k, v, *, causal: bool, scale: float):
+        raise NotImplementedError
+
+    def backward(self, dout, q, k, v, out, lse, *, causal: bool, scale: float):
+        raise NotImplementedError
+
+
+def _check_square(q, k, causal: bool) -> None:
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"causal local blocks must be square, got seq_q={q.shape[-2]} seq_k={k.shape[-2]}")
+
+
+class MathKernel(LocalKernel):
+    """Dense softmax attention in float32 (float64 for float64 inputs); exact backward."""
+
+    name = "cpu_math"
+
+    def _probs_logits(self, q, k, causal, scale):
+        acc = accumulator_dtype(q.dtype)
+        logits = torch.matmul(q.to(acc), k.to(acc).transpose(-1, -2)) * scale
+        if causal:
+            n = logits.shape[-1]
+            above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu_(1)
+            logits = logits.masked_fill(above, float("-inf"))
+        return logits
+
+    def forward(self, q, k, v, *, causal, scale):
+        _check_square(q, k, causal)
+        logits = self._probs_logits(q, k, causal, scale)
+        lse = torch.logsumexp(logits, dim=-1)
+        probs = torch.exp(logits - lse.unsqueeze(-1))
+        out = torch.matmul(probs, v.to(probs.dtype))
+        return out.to(q.dtype), lse
+
+    def backward(self, dout, q, k, v, out, lse, *, causal, scale):
+        _check_square(q, k, causal)
+        acc = accumulator_dtype(q.dtype)
+        probs = torch.exp(self._probs_logits(q, k, causal, scale) - lse.to(acc).unsqueeze(-1))
+        dout_a = dout.to(acc)
+        dv = torch.matmul(probs.transpose(-1, -2), dout_a)
+        dprobs = torch.matmul(dout_a, v.to(acc).transpose(-1, -2))
+        delta = (dout_a * out.to(acc)).sum(-1, keepdim=True)  # like the flash/cuDNN ops: from `out`
+        dlogits = probs * (dprobs - delta)
+        dq = torch.matmul(dlogits, k.to(acc)) * scale
+        dk = torch.matmul(dlogits.transpose(-1, -2), q.to(acc)) * scale
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _cuda_half_reason(device: torch.device, dtype: torch.dtype) -> str | None:
+    if device.type != "cuda":
+        return f"needs CUDA tensors (got {device.type})"
+    if dtype not in (torch.float16, torch.bfloat16):
+        return f"needs float16/bfloat16 (got {dtype})"
+    return None
+
+
+class _ProbedKernel(LocalKernel):
+    """A GPU op whose support is decided by one tiny forward+backward per (device, dtype, head_dim)."""
+
+    _probe_cache: ClassVar[dict] = {}
+
+    def unavailable(self, device, dtype, head_dim):
+        reason = _cuda_half_reason(device, dtype)
+        if reason:
+            return reason
+        key = (self.name, str(device), dtype, head_dim)
+        if key not in self._probe_cache:
+            try:
+                x = torch.randn(1, 1, 128, head_dim, device=device, dtype=dtype)
+                out, lse = self.forward(x, x, x, causal=True, scale=default_scale(head_dim))
+                self.backward(x, x, x, x, out, lse, causal=True, scale=default_scale(head_dim))
+                self._probe_cache[key] = None
+            except Exception as exc:  # noqa: BLE001 - the reason is the message
+                self._probe_cache[key] = f"{self.name} probe failed: {type(exc).__name__}: {exc}"[:400]
+        return self._probe_cache[key]
+
+
+def _zero_seeds(device):
+    # dropout_p is 0, so the philox seed/offset are never read; the ops still need tensors.
+    # Shapes/dtypes as the flash forward returns them (rng_state [2], unused []).
+    return torch.empty(2, dtype=torch.uint64, device=device), torch.empty((), dtype=torch.uint64, device=device)
+
+
+def _last_dim_contiguous(t):
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+class SdpaFlashKernel(_ProbedKernel):
+    name = "sdpa_flash"
+
+    def forward(self, q, k, v, *, causal, scale):
+        _check_square(q, k, causal)
+        q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
+        res = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
+        return res[0], res[1][..., : q.shape[-2]]
+
+    def backward(self, dout, q, k, v, out, lse, *, causal, scale):
+        _check_square(q, k, causal)
+        dout, q, k, v, out = (_last_dim_contiguous(t) for t in (dout, q, k, v, out))
+        seed, offset = _zero_seeds(q.device)
+        dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
+            dout, q, k, v, out, lse.float().contiguous(), None, None, q.shape[-2], k.shape[-2], 0.0, causal,
+            seed, offset, scale=scale)
+        return dq, dk, dv
+
+
+class CudnnKernel(_ProbedKernel):
+    name = "cudnn"
+
+    def forward(self, q, k, v, *, causal, scale):
+        _check_square(q, k, causal)
+        q, k, v = (t.contiguous() for t in (q, k, v))
+        res = aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)
+        lse = res[1]
+        if lse.dim() == 4:  # cuDNN keeps a trailing singleton dimension
+            lse = lse.squeeze(-1)
+        return res[0], lse
+
+    def backward(self, dout, q, k, v, out, lse, *, causal, scale):
+        _check_square(q, k, causal)
+        # cuDNN wants out/dout with the same (contiguous) strides as q.
+        dout, q, k, v, out = (t.contiguous() for t in (dout, q, k, v, out))
+        seed = torch.zeros((), dtype=torch.int64, device=q.device)
+        lse4 = lse.float().contiguous().unsqueeze(-1)
+        dq, dk, dv = aten._scaled_dot_product_cudnn_attention_backward(
+            dout, q, k, v, out, lse4, seed, seed, None, None, None, q.shape[-2], k.shape[-2], 0.0, causal,
+            scale=scale)
+        return dq, dk, dv
+
+
+KERNELS: dict[str, LocalKernel] = {k.name: k for k in (MathKernel(), SdpaFlashKernel(), CudnnKernel())}
+
+
+def get_kernel(name: str | LocalKernel | None, device: torch.device | None = None) -> LocalKernel:
+    """A kernel by name; None picks "cudnn" on CUDA and "cpu_math" elsewhere."""
+    if isinstance(name, LocalKernel):
+        return name
+    if name is None:
+        name = "cudnn" if device is not None and device.type == "cuda" else "cpu_math"
+    if name not in KERNELS:
+        raise ValueError(f"unknown local kernel {name!r}; choose one of {sorted(KERNELS)}")
+    return KERNELS[name]

@@ -1,0 +1,125 @@
+"""PyTorch's own context parallelism (torch.distributed.tensor.experimental.context_parallel) as a
+baseline, behind the same call signature as our strategies.
+
+`context_parallel(mesh, buffers=..., buffer_seq_dims=...)` patches F.scaled_dot_product_attention so
+that, inside the context, SDPA on sequence shards runs PyTorch's ring implementation (K/V rotation
+by all-gather by default, or all-to-all; `set_rotate_method`). With a sequence divisible by 2P it
+uses the head-tail load balancer, which is our zigzag layout, so shards are interchangeable with
+the zigzag strategy. We pass a dummy [1, S] buffer only so the context knows S; forward and backward
+both run inside the context (the backward ops need its handlers). No LSE is returned (None).
+
+Unavailable on CPU: only the CUDA SDPA ops (flash, efficient, cuDNN) have context-parallel handlers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+from attnbench.cp import comm
+from attnbench.cp.function import prepare
+from attnbench.cp.local import LocalKernel
+from attnbench.cp.ring import ring_requirements
+
+ROTATE_METHODS = ("allgather", "alltoall")
+
+
+def unavailable(device: torch.device | str, kernel: str | None = None) -> str | None:
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ("PyTorch's context_parallel dispatches only the CUDA SDPA ops (flash, efficient, cuDNN) "
+                "to its ring implementation; on CPU SDPA runs "
+                "aten._scaled_dot_product_flash_attention_for_cpu, which has no context-parallel handler")
+    try:
+        from torch.distributed.tensor.experimental import context_parallel  # noqa: F401
+        from torch.distributed.tensor.experimental._attention import set_rotate_method  # noqa: F401
+    except ImportError as exc:
+        return f"torch {torch.__version__} has no usable context_parallel: {exc}"
+    if kernel not in (None, "cudnn", "sdpa_flash"):
+        return f"kernel {kernel!r}: torch_cp runs SDPA's own CUDA backends (cudnn or sdpa_flash)"
+    return None
+
+
+class _SdpaBackendKernel(LocalKernel):
+    """Stands in for the kernel in validation: only checks that torch_cp can run here."""
+
+    def __init__(self, kernel: str | None):
+        self.kernel, self.name = kernel, f"torch_cp[{kernel or 'cudnn'}]"
+
+    def unavailable(self, device, dtype, head_dim):
+        return unavailable(device, self.kernel)
+
+
+class _TorchCP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, core):
+        ctx.core = core
+        return core.forward(q, k, v)
+
+    @staticmethod
+    def backward(ctx, dout):
+        dq, dk, dv = ctx.core.backward(dout.contiguous())
+        return dq, dk, dv, None
+
+
+class TorchCPCore:
+    def __init__(self, group, causal: bool, kernel: str | None, scale: float, rotate_method: str,
+                 seq_total: int):
+        self.group, self.causal, self.kernel, self.scale = group, causal, kernel or "cudnn", scale
+        self.rotate_method, self.seq_total = rotate_method, seq_total
+        self.graph = None
+
+    @contextlib.contextmanager
+    def _context(self, device):
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.tensor.experimental import _attention as cp_attention
+        from torch.distributed.tensor.experimental import context_parallel
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}[self.kernel]
+        group = self.group if self.group is not None else torch.distributed.group.WORLD
+        mesh = DeviceMesh.from_group(group, "cuda")
+        options = getattr(cp_attention, "_cp_options", None)
+        previous = getattr(options, "rotate_method", None)
+        dummy = torch.zeros((1, self.seq_total), dtype=torch.int8, device=device)
+        cp_attention.set_rotate_method(self.rotate_method)
+        try:
+            with context_parallel(mesh, buffers=[dummy], buffer_seq_dims=[1], no_restore_buffers={dummy}), \
+                    sdpa_kernel([backend]):
+                yield
+        finally:
+            if previous is not None:
+                options.rotate_method = previous
+
+    def forward(self, q, k, v):
+        with self._context(q.device), torch.enable_grad():
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            out = F.scaled_dot_product_attention(*leaves, is_causal=self.causal, scale=self.scale)
+        self.graph = (out, leaves)
+        return out.detach()
+
+    def backward(self, dout):
+        out, leaves = self.graph
+        with self._context(dout.device):
+            grads = torch.autograd.grad(out, leaves, dout)
+        self.graph = None
+        return grads
+
+
+def torch_cp_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
+                       check_ranks: bool = True, rotate_method: str = "allgather"):
+    """PyTorch context_parallel. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout.
+
+    Returns (out, None): PyTorch's SDPA path does not return the LSE.
+    """
+    if rotate_method not in ROTATE_METHODS:
+        raise ValueError(f"torch_cp: rotate_method {rotate_method!r} is not one of {ROTATE_METHODS}")
+    _, scale = prepare("torch_cp", q, k, v, group=group, kernel=_SdpaBackendKernel(kernel), scale=scale,
+                       check_ranks=check_ranks, options={"causal": int(causal)},
+                       requirements=ring_requirements("zigzag"))
+    if comm.in_rehearsal():
+        raise ValueError("torch_cp cannot rehearse: its communication is inside PyTorch")
+    core = TorchCPCore(group, causal, kernel, scale, rotate_method, q.shape[2] * comm.group_size(group))
+    return _TorchCP.apply(q.contiguous(), k.contiguous(), v.contiguous(), core), None

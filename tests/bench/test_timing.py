@@ -1,0 +1,119 @@
+"""Timing statistics and the stopping rule, on CPU with a controllable clock."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from attnbench.bench import timing
+
+
+class FakeClock:
+    """A clock that only moves when the timed function says so."""
+
+    def __init__(self, durations_ms):
+        self.now = 0.0
+        self.durations = list(durations_ms)
+        self.calls = 0
+
+    def __call__(self):
+        return self.now
+
+    def fn(self):
+        self.now += self.durations[self.calls % len(self.durations)] / 1e3
+        self.calls += 1
+
+
+def test_quantile_matches_numpy_linear():
+    values = sorted(np.random.default_rng(0).random(37).tolist())
+    for q in (0.0, 0.2, 0.5, 0.8, 1.0):
+        assert timing.quantile(values, q) == pytest.approx(np.quantile(values, q))
+    assert timing.quantile([3.0], 0.8) == 3.0
+    with pytest.raises(ValueError):
+        timing.quantile([], 0.5)
+
+
+def test_summarize_reports_median_p20_p80():
+    t = timing.summarize([5.0, 1.0, 4.0, 2.0, 3.0], "perf_counter")
+    assert (t.ms_median, t.ms_p20, t.ms_p80, t.reps) == (3.0, 1.8, 4.2, 5)
+    assert t.total_ms == 15.0 and t.timer == "perf_counter"
+
+
+@pytest.mark.parametrize("reps,total,expected", [(4, 1000.0, False), (5, 49.0, False), (5, 50.0, True),
+                                                 (10, 0.0, True)])
+def test_enough_needs_count_and_time_or_cap(reps, total, expected):
+    assert timing.enough(reps, total, min_reps=5, min_time_ms=50.0, max_reps=10) is expected
+
+
+def test_next_batch_sizes_from_estimate():
+    rule = {"min_reps": 5, "min_time_ms": 100.0, "max_reps": 1000}
+    assert timing.next_batch(0, 0.0, 2.0, **rule) == 50  # 100 ms at 2 ms each
+    assert timing.next_batch(0, 0.0, 50.0, **rule) == 5  # the count dominates
+    assert timing.next_batch(40, 80.0, 2.0, **rule) == 10
+    assert timing.next_batch(990, 0.0, 0.001, **rule) == 10  # capped at max_reps
+
+
+def test_measure_cpu_stops_when_min_time_reached():
+    clock = FakeClock([2.0])
+    t = timing.measure(clock.fn, device="cpu", min_reps=5, min_time_ms=50.0, warmup_reps=3, clock=clock)
+    assert t.reps == 25 and t.total_ms == pytest.approx(50.0)
+    assert clock.calls == 28  # warm-up calls are made but not counted
+    assert t.timer == "perf_counter" and t.peak_mem_bytes is None
+
+
+def test_measure_cpu_stops_at_min_reps_or_cap():
+    clock = FakeClock([2.0])
+    assert timing.measure(clock.fn, device="cpu", min_reps=7, min_time_ms=0.0, warmup_reps=0,
+                          clock=clock).reps == 7
+    clock = FakeClock([2.0])
+    assert timing.measure(clock.fn, device="cpu", min_reps=2, min_time_ms=1e9, warmup_reps=0, max_reps=12,
+                          clock=clock).reps == 12
+
+
+def test_measure_cpu_quantiles_of_varying_durations():
+    clock = FakeClock([1.0, 2.0, 3.0, 4.0, 5.0])
+    t = timing.measure(clock.fn, device="cpu", min_reps=5, min_time_ms=0.0, warmup_reps=0, clock=clock)
+    assert (t.ms_median, t.ms_p20, t.ms_p80) == pytest.approx((3.0, 1.8, 4.2))
+
+
+def test_measure_real_clock_sees_sleep():
+    t = timing.measure(lambda: time.sleep(0.002), device="cpu", min_reps=3, min_time_ms=0.0, warmup_reps=1)
+    assert t.reps == 3 and t.ms_median >= 2.0
+
+
+@pytest.mark.parametrize("kwargs", [{"min_reps": 0}, {"min_reps": 5, "max_reps": 4},
+                                    {"warmup_reps": -1}, {"min_time_ms": -1.0}])
+def test_measure_rejects_bad_arguments(kwargs):
+    with pytest.raises(ValueError, match="bad timing arguments"):
+        timing.measure(lambda: None, device="cpu", **kwargs)
+
+
+def test_setup_times_the_first_call_and_returns_its_result():
+    result, ms = timing.setup(lambda: time.sleep(0.02) or "done", device="cpu")
+    assert result == "done" and ms >= 20.0
+
+
+def test_is_oom_recognises_torch_and_library_errors():
+    assert timing.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert timing.is_oom(RuntimeError("CUDA error: out of memory"))
+    assert not timing.is_oom(RuntimeError("shape mismatch"))
+    assert not timing.is_oom(ValueError("out of memory"))
+
+
+def test_exceptions_propagate_from_measure():
+    def boom():
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        timing.measure(boom, device="cpu", min_reps=1, warmup_reps=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_measure_and_bare_loop_agree():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    t = timing.measure(lambda: a @ a, device="cuda", min_reps=20, min_time_ms=50.0)
+    bare = timing.bare_event_loop(lambda: a @ a, reps=50)
+    assert t.timer == "cuda_event" and t.flush_bytes > 2 * torch.cuda.get_device_properties(0).L2_cache_size
+    assert t.peak_mem_bytes >= a.numel() * a.element_size()  # the product is allocated by the timed call
+    assert abs(t.ms_median - bare) / bare < 0.05

@@ -1,0 +1,167 @@
+"""The CLI: exit 2 with path:line before any cell starts, status reasons, clean."""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import LABEL, cell, notebook
+
+pytestmark = pytest.mark.timeout(120)
+
+MARK = "import os, pathlib; pathlib.Path(os.environ['ATTNBENCH_ROOT'], 'started').write_text('x')"
+
+
+def line_of(path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(text))
+
+
+def assert_exit_2(project, out, where: str, message: str) -> None:
+    assert out.code == 2, out.out + out.err
+    assert f"{where}: " in out.err and message in out.err, out.err
+    assert not (project.root / "started").exists()  # no cell started
+    assert not (project.root / "outputs").exists()
+
+
+def test_cycle_exits_2_naming_the_cycle(project):
+    path = project.write(
+        "c.md", notebook(cell("id=first", MARK), cell("id=a needs=b", "pass"), cell("id=b needs=a", "pass"))
+    )
+    out = project.run(path)
+    assert_exit_2(
+        project, out, f"{path}:{line_of(path, '```python id=a')}", "needs form a cycle: a -> b -> a"
+    )
+
+
+def test_cycle_across_notebooks_exits_2(project):
+    project.write("o.md", notebook(cell("id=x needs=m.md:y", "pass")))
+    path = project.write("m.md", notebook(cell("id=y needs=o.md:x", MARK)))
+    out = project.run(path)
+    assert_exit_2(
+        project, out, f"{path}:{line_of(path, '```python id=y')}", "needs form a cycle: y -> o.md:x -> y"
+    )
+
+
+def test_missing_needed_cell_exits_2(project):
+    path = project.write("n.md", notebook(cell("id=a", MARK), cell("id=b needs=nope", "pass")))
+    out = project.run(path)
+    assert_exit_2(
+        project,
+        out,
+        f"{path}:{line_of(path, '```python id=b')}",
+        "needs=nope: no cell 'nope' in n.md; cells: a, b",
+    )
+
+
+def test_missing_needed_notebook_exits_2(project):
+    path = project.write("n.md", notebook(cell("id=a needs=gone.md:x", MARK)))
+    out = project.run(path)
+    assert_exit_2(project, out, f"{path}:{line_of(path, '```python id=a')}", "needs=gone.md:x: no notebook")
+
+
+def test_missing_cell_in_other_notebook_exits_2(project):
+    project.write("o.md", notebook(cell("id=x", "pass")))
+    path = project.write("n.md", notebook(cell("id=a needs=o.md:y", MARK)))
+    out = project.run(path)
+    assert_exit_2(project, out, f"{path}:{line_of(path, '```python id=a')}", "no cell 'y' in o.md; cells: x")
+
+
+def test_unknown_param_exits_2_at_the_params_line(project):
+    path = project.write("p.md", notebook(cell("id=a", MARK), params={"n": 1}))
+    out = project.run(path, "-p", "m=2")
+    assert_exit_2(project, out, f"{path}:{line_of(path, 'params:')}", "unknown param 'm'")
+
+
+def test_parse_error_exits_2(project):
+    path = project.write("e.md", notebook(cell("id=a timeout=abc", MARK)))
+    out = project.run(path)
+    assert_exit_2(project, out, f"{path}:{line_of(path, '```python id=a')}", "timeout")
+
+
+def test_bad_param_syntax_is_a_usage_error(project):
+    path = project.write("p.md", notebook(cell("id=a", MARK), params={"n": 1}))
+    with pytest.raises(SystemExit) as exited:
+        project.run(path, "-p", "n")
+    assert exited.value.code == 2
+
+
+def test_multinode_without_rendezvous_exits_2(project, monkeypatch):
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    path = project.write("g.md", notebook(cell("id=a gpus=2", MARK)))
+    out = project.run(path, "--nnodes", "2")
+    assert_exit_2(project, out, "attnbench run", "need a rendezvous")
+
+
+def test_status_says_why_cells_are_stale(project):
+    path = project.write(
+        "s.md",
+        notebook(
+            cell("id=a", "print(n)"),
+            cell("id=b needs=a", "pass"),
+            cell("id=bad", "raise SystemExit(4)"),
+            cell("id=later needs=bad", "pass"),
+            cell("id=new", "pass"),
+            params={"n": 1},
+        ),
+    )
+    project.run(path)
+    (project.cell_dir("s", "new") / "result.json").unlink()
+    rows = _status_rows(project, path)
+    assert rows["a"] == "cached" and rows["b"] == "cached"
+    assert rows["bad"].startswith("failed: exit code 4")
+    assert rows["later"] == "not run: skipped: upstream bad failed"
+    assert rows["new"] == "not run"
+
+    path.write_text(path.read_text().replace("print(n)", "print(n, n)"))
+    rows = _status_rows(project, path)
+    assert rows["a"] == "stale: code changed"
+    assert rows["b"] == "stale: upstream a changed"
+
+    rows = _status_rows(project, path, "-p", "n=2")
+    assert rows["a"] == "stale: code changed; params changed: n"
+
+
+def _status_rows(project, path, *args) -> dict[str, str]:
+    out = project.status(path, *args)
+    assert out.code == 0, out.err
+    lines = out.out.splitlines()
+    assert lines[0].startswith(f"{path} (label {LABEL}, env python")
+    return {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
+
+
+def test_clean_removes_scripts_and_leftovers_but_keeps_outputs(project):
+    path = project.write("k.md", notebook(cell("id=a", "pass")))
+    project.run(path)
+    leftover = project.root / "outputs" / "k" / LABEL / ".tmp-a-xyz"
+    leftover.mkdir()
+    out = project.cli("clean", path)
+    assert out.code == 0
+    assert "removed cells/k/a.py" in out.out and "removed outputs/k/t/.tmp-a-xyz" in out.out
+    assert not (project.root / "cells" / "k").exists() and not leftover.exists()
+    assert (project.cell_dir("k", "a") / "result.json").is_file()
+    out = project.cli("clean", path, "--outputs")
+    assert out.code == 0 and not (project.root / "outputs" / "k").exists()
+
+
+def test_clean_without_notebook_uses_the_project_of_the_working_dir(project, monkeypatch):
+    path = project.write("k.md", notebook(cell("id=a", "pass")))
+    project.run(path)
+    (project.root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(project.root / "notebooks")
+    out = project.cli("clean")
+    assert out.code == 0 and "removed cells/k/a.py" in out.out
+    assert (project.cell_dir("k", "a") / "result.json").is_file()
+
+
+def test_build_calls_render(project, monkeypatch):
+    path = project.write("b.md", notebook(cell("id=a", "print('hi')")))
+    project.run(path)
+    out = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
+    assert out.code == 0, out.err
+    assert (project.root / "site" / "index.html").is_file()
+
+
+def test_export_writes_an_ipynb(project):
+    path = project.write("e.md", notebook(cell("id=a", "print(n)"), params={"n": 1}))
+    out = project.cli("export", path, "--to", "ipynb", "-o", project.root / "e.ipynb")
+    assert out.code == 0, out.err
+    assert (project.root / "e.ipynb").is_file()
+    assert project.cli("export", path, "--to", "docx").code == 2

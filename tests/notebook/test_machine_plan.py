@@ -1,0 +1,120 @@
+"""Machine labels, the interpreter probe, the graph order and the cache key's parts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from engine_helpers import cell, notebook
+
+from attnbench.notebook.document import Cell
+from attnbench.notebook.machine import Gpus, label_for, parse_nvidia_smi, probe_interpreter, slug
+from attnbench.notebook.plan import attnbench_sources_hash, cell_key, load_graph, stale_reasons
+
+H200 = "NVIDIA H200, 570.86.15\n"
+
+
+def test_label_slugs():
+    assert label_for(parse_nvidia_smi(H200, None)) == "nvidia-h200"
+    assert label_for(parse_nvidia_smi(H200 * 2, None)) == "nvidia-h200-x2"
+    assert label_for(parse_nvidia_smi(H200 * 8, None)) == "nvidia-h200-x8"
+    assert label_for(Gpus()) == "cpu"
+    assert slug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
+    assert slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100-sxm4-80gb"
+
+
+def test_cuda_visible_devices_is_respected():
+    two = "NVIDIA H200, 570.86.15\nNVIDIA H100 80GB HBM3, 570.86.15\n"
+    assert parse_nvidia_smi(two, "1").names == ("NVIDIA H100 80GB HBM3",)
+    assert label_for(parse_nvidia_smi(two, "1")) == "nvidia-h100-80gb-hbm3"
+    assert parse_nvidia_smi(two, "0,1").count == 2
+    assert label_for(parse_nvidia_smi(two, "")) == "cpu"
+    assert label_for(parse_nvidia_smi(two, "-1")) == "cpu"
+    assert parse_nvidia_smi(two, None).driver == "570.86.15"
+
+
+def test_probe_reads_versions_without_importing_torch():
+    found = probe_interpreter(sys.executable, ["pytest", "surely-not-installed-xyz"])
+    assert found.python == ".".join(map(str, sys.version_info[:3]))
+    assert found.dists["pytest"] == pytest.__version__
+    assert found.dists["surely-not-installed-xyz"] is None
+    assert found.markers["sys_platform"] == sys.platform
+
+
+def test_order_is_topological_and_stable(project):
+    path = project.write(
+        "g.md",
+        notebook(
+            cell("id=c needs=b", "pass"),
+            cell("id=a", "pass"),
+            cell("id=b needs=a", "pass"),
+            cell("id=d", "pass"),
+        ),
+    )
+    graph = load_graph([path])
+    assert graph.order(graph.all_named_nodes()) == [("g", "a"), ("g", "b"), ("g", "c"), ("g", "d")]
+    assert graph.order([("g", "b")]) == [("g", "a"), ("g", "b")]
+
+
+def _key(**changes):
+    args = {
+        "cell": Cell(id="a", source="print(1)\n", line=3, deps=["numpy"]),
+        "params": {"n": 1},
+        "upstream": {"up": "k1"},
+        "attnbench": "src1",
+        "env": {"kind": "python", "python": "3.11.7"},
+        "machine": "fp1",
+    }
+    args.update(changes)
+    return cell_key(**args)
+
+
+def test_every_key_part_changes_the_key_and_is_named_as_a_reason():
+    base = _key()
+    stored = {"key": base.key, "key_parts": base.parts, "params": {"n": 1}}
+    cases = {
+        "code changed": {"cell": Cell(id="a", source="print(2)\n", line=3, deps=["numpy"])},
+        "cell attributes/deps changed": {"cell": Cell(id="a", source="print(1)\n", line=3, deps=["pandas"])},
+        "params changed: n": {"params": {"n": 2}},
+        "upstream up changed": {"upstream": {"up": "k2"}},
+        "attnbench sources changed": {"attnbench": "src2"},
+        "environment changed (python 3.11.7 -> 3.12.1)": {"env": {"kind": "python", "python": "3.12.1"}},
+        "machine fingerprint changed": {"machine": "fp2"},
+    }
+    for reason, change in cases.items():
+        new = _key(**change)
+        assert new.key != base.key, reason
+        assert stale_reasons(stored, new, {"n": 1}, change.get("params", {"n": 1})) == [reason]
+    assert stale_reasons(stored, _key(), {"n": 1}, {"n": 1}) == []
+    # moving a cell does not change its key; gpus= and outputs= do
+    assert _key(cell=Cell(id="a", source="print(1)\n", line=99, deps=["numpy"])).key == base.key
+    assert _key(cell=Cell(id="a", source="print(1)\n", line=3, deps=["numpy"], gpus=2)).key != base.key
+    assert (
+        _key(cell=Cell(id="a", source="print(1)\n", line=3, deps=["numpy"], outputs=["*.svg"])).key
+        != base.key
+    )
+
+
+def test_keys_hold_no_absolute_paths(project):
+    path = project.write("k.md", notebook(cell("id=a", "pass"), cell("id=b needs=a", "pass")))
+    assert project.run(path).code == 0
+    text = json.dumps(project.result("k", "b")["key_parts"])
+    assert str(project.root) not in text and "/" not in text  # no path of any kind
+    assert project.result("k", "b")["key_parts"]["upstream"] == {"a": project.result("k", "a")["key"]}
+
+
+def test_sources_hash_ignores_the_engine(tmp_path):
+    package = tmp_path / "attnbench"
+    (package / "notebook").mkdir(parents=True)
+    (package / "bench").mkdir()
+    (package / "notebook" / "cli.py").write_text("x = 1\n")
+    (package / "bench" / "timing.py").write_text("y = 1\n")
+    before = attnbench_sources_hash.__wrapped__(package)
+    (package / "notebook" / "cli.py").write_text("x = 2\n")
+    assert attnbench_sources_hash.__wrapped__(package) == before
+    (package / "bench" / "timing.py").write_text("y = 2\n")
+    assert attnbench_sources_hash.__wrapped__(package) != before
+    (package / "bench" / "new.py").write_text("")
+    assert attnbench_sources_hash.__wrapped__(Path(package)) != before

@@ -1,0 +1,168 @@
+"""Failures stay contained: failed cells, skipped dependents, timeouts, Ctrl-C and kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from engine_helpers import LABEL, cell, notebook
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def wait_for(path: Path, seconds: float = 30) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_failed_cell_skips_dependents_but_not_independent_cells(project):
+    path = project.write(
+        "f.md",
+        notebook(
+            cell("id=bad", "1 / 0"),
+            cell("id=child needs=bad", "print('child ran')"),
+            cell("id=grandchild needs=child", "print('grandchild ran')"),
+            cell("id=solo", "print('solo ran')"),
+        ),
+    )
+    out = project.run(path)
+    assert out.code == 1
+    cells = project.run_json("f")["cells"]
+    assert cells["bad"]["state"] == "failed"
+    assert "ZeroDivisionError" in cells["bad"]["reason"]
+    assert cells["child"] == {"state": "skipped", "reason": "upstream bad failed"}
+    assert cells["grandchild"] == {"state": "skipped", "reason": "upstream child was skipped"}
+    assert cells["solo"]["state"] == "ran"
+    assert project.stdout("f", "solo") == "solo ran\n"
+    assert not project.cell_dir("f", "child").exists()  # skipped cells are not written
+    result = project.result("f", "bad")
+    assert result["status"] == "failed" and result["returncode"] == 1
+    assert "ZeroDivisionError" in (project.cell_dir("f", "bad") / "stderr.txt").read_text()
+
+
+def test_timeout_ends_the_whole_process_group(project):
+    body = """
+    import os, subprocess, sys, time, pathlib
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pathlib.Path(os.environ["ATTNBENCH_ROOT"], "pids").write_text(f"{os.getpid()} {child.pid}")
+    print("started", flush=True)
+    time.sleep(60)
+    """
+    path = project.write(
+        "t.md", notebook(cell("id=slow timeout=1", body), cell("id=after needs=slow", "pass"))
+    )
+    started = time.monotonic()
+    out = project.run(path)
+    assert time.monotonic() - started < 30
+    assert out.code == 1
+    cell_pid, grandchild_pid = map(int, (project.root / "pids").read_text().split())
+    deadline = time.monotonic() + 5
+    while (alive(cell_pid) or alive(grandchild_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild_pid), "the timed-out cell's grandchild survived"
+    assert not alive(cell_pid)
+    result = project.result("t", "slow")
+    assert result["status"] == "timeout"
+    assert result["reason"] == "timed out after 1 s"
+    assert project.stdout("t", "slow") == "started\n"
+    assert project.run_json("t")["cells"]["after"]["reason"] == "upstream slow timed out"
+    assert project.run(path).code == 1  # a timeout is never a cache hit
+    assert project.result("t", "slow")["started"] >= result["started"]
+
+
+def _engine(project, path: Path) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnbench",
+        "run",
+        str(path),
+        "--env",
+        "python",
+        "--label",
+        LABEL,
+        "--plain",
+        "--kill-grace",
+        "2",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+SLOW = """
+import os, pathlib, time
+root = pathlib.Path(os.environ["ATTNBENCH_ROOT"])
+pathlib.Path("partial.txt").write_text("half")
+(root / "slow.pid").write_text(str(os.getpid()))
+if not (root / "fast").exists():
+    time.sleep(60)
+"""
+
+
+def test_kill_9_of_the_engine_leaves_no_cell_that_looks_complete(project):
+    path = project.write(
+        "k.md", notebook(cell("id=quick", "print('quick')"), cell("id=slow needs=quick", SLOW))
+    )
+    engine = _engine(project, path)
+    try:
+        wait_for(project.root / "slow.pid")
+        engine.kill()  # SIGKILL: no cleanup in the engine at all
+        engine.wait(timeout=10)
+    finally:
+        engine.kill()
+        pid_file = project.root / "slow.pid"
+        if pid_file.exists():
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned cell, in its own group
+    run_folder = project.root / "outputs" / "k" / LABEL
+    assert (project.cell_dir("k", "quick") / "result.json").is_file()
+    assert not project.cell_dir("k", "slow").exists()
+    staging = [p for p in run_folder.iterdir() if p.name.startswith(".tmp-slow-")]
+    assert staging and not (staging[0] / "result.json").exists()
+    assert (staging[0] / "artifacts" / "partial.txt").exists()  # it was mid-run, not complete
+
+    (project.root / "fast").write_text("1")
+    out = project.run(path)
+    assert out.code == 0, out.out + out.err
+    assert project.result("k", "slow")["status"] == "ok"
+    cleaned = project.cli("clean", path)
+    assert cleaned.code == 0
+    assert not [p for p in run_folder.iterdir() if p.name.startswith(".tmp-")]
+    assert (project.cell_dir("k", "slow") / "result.json").is_file()  # committed results stay
+
+
+def test_ctrl_c_ends_the_running_cell_and_exits_130(project):
+    path = project.write("c.md", notebook(cell("id=slow", SLOW), cell("id=next needs=slow", "print('next')")))
+    engine = _engine(project, path)
+    try:
+        slow_pid = int(wait_for(project.root / "slow.pid"))
+        engine.send_signal(signal.SIGINT)
+        output, _ = engine.communicate(timeout=30)
+    finally:
+        engine.kill()
+    assert engine.returncode == 130, output
+    deadline = time.monotonic() + 5
+    while alive(slow_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(slow_pid)
+    assert project.result("c", "slow")["status"] == "interrupted"
+    assert not project.cell_dir("c", "next").exists()
+    assert project.run_json("c")["cells"]["slow"]["state"] == "interrupted"
