@@ -22,7 +22,8 @@ def inputs(cell: str) -> Path:
     """The artifacts folder of upstream cell `cell` ("id" or "other.md:id").
 
     Inside the engine: $ATTNBENCH_INPUT_<ID> (for another notebook's cell also
-    $ATTNBENCH_INPUT_<NOTEBOOK>__<ID>). Standalone (`uv run cells/<nb>/<id>.py`): the stored result
+    $ATTNBENCH_INPUT_<NOTEBOOK>__<ID>). In an exported notebook ($ATTNBENCH_INPUTS_CWD set by its
+    params cell) a cell of the same notebook wrote its files into the kernel's working directory. Standalone (`uv run cells/<nb>/<id>.py`): the stored result
     outputs/<notebook>/<label>/<id>/artifacts of the project found from $ATTNBENCH_ROOT or by walking
     up from the working directory and the script; label = $ATTNBENCH_LABEL or this machine's label,
     else the only label that has that cell.
@@ -38,6 +39,8 @@ def inputs(cell: str) -> Path:
     for name in names:
         if os.environ.get(name):
             return Path(os.environ[name])
+    if os.environ.get("ATTNBENCH_INPUTS_CWD") and (not notebook or notebook == current):
+        return Path.cwd()  # an exported notebook in Jupyter/papermill: all cells share one folder
     return _stored_artifacts(cell, notebook or current, cell_id, names)
 
 

@@ -41,7 +41,10 @@ echo shown-only
 ```
 
 ```python id=read needs=write outputs=*.txt
+import attnbench
+
 print("from params", params["n"] * 100, params["name"], sizes)
+print("upstream wrote", (attnbench.inputs("write") / "written.txt").read_text())
 ```
 """
 
@@ -146,7 +149,8 @@ def test_papermill_override(tiny: Path, tmp_path: Path, kernel_name: str):
     )
     by_id = {c.metadata.get("attnbench", {}).get("id"): c for c in ran.cells}
     assert _stdout(by_id["write"]) == "50\n"  # the override, not the default 2 → 20
-    assert _stdout(by_id["read"]) == 'from params 500 say "hi" é [1, 2]\n'
+    # the upstream cell's artifact is found in the kernel's folder, not in some stored outputs/
+    assert _stdout(by_id["read"]) == 'from params 500 say "hi" é [1, 2]\nupstream wrote 5\n'
     assert (tmp_path / "written.txt").read_text() == "5"
     injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "n = 5" in injected[0].source

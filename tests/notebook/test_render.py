@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.render import MAX_TABLE_ROWS, build_site
+from attnbench.notebook.artifacts import MAX_TABLE_ROWS
+from attnbench.notebook.render import build_site
 
 NOTEBOOK_MD = """\
 #!/usr/bin/env -S uv run attnbench run

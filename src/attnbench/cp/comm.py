@@ -163,35 +163,33 @@ def reduce_scatter_stacked(x: torch.Tensor, group) -> torch.Tensor:
 _SUBGROUPS: dict[tuple[int, ...], object] = {}
 
 
-def _subgroup(ranks: tuple[int, ...], parent) -> object:
-    if list(ranks) == group_ranks(parent):
+def _subgroup(members: tuple[int, ...], parent) -> object:
+    """The process group of `members` (None for a single rank); created once, then cached."""
+    if len(members) == 1:
+        return None
+    if list(members) == group_ranks(parent):
         return parent
-    if ranks not in _SUBGROUPS:
-        raise AssertionError(f"subgroup {ranks} was not created")  # created by grid_groups below
-    return _SUBGROUPS[ranks]
+    if members not in _SUBGROUPS:
+        # Only the members take part (use_local_synchronization), so the parent may itself be a
+        # subgroup of a larger job (CP x DP): replicas build their own grids independently.
+        _SUBGROUPS[members] = dist.new_group(list(members), use_local_synchronization=True)
+    return _SUBGROUPS[members]
 
 
 def grid_groups(parent, inner: int) -> tuple[object, object, list[int], list[int]]:
     """Split `parent` (P ranks) into a grid of P/inner rows of `inner` consecutive group ranks.
 
     Returns (row_group, column_group, row_ranks, column_ranks) for this rank: rows are the inner
-    groups (consecutive ranks: one node under torchrun's rank order), columns the strided ones.
-    The first call for a layout creates every subgroup with dist.new_group, which all ranks of the
-    default group must enter in the same order; every CP rank does, as long as the CP group is the
-    whole job (the benchmark's case). Groups are cached, one per rank set.
+    groups (consecutive ranks: one node under torchrun's rank order), columns the strided ones; a
+    single-rank group is None. Every rank creates its row group, then its column group, so all
+    members of a group create it at the same point (what use_local_synchronization needs).
     """
     ranks = group_ranks(parent)
     p = len(ranks)
     if inner < 1 or p % inner:
         raise ValueError(f"inner size {inner} does not divide the group size {p}")
-    rows = [tuple(ranks[o * inner:(o + 1) * inner]) for o in range(p // inner)]
-    cols = [tuple(ranks[i::inner]) for i in range(inner)]
-    for members in rows + cols:
-        if members not in _SUBGROUPS and list(members) != ranks and len(members) > 1:
-            _SUBGROUPS[members] = dist.new_group(list(members))
-    me = dist.get_rank()
-    my_row = next(r for r in rows if me in r)
-    my_col = next(c for c in cols if me in c)
-    row_group = _subgroup(my_row, parent) if len(my_row) > 1 else None
-    col_group = _subgroup(my_col, parent) if len(my_col) > 1 else None
-    return row_group, col_group, list(my_row), list(my_col)
+    position = ranks.index(dist.get_rank())
+    row_start = position - position % inner
+    my_row = tuple(ranks[row_start:row_start + inner])
+    my_col = tuple(ranks[position % inner::inner])
+    return _subgroup(my_row, parent), _subgroup(my_col, parent), list(my_row), list(my_col)

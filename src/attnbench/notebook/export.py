@@ -128,6 +128,8 @@ def _params_dict_source(notebook: Notebook) -> str:
             f"params = {{{items}}}",
             "import os as _os",
             f'_os.environ.setdefault("ATTNBENCH_NOTEBOOK", {json.dumps(notebook.name)})',
+            "# One kernel runs every cell in one folder: upstream artifacts of this notebook are right here.",
+            '_os.environ.setdefault("ATTNBENCH_INPUTS_CWD", "1")',
         ]
     )
 

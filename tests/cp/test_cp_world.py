@@ -1,0 +1,60 @@
+"""Context-parallel strategies at 2 and 4 gloo ranks against single-process attention (issue 4).
+
+One spawned group per world size runs every case (cp_worker.py states inputs and tolerances);
+each test reads its case's records. A group that hangs is killed at its timeout and fails.
+"""
+
+import pytest
+from conftest import spawned
+from cp_asserts import EXPECTED_ERRORS, assert_matches_reference, assert_same_error_everywhere, rows
+from cp_worker import correctness_cases
+
+SUITES = {2: ("correctness", "errors", "bench"), 4: ("correctness", "errors")}
+CASES = [(world, case.id) for world in (2, 4) for case in correctness_cases(world)]
+ERRORS = [(world, case_id) for world in (2, 4) for case_id in EXPECTED_ERRORS
+          if case_id != "err-usp-heads" or world >= 4]
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("world,case_id", CASES, ids=[f"w{w}-{c}" for w, c in CASES])
+def test_matches_single_process_attention(world, case_id):
+    assert_matches_reference(spawned(world, SUITES[world]), case_id)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("world,case_id", ERRORS, ids=[f"w{w}-{c}" for w, c in ERRORS])
+def test_bad_input_raises_same_error_on_every_rank(world, case_id):
+    assert_same_error_everywhere(spawned(world, SUITES[world]), case_id)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("world", [2, 4])
+def test_group_still_works_after_errors(world):
+    assert_matches_reference(spawned(world, SUITES[world]), "after-errors")
+
+
+@pytest.mark.timeout(400)
+def test_bench_rows_are_measured_and_agree_across_ranks():
+    group = spawned(2, SUITES[2])
+    for case_id, pass_ in (("bench-zigzag", "fwd_bwd"), ("bench-ring-fwd", "fwd"), ("bench-burst-bwd", "bwd")):
+        rank0, rank1 = rows(group, case_id)
+        assert rank0 == rank1, f"{case_id}: ranks disagree"
+        assert rank0["status"] == "ok", rank0
+        assert rank0["pass"] == pass_ and rank0["timer"] == "perf_counter"
+        assert rank0["reps"] >= 2 and rank0["ms_median"] > 0 and rank0["tflops"] > 0
+        assert rank0["extra"]["world_size"] == 2 and rank0["seqlen_q"] == 32
+
+
+@pytest.mark.timeout(400)
+def test_bench_reports_unavailable_unsupported_and_oom_rows():
+    group = spawned(2, SUITES[2])
+    torch_cp = rows(group, "bench-torch-cp")
+    assert {r["status"] for r in torch_cp} == {"unavailable"} and "CUDA" in torch_cp[0]["reason"]
+    heads = rows(group, "bench-ulysses-heads")
+    assert {r["status"] for r in heads} == {"unsupported"} and "not divisible" in heads[0]["reason"]
+    oom = rows(group, "bench-oom")  # injected on rank 1 only; both ranks report it, neither hangs
+    assert {r["status"] for r in oom} == {"oom"}
+    assert "rank 1" in oom[0]["reason"] and "rehearsal" in oom[0]["reason"]
+    reference = rows(group, "bench-reference")
+    assert reference[0]["status"] == "ok" and reference[0]["provider"] == "single_gpu_cudnn"
+    assert reference[0]["extra"]["world_size"] == 1 and reference[0]["seqlen_q"] == 16
