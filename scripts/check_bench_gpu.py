@@ -46,8 +46,10 @@ class Hog(Provider):
         return Prepared(run=run, to_canonical=lambda o: o)
 
 
-def trust_check() -> None:
-    """SDPA cuDNN at S=4352: `measure` vs the independent bare event loop, and the TFLOP/s floor."""
+def trust_check() -> float:
+    """SDPA cuDNN at S=4352: `measure` vs the independent bare event loop, and the TFLOP/s floor.
+
+    Returns the harness's TFLOP/s."""
     q, k, v = sweep.make_inputs(FLUX, "cuda")
 
     def cudnn():
@@ -64,6 +66,7 @@ def trust_check() -> None:
           f"bare loop {bare:.4f} ms; {tf:.1f} TFLOP/s")
     check(gap < 0.03, f"trust check: harness vs bare event loop differ by {gap:.2%} (< 3 %)")
     check(tf >= 550, f"cuDNN forward at S=4352 reaches {tf:.0f} TFLOP/s (>= 550)")
+    return tf
 
 
 def main() -> int:
@@ -75,9 +78,17 @@ def main() -> int:
     peak = flops.measure_matmul_peak("cuda")
     sheet = flops.datasheet_peak(info["gpu"])
     print(f"bf16 matmul peak measured {peak:.1f} TFLOP/s, datasheet {sheet}")
-    check(sheet is None or 0.5 * sheet < peak <= 1.05 * sheet, "measured matmul peak is plausible vs datasheet")
+    # a warm H100/H200 sustains ~0.75-0.85 of the datasheet in torch.mm; below 0.7 the GPU was not at its
+    # clocks (the first H200 run measured 673 of 989.5 before the warm-up was added)
+    check(sheet is None or 0.7 * sheet < peak <= 1.05 * sheet,
+          f"measured matmul peak is {peak / sheet:.0%} of the datasheet (expected 70-105 %)" if sheet else
+          "no datasheet peak for this GPU")
 
-    trust_check()
+    attention_tflops = trust_check()
+    # attention spends issue slots on softmax that a matmul does not: at or above the matmul, the
+    # denominator is wrong (cold clocks while measuring it), not the kernel brilliant
+    check(attention_tflops < peak, f"cuDNN attention ({attention_tflops:.0f}) stays below the measured matmul "
+                                   f"peak ({peak:.0f} TFLOP/s), so MFU < 100 %")
 
     small = torch.randn(4 << 20, device="cuda")  # 16 MiB: fits in L2, so a warm L2 helps
     warm = timing.measure(lambda: small * 2, device="cuda", flush_l2=False, min_reps=50, min_time_ms=50.0)

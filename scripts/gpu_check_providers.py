@@ -1,10 +1,16 @@
 """Exercise every provider's code path on a GPU in about a minute: masks, GQA, Sq != Sk, backward.
 
     PYTHONPATH=src python scripts/gpu_check_providers.py [--providers sdpa flex ...] [--jsonl out.jsonl]
+    PYTHONPATH=src python scripts/gpu_check_providers.py --kernels [--pass fwd_bwd] [--providers ...]
 
 Each (provider, workload, pass) is one line: ok / incorrect / unsupported / unavailable / error with the
 reason. Timing is minimal (a handful of repetitions): this checks behaviour, not speed. The process exits
 1 if any row is `error` or `incorrect`, so a GPU run can be judged from its exit status.
+
+--kernels instead shows what each provider's timed call contains at the Flux shape (S=4352): every GPU
+kernel, memcpy and memset one call launches (torch.profiler), their summed GPU time, and the CUDA-event
+median the sweep would report. Kernels other than attention (copies, casts, quantisation) are in the
+timed region; a median well above the summed kernel time means gaps (launch-bound) in the timed region.
 """
 
 from __future__ import annotations
@@ -17,19 +23,93 @@ from attnbench.bench import providers
 from attnbench.bench.results import Workload, write_jsonl
 from attnbench.bench.sweep import run_sweep
 
+FLUX = Workload(1, 4352, 4352, 24, 24, 128, "bfloat16", "full")
 WORKLOADS = [
-    Workload(1, 4352, 4352, 24, 24, 128, "bfloat16", "full"),  # the Flux shape
+    FLUX,
     Workload(2, 512, 1024, 16, 4, 128, "bfloat16", "causal"),  # bottom-right causal, GQA 4:1
     Workload(1, 1024, 1024, 8, 8, 64, "float16", "sliding_window", window=200),
     Workload(1, 1024, 1024, 8, 2, 128, "bfloat16", "document", doc_lens=(300, 500, 224)),
 ]
 
 
+def _device_us(event) -> float:
+    """Self GPU time of a profiler average in microseconds (the attribute was renamed in torch 2.4)."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        value = getattr(event, name, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _timed_step(provider, pass_: str, q, k, v):
+    """The callable the sweep would time for this pass (see bench/sweep.py), after its first call."""
+    import torch
+
+    if pass_ == "fwd":
+        prepared = provider.prepare(q, k, v, FLUX, backward=False)
+        with torch.no_grad():
+            prepared.run()
+
+        def step():
+            with torch.no_grad():
+                return prepared.run()
+
+        return step
+    prepared = provider.prepare(q, k, v, FLUX, backward=True)
+    inputs = tuple(t if t.requires_grad else t.requires_grad_(True) for t in prepared.inputs)
+    out = prepared.run()
+    dout = torch.randn_like(out)  # native layout and strides of the output; values do not matter here
+    torch.autograd.grad(out, inputs, dout)
+    del out
+    return lambda: torch.autograd.grad(prepared.run(), inputs, dout)
+
+
+def profile_kernels(names: list[str], pass_: str, reps: int = 5) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from attnbench.bench.providers.base import describe_exception
+    from attnbench.bench.sweep import make_inputs
+    from attnbench.bench.timing import measure
+
+    q, k, v = make_inputs(FLUX, "cuda")
+    print(f"what one timed call launches, {pass_}, {FLUX.label()}\n")
+    for provider in providers.select(names):
+        why = provider.why_not(FLUX, pass_)
+        if why:
+            print(f"{provider.name}: {why[0]}: {why[1]}\n")
+            continue
+        try:
+            step = _timed_step(provider, pass_, q, k, v)
+            median_us = measure(step, device="cuda", min_reps=20, min_time_ms=50.0).ms_median * 1e3
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(reps):
+                    step()
+                torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - one provider's failure is a line, the others go on
+            print(f"{provider.name}: error: {describe_exception(exc)}\n")
+            continue
+        kernels = [(e.key, e.count, _device_us(e)) for e in prof.key_averages() if _device_us(e) > 0]
+        busy_us = sum(us for *_, us in kernels) / reps
+        print(f"{provider.name}: event-timed median {median_us:.1f} us; GPU busy {busy_us:.1f} us per call "
+              f"({len(kernels)} kinds of GPU work)")
+        for name, count, us in sorted(kernels, key=lambda item: -item[2]):
+            print(f"    {us / reps:9.1f} us  x{count / reps:g}  {name[:120]}")
+        print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", nargs="*", default=[], help="names or families (default: all)")
     parser.add_argument("--jsonl", help="also write the rows here")
+    parser.add_argument("--kernels", action="store_true", help="list the GPU work of each timed call instead")
+    parser.add_argument("--pass", dest="pass_", default="fwd", choices=("fwd", "fwd_bwd"),
+                        help="the pass --kernels profiles")
     args = parser.parse_args(argv)
+    if args.kernels:
+        profile_kernels(args.providers, args.pass_)
+        return 0
     started = time.perf_counter()
     rows = run_sweep(providers.select(args.providers), WORKLOADS, ("fwd", "fwd_bwd"), peak_tflops=None,
                      timing_options={"min_reps": 3, "min_time_ms": 0.0, "warmup_reps": 1, "max_reps": 3})

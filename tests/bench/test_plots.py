@@ -75,3 +75,17 @@ def test_nothing_measured_still_draws_and_lists(tmp_path):
 def test_bad_metric_is_refused(tmp_path):
     with pytest.raises(ValueError, match="metric 'speed'"):
         plot_sweep(_rows(), tmp_path / "x.svg", metric="speed")
+
+
+def test_quantised_lines_are_dash_dotted_and_labelled(tmp_path):
+    rows = [r for r in _rows() if not r.provider.startswith("sage")]
+    for s in SEQS:
+        rows.append(Result("sage_sageattn", "sage", "ok", Workload(1, s, s, 2, 2, 64), "fwd", ms_median=0.3,
+                           ms_p20=0.29, ms_p80=0.31, tflops=1.0, timer="cuda_event",
+                           extra={"quantized": True}))
+    info = plot_sweep(rows, tmp_path / "q.svg")
+    svg = (tmp_path / "q.svg").read_text()
+    assert "sage_sageattn (quantised)" in info.lines["fwd"] and "sage_sageattn (quantised)" in svg
+    group = svg[svg.index('id="series-fwd-sage_sageattn-ok"'):][:600]
+    exact = svg[svg.index('id="series-fwd-sdpa_cudnn-ok"'):][:600]
+    assert "stroke-dasharray" in group and "stroke-dasharray" not in exact

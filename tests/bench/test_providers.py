@@ -165,3 +165,63 @@ def test_a_broken_kernel_is_caught_by_the_comparison():
     full = W(sq=64, sk=96, hq=2, hkv=2, d=32, dtype="float32")
     prepared = providers.get("sdpa_math").prepare(q, k, v, full)  # causal workload run unmasked
     assert not compare(prepared.run(), reference_attention(q, k, v, w), w.dtype).ok
+
+
+def test_hf_kernels_reason_without_the_package_says_what_else_it_needs(monkeypatch):
+    monkeypatch.setattr(hf_kernels, "import_failure", lambda module: "not installed (no module 'kernels')")
+    reason = providers.get("hf_flash_attn").unavailable()
+    assert reason.startswith("not installed (no module 'kernels'); with it, get_kernel('kernels-community/flash-attn')")
+    assert "Hugging Face Hub" in reason
+
+
+def test_hf_kernels_reason_when_the_build_lacks_the_function(monkeypatch):
+    fake = types.ModuleType("kernels")
+    built = types.SimpleNamespace(mha_fwd=None, mha_bwd=None)
+    fake.get_kernel = lambda repo: built
+    monkeypatch.setitem(sys.modules, "kernels", fake)
+    monkeypatch.setattr(hf_kernels, "cuda_missing", lambda: None)
+    monkeypatch.setattr(hf_kernels, "_LOADED", {})
+    reason = providers.get("hf_flash_attn").unavailable()
+    assert reason == ("loaded kernels-community/flash-attn, but kernels-community/flash-attn has no "
+                      "flash_attn_func (it has: mha_bwd, mha_fwd)")
+
+
+def _fake_sageattention(monkeypatch):
+    """sageattention 1.0.6's calling conventions, computing exactly, and smoothing K in place as it does."""
+    fake = types.ModuleType("sageattention")
+    fake.__version__ = "1.0.6"
+
+    def sageattn(q, k, v, tensor_layout="HND", is_causal=False, **kwargs):
+        seq_dim = 1 if tensor_layout == "NHD" else 2
+        k -= k.mean(dim=seq_dim, keepdim=True)  # in place, like the real one
+        if tensor_layout == "NHD":
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return out.transpose(1, 2) if tensor_layout == "NHD" else out
+
+    def sageattn_varlen(q, k, v, cu_q, cu_k, max_q, max_k, is_causal=False, **kwargs):
+        k -= k.mean(dim=0, keepdim=True)
+        outs = []
+        for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+            segment = [t[start:end].transpose(0, 1) for t in (q, k, v)]
+            outs.append(torch.nn.functional.scaled_dot_product_attention(*segment, is_causal=is_causal).transpose(0, 1))
+        return torch.cat(outs)
+
+    fake.sageattn, fake.sageattn_varlen = sageattn, sageattn_varlen
+    monkeypatch.setitem(sys.modules, "sageattention", fake)
+    monkeypatch.setattr(sage, "cuda_missing", lambda: None)
+
+
+@pytest.mark.parametrize("name", ["sage_sageattn", "sage_sageattn_nhd", "sage_sageattn_varlen"])
+@pytest.mark.parametrize("heads", [1, 4])  # one head: the bshd transpose is contiguous already
+def test_sage_never_smooths_the_callers_k(monkeypatch, name, heads):
+    _fake_sageattention(monkeypatch)
+    w = W(sq=64, sk=64, hq=heads, hkv=heads, d=64, dtype="float32")
+    q, k, v = _inputs(w)
+    k_before = k.clone()
+    prepared = providers.get(name).prepare(q, k, v, w)
+    for _ in range(2):
+        out = prepared.to_canonical(prepared.run())
+    assert torch.equal(k, k_before), "sage's in-place smoothing reached the shared canonical K"
+    assert compare(out, reference_attention(q, k, v, w), w.dtype, quantized=True).ok
+    assert "timed call = the sageattn API" in prepared.note and "int8" in prepared.note

@@ -4,7 +4,17 @@ import json
 
 import pytest
 
-from attnbench.bench.results import Result, Workload, read_jsonl, to_frame, write_jsonl
+from attnbench.bench.results import (
+    Result,
+    Workload,
+    best_by_workload,
+    is_quantized,
+    read_jsonl,
+    speedup_over,
+    to_frame,
+    usable,
+    write_jsonl,
+)
 
 
 def rows():
@@ -77,3 +87,41 @@ def test_to_frame_has_one_row_per_result():
     frame = to_frame(rows())
     assert list(frame["provider"]) == ["sdpa_cudnn", "flex", "xformers"]
     assert list(frame["pass"]) == ["fwd", "fwd_bwd", "fwd"]
+
+
+def _timed(provider, ms, status="ok", ok=True, seq=4352, pass_="fwd", **extra):
+    w = Workload(1, seq, seq, 24, 24, 128)
+    return Result(provider, provider.split("_")[0], status, w, pass_, ms_median=ms, ok=ok, extra=extra,
+                  rel_l2=None if ok is None else 2e-3)
+
+
+def test_best_skips_incorrect_unchecked_and_unmeasured_rows():
+    rows = [_timed("sdpa_flash", 0.75), _timed("sdpa_cudnn", 0.41),
+            _timed("broken", 0.01, status="incorrect", ok=False),  # fastest, wrong
+            _timed("unchecked", 0.02, ok=None),  # reference failed: not known to be right
+            Result("oom", "x", "oom", _timed("x", 1.0).workload, reason="OutOfMemoryError")]
+    assert [r.provider for r in best_by_workload(rows)] == ["sdpa_cudnn"]
+    assert [r.provider for r in best_by_workload(rows, require_checked=False)] == ["unchecked"]
+    assert not usable(rows[2]) and not usable(rows[2], require_checked=False)
+
+
+def test_quantised_rows_rank_apart():
+    sage = _timed("sage_sageattn", 0.30, quantized=True)
+    legacy = _timed("sage_old", 0.20, tolerance={"name": "quantized (int8/fp8)"})  # a row from before the tag
+    rows = [_timed("sdpa_cudnn", 0.41), sage, legacy]
+    assert is_quantized(sage) and is_quantized(legacy) and not is_quantized(rows[0])
+    assert [r.provider for r in best_by_workload(rows, quantized=False)] == ["sdpa_cudnn"]
+    assert [r.provider for r in best_by_workload(rows, quantized=True)] == ["sage_old"]
+    assert [r.provider for r in best_by_workload(rows)] == ["sage_old"]
+
+
+def test_best_is_per_workload_and_pass_and_speedup_needs_a_usable_baseline():
+    rows = [_timed("sdpa_flash", 0.80), _timed("sdpa_cudnn", 0.40), _timed("sdpa_cudnn", 1.6, pass_="fwd_bwd"),
+            _timed("sdpa_flash", 0.70, seq=4224), _timed("sdpa_cudnn", 0.35, seq=4224, status="incorrect", ok=False)]
+    best = {(r.workload.seqlen_k, r.pass_): r.provider for r in best_by_workload(rows)}
+    assert best == {(4352, "fwd"): "sdpa_cudnn", (4352, "fwd_bwd"): "sdpa_cudnn", (4224, "fwd"): "sdpa_flash"}
+    speedups = speedup_over(rows, "sdpa_flash")
+    assert speedups[("sdpa_cudnn", rows[0].workload, "fwd")] == pytest.approx(2.0)
+    assert ("sdpa_cudnn", rows[0].workload, "fwd_bwd") not in speedups  # no sdpa_flash fwd_bwd row
+    assert ("sdpa_cudnn", rows[3].workload, "fwd") not in speedups  # incorrect
+    assert speedups[("sdpa_flash", rows[3].workload, "fwd")] == 1.0

@@ -9,7 +9,15 @@ import torch.nn.functional as F
 from attnbench.bench import sweep
 from attnbench.bench.masks import dense_mask
 from attnbench.bench.providers.base import Prepared, Provider, Unsupported
-from attnbench.bench.results import Result, Workload, read_jsonl, write_jsonl
+from attnbench.bench.results import (
+    Result,
+    Workload,
+    best_by_workload,
+    is_quantized,
+    read_jsonl,
+    speedup_over,
+    write_jsonl,
+)
 
 FAST = {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0}
 
@@ -105,7 +113,7 @@ class BrokenAvailability(Fake):
 
 
 PROVIDERS = [
-    Fake("good"), FakeBshd("good_bshd"), Fake("missing", unavailable=lambda: "not installed (no module 'x')"),
+    Fake("good"), FakeBshd("good_bshd"), Fake("int8ish", quantized=True), Fake("missing", unavailable=lambda: "not installed (no module 'x')"),
     Fake("causal_only", masks=("causal",)), Fake("fwd_only", backward=False), Raising("raises"),
     Wrong("wrong"), WrongGrad("wrong_grad"), Oom("oom"), LateUnsupported("late_unsupported"),
     BrokenAvailability("broken"), Fake("gpu_only", needs_cuda=True, unavailable=lambda: None),
@@ -182,7 +190,7 @@ def test_best_never_picks_incorrect_rows(swept):
     rows, _ = swept
     # make the wrong provider look fastest: it must still not win
     rigged = [Result(**{**r.__dict__, "ms_median": 1e-9}) if r.provider == "wrong" else r for r in rows]
-    best = sweep.best_by_workload(rigged)
+    best = best_by_workload(rigged)
     assert {(b.workload, b.pass_) for b in best} == {(w, p) for w in WORKLOADS for p in PASSES}
     assert all(b.status == "ok" and b.ok for b in best)
     assert not any(b.provider == "wrong" for b in best)
@@ -190,7 +198,7 @@ def test_best_never_picks_incorrect_rows(swept):
 
 def test_speedup_over_baseline(swept):
     rows, _ = swept
-    speedups = sweep.speedup_over(rows, baseline="good")
+    speedups = speedup_over(rows, baseline="good")
     assert all(v == 1.0 for (p, _, _), v in speedups.items() if p == "good")
     key = ("good_bshd", WORKLOADS[0], "fwd")
     t = table(rows)
@@ -198,11 +206,25 @@ def test_speedup_over_baseline(swept):
     assert not any(p in ("wrong", "oom", "missing") for (p, _, _) in speedups)
 
 
+def test_quantised_rows_are_tagged_judged_loosely_and_ranked_apart(swept):
+    rows, _ = swept
+    t = table(rows)
+    row = t[("int8ish", WORKLOADS[0], "fwd")]
+    assert row.status == "ok" and row.extra["quantized"] is True and is_quantized(row)
+    assert row.extra["tolerance"]["name"].startswith("quantized")
+    assert not is_quantized(t[("good", WORKLOADS[0], "fwd")])
+    assert "quantized" not in t[("good", WORKLOADS[0], "fwd")].extra
+    assert all(not is_quantized(b) for b in best_by_workload(rows, quantized=False))
+    assert {b.provider for b in best_by_workload(rows, quantized=True)} == {"int8ish"}
+
+
 def test_rows_survive_jsonl(swept, tmp_path):
     rows, _ = swept
     write_jsonl(tmp_path / "r.jsonl", rows)
     back = read_jsonl(tmp_path / "r.jsonl")
     assert [(r.provider, r.status, r.reason) for r in back] == [(r.provider, r.status, r.reason) for r in rows]
+    assert [is_quantized(r) for r in back] == [is_quantized(r) for r in rows]
+    assert back == rows  # every field, extra included
     # "wrong": every pass of both workloads (its gradients are 1.1x too); "wrong_grad": the two backward passes
     assert collections.Counter(r.status for r in back)["incorrect"] == 6 + 4
 
@@ -212,7 +234,7 @@ def test_without_reference_rows_are_marked_unchecked_and_not_best():
                            env_id="x", progress=None, timing_options=FAST, peak_tflops=1e-6)
     assert rows[0].status == "ok" and rows[0].ok is None and rows[0].reason.startswith("not checked")
     assert rows[0].mfu == pytest.approx(rows[0].tflops / 1e-6)
-    assert sweep.best_by_workload(rows) == [] and sweep.best_by_workload(rows, require_checked=False) == rows
+    assert best_by_workload(rows) == [] and best_by_workload(rows, require_checked=False) == rows
 
 
 def test_unknown_pass_is_an_error():

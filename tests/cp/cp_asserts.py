@@ -26,7 +26,8 @@ def assert_matches_reference(group: dict, case_id: str) -> None:
     for rank, recs in enumerate(per_rank):
         errors = [r for r in recs if r["kind"] == "exception"]
         if errors:
-            problems.append(f"rank {rank}: {errors[0]['type']}: {errors[0]['message']}\n{errors[0]['traceback']}")
+            first = errors[0]
+            problems.append(f"rank {rank}: {first['type']}: {first['message']}\n{first['traceback']}")
             continue
         checks = {r["metric"]: r for r in recs if r["kind"] == "check"}
         if set(checks) != set(METRICS):

@@ -15,6 +15,11 @@ import time
 from pathlib import Path
 
 import cp_worker
+import pytest
+
+# Wall-clock limits for one spawned group (every rank must finish by then or the group is killed).
+GROUP_TIMEOUT_S = {2: 150, 4: 240, 8: 420}
+_GROUPS: dict = {}
 
 
 def free_port() -> int:
@@ -31,16 +36,18 @@ def run_group(world: int, suites: list[str], timeout_s: float) -> dict:
         port = free_port()
         procs = [ctx.Process(target=cp_worker.main, args=(rank, world, port, suites, tmp), daemon=True)
                  for rank in range(world)]
-        for p in procs:
-            p.start()
-        deadline = start + timeout_s
-        for p in procs:
-            p.join(max(deadline - time.monotonic(), 0.1))
-        stuck = [rank for rank, p in enumerate(procs) if p.is_alive()]
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        try:
+            for p in procs:
+                p.start()
+            deadline = start + timeout_s
+            for p in procs:
+                p.join(max(deadline - time.monotonic(), 0.1))
+            stuck = [rank for rank, p in enumerate(procs) if p.is_alive()]
+        finally:  # also when pytest-timeout interrupts us: never leave ranks behind
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
         if stuck:
             raise AssertionError(f"world {world}: ranks {stuck} still running after {timeout_s:.0f}s "
                                  f"(deadlock or far too slow)")
@@ -58,3 +65,16 @@ def run_group(world: int, suites: list[str], timeout_s: float) -> dict:
 def by_case(group_result: dict, case_id: str) -> list[list[dict]]:
     """Records of one case, one list per rank."""
     return [[r for r in recs if r.get("case") == case_id] for recs in group_result["records"]]
+
+
+def spawned(world: int, suites: tuple[str, ...]) -> dict:
+    """Run the group once per session and share its records between the tests that read them."""
+    key = (world, suites)
+    if key not in _GROUPS:
+        try:
+            _GROUPS[key] = run_group(world, list(suites), GROUP_TIMEOUT_S[world])
+        except AssertionError as exc:
+            _GROUPS[key] = exc
+    if isinstance(_GROUPS[key], AssertionError):
+        pytest.fail(str(_GROUPS[key]))
+    return _GROUPS[key]

@@ -5,8 +5,8 @@ each test reads its case's records. A group that hangs is killed at its timeout 
 """
 
 import pytest
-from conftest import spawned
 from cp_asserts import EXPECTED_ERRORS, assert_matches_reference, assert_same_error_everywhere, rows
+from cp_harness import spawned
 from cp_worker import correctness_cases
 
 SUITES = {2: ("correctness", "errors", "bench"), 4: ("correctness", "errors")}
@@ -36,13 +36,16 @@ def test_group_still_works_after_errors(world):
 @pytest.mark.timeout(400)
 def test_bench_rows_are_measured_and_agree_across_ranks():
     group = spawned(2, SUITES[2])
-    for case_id, pass_ in (("bench-zigzag", "fwd_bwd"), ("bench-ring-fwd", "fwd"), ("bench-burst-bwd", "bwd")):
+    measured = (("bench-zigzag", "fwd_bwd"), ("bench-ring-fwd", "fwd"), ("bench-burst-bwd", "bwd"))
+    for case_id, pass_ in measured:
         rank0, rank1 = rows(group, case_id)
         assert rank0 == rank1, f"{case_id}: ranks disagree"
         assert rank0["status"] == "ok", rank0
         assert rank0["pass"] == pass_ and rank0["timer"] == "perf_counter"
         assert rank0["reps"] >= 2 and rank0["ms_median"] > 0 and rank0["tflops"] > 0
         assert rank0["extra"]["world_size"] == 2 and rank0["seqlen_q"] == 32
+    burst = rows(group, "bench-burst-bwd")[0]
+    assert burst["extra"]["options"] == {"window": 2}  # the default window, resolved for the label
 
 
 @pytest.mark.timeout(400)
@@ -56,5 +59,5 @@ def test_bench_reports_unavailable_unsupported_and_oom_rows():
     assert {r["status"] for r in oom} == {"oom"}
     assert "rank 1" in oom[0]["reason"] and "rehearsal" in oom[0]["reason"]
     reference = rows(group, "bench-reference")
-    assert reference[0]["status"] == "ok" and reference[0]["provider"] == "single_gpu_cudnn"
+    assert reference[0]["status"] == "ok" and reference[0]["provider"] == "single_gpu_math"  # CPU: SDPA math
     assert reference[0]["extra"]["world_size"] == 1 and reference[0]["seqlen_q"] == 16

@@ -2,8 +2,8 @@
 burst with windows 2 and 4. Select with `-m cp8`, skip with `-m "not cp8"`."""
 
 import pytest
-from conftest import spawned
 from cp_asserts import EXPECTED_ERRORS, assert_matches_reference, assert_same_error_everywhere
+from cp_harness import spawned
 from cp_worker import correctness_cases
 
 pytestmark = pytest.mark.cp8

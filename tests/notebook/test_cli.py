@@ -70,10 +70,37 @@ def test_unknown_param_exits_2_at_the_params_line(project):
     assert_exit_2(project, out, f"{path}:{line_of(path, 'params:')}", "unknown param 'm'")
 
 
-def test_parse_error_exits_2(project):
-    path = project.write("e.md", notebook(cell("id=a timeout=abc", MARK)))
+FIRST = cell("id=first", MARK)  # a good cell before the bad part: it must not start either
+SECOND = 11  # the line of the second cell's fence in notebook(FIRST, ...)
+# case: (notebook text, the line the error names, part of the message)
+BAD_NOTEBOOKS = {
+    "duplicate id": (notebook(FIRST, cell("id=first", "pass")), SECOND, "duplicate cell id 'first'"),
+    "unknown attribute": (notebook(FIRST, cell("id=b colour=red", "pass")), SECOND, "attribute 'colour'"),
+    "timeout not a number": (notebook(FIRST, cell("id=b timeout=abc", "pass")), SECOND, "timeout='abc'"),
+    "gpus zero": (notebook(FIRST, cell("id=b gpus=0", "pass")), SECOND, "gpus='0'"),
+    "bad id": (notebook(FIRST, cell("id=b.c", "pass")), SECOND, "bad cell id: id='b.c'"),
+    "python cell without id": (notebook(FIRST, cell("deps=numpy", "pass")), SECOND, "without id="),
+    "front matter YAML": ("---\ntitle: [oops\n---\n" + FIRST, 3, "malformed front matter (YAML)"),
+    "front matter not closed": ("---\ntitle: x\n" + FIRST, 1, "never closed by a '---' line"),
+    "PEP 723 TOML": (
+        notebook(FIRST, cell("id=b", '# /// script\n# dependencies = ["numpy"\n# ///\npass')),
+        SECOND + 3,  # TOML reports the unclosed array at the end of the block
+        "malformed PEP 723 block (TOML)",
+    ),
+    "PEP 723 unclosed": (
+        notebook(FIRST, cell("id=b", "# /// script\n# dependencies = []\npass")),
+        SECOND + 1,
+        "'# /// script' block is never closed",
+    ),
+    "unterminated fence": (notebook(FIRST, "```python id=b\npass\n"), SECOND, "unterminated code fence"),
+}
+
+
+@pytest.mark.parametrize("text, line, message", BAD_NOTEBOOKS.values(), ids=BAD_NOTEBOOKS.keys())
+def test_bad_notebook_exits_2_before_any_cell_starts(project, text, line, message):
+    path = project.write("e.md", text)
     out = project.run(path)
-    assert_exit_2(project, out, f"{path}:{line_of(path, '```python id=a')}", "timeout")
+    assert_exit_2(project, out, f"{path}:{line}", message)
 
 
 def test_bad_param_syntax_is_a_usage_error(project):

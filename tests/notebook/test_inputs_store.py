@@ -1,8 +1,10 @@
-"""attnbench.inputs(), the atomic cell folder, run.json merging, script text, plain progress."""
+"""attnbench.inputs(), the atomic cell folder, run.json merging, script text, progress."""
 
 from __future__ import annotations
 
 import io
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import attnbench
 from attnbench.notebook import store
 from attnbench.notebook.materialise import script_header
 from attnbench.notebook.parse import parse_text
-from attnbench.notebook.progress import PlainProgress
+from attnbench.notebook.progress import LiveProgress, PlainProgress
 
 
 @pytest.fixture
@@ -90,7 +92,19 @@ def test_run_json_is_rewritten_only_when_it_changes(tmp_path):
     assert not store.write_run(folder, {"notebook": "nb", "cells": {"a": {"state": "ran"}}})
     assert store.write_run(folder, {"notebook": "nb", "cells": {"a": {"state": "failed"}}})
     assert store.read_run(folder)["cells"]["a"]["state"] == "failed"
-    assert store.list_runs(tmp_path) == [folder]
+    assert [p.name for p in folder.iterdir()] == ["run.json"]  # the atomic write left no .tmp- file
+
+
+def test_cell_folders_follow_the_umask_not_0700(tmp_path):
+    # Committed outputs are read by other users and tools: a private 0700 folder would leak into them.
+    previous = os.umask(0o022)
+    try:
+        staged = store.StagedCell(tmp_path / "nb" / "cpu", "a")
+        final = staged.commit({"status": "ok"})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(final.stat().st_mode) == 0o755
+    assert stat.S_IMODE((final / "artifacts").stat().st_mode) == 0o755
 
 
 def test_script_header_merges_the_cells_tool_table():
@@ -136,3 +150,32 @@ def test_plain_progress_lines():
     assert lines[1].split() == ["a", "hit"]
     assert lines[3].split() == ["b", "running", "12.0s", "|", "step", "3/10"]
     assert lines[4].split(None, 2) == ["b", "failed", "13.0s (exit code 1)"]
+
+
+def test_live_progress_table_shows_cache_state_time_and_latest_output():
+    from rich.console import Console
+
+    progress = LiveProgress()
+    progress.begin("attnbench run x", [("n1", "gpu"), ("n2", "bench"), ("n3", "plot")])
+    progress.update("n1", "hit")
+    progress.update("n2", "running")
+    progress.tick({"n2": (3.0, "[sweep] 12/48 sdpa_flash fwd")})
+    progress.update("n3", "failed", "exit code 1", 2.5)
+    progress.live.stop()
+    console = Console(record=True, width=120, color_system=None)
+    console.print(progress)
+    rows = {line.split("│")[0].strip(): [c.strip() for c in line.split("│")[1:]] for line in
+            console.export_text().splitlines() if "│" in line}  # fmt: skip
+    assert rows["gpu"][:2] == ["hit", "hit"]
+    assert rows["bench"][0:2] == ["running", "miss"] and rows["bench"][2].endswith("s")
+    assert rows["bench"][3] == "[sweep] 12/48 sdpa_flash fwd"
+    assert rows["plot"] == ["failed", "", "2.5s", "exit code 1"]
+
+
+def test_progress_survives_a_closed_terminal():
+    stream = io.StringIO()
+    progress = PlainProgress(stream)
+    progress.begin("header", [("n1", "a")])
+    stream.close()  # as after SIGHUP: writing raises
+    progress.update("n1", "interrupted", "interrupted")
+    progress.end("1 cells: 1 interrupted")

@@ -167,6 +167,17 @@ def test_input_vars_for_local_and_other_notebook_cells():
     assert input_vars(clash, "nb")["ATTNBENCH_INPUT_GPU"] == "/local"  # the local cell owns the short name
 
 
+def test_input_var_of_a_notebook_in_a_subfolder_is_what_inputs_reads(monkeypatch):
+    import attnbench
+
+    folder = input_vars([(Need("x", "sub/other"), Path("/o/other/t/x/artifacts"))], "nb")
+    assert "ATTNBENCH_INPUT_OTHER__X" in folder  # the notebook's name is its stem, as in outputs/
+    monkeypatch.setenv("ATTNBENCH_NOTEBOOK", "nb")
+    for name, value in folder.items():
+        monkeypatch.setenv(name, value)
+    assert attnbench.inputs("sub/other.md:x") == Path("/o/other/t/x/artifacts")  # via the long name
+
+
 def test_cell_environment(tmp_path):
     base = {"PATH": "/bin", "PYTHONPATH": "/x", "VIRTUAL_ENV": "/venv", "ATTNBENCH_INPUT_OLD": "/stale"}
     cell = Cell(id="a", source="", line=1, env={"NCCL_DEBUG": "WARN"})

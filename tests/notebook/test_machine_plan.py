@@ -10,7 +10,14 @@ import pytest
 from engine_helpers import cell, notebook
 
 from attnbench.notebook.document import Cell
-from attnbench.notebook.machine import Gpus, label_for, parse_nvidia_smi, probe_interpreter, slug
+from attnbench.notebook.machine import (
+    Gpus,
+    ProbeError,
+    label_for,
+    parse_nvidia_smi,
+    probe_interpreter,
+    slug,
+)
 from attnbench.notebook.plan import attnbench_sources_hash, cell_key, load_graph, stale_reasons
 
 H200 = "NVIDIA H200, 570.86.15\n"
@@ -41,6 +48,14 @@ def test_probe_reads_versions_without_importing_torch():
     assert found.dists["pytest"] == pytest.__version__
     assert found.dists["surely-not-installed-xyz"] is None
     assert found.markers["sys_platform"] == sys.platform
+
+
+def test_an_interpreter_that_does_not_report_is_named(tmp_path):
+    fake = tmp_path / "python-wrapper"
+    fake.write_text("#!/bin/sh\necho 'not a python'\n")
+    fake.chmod(0o755)
+    with pytest.raises(ProbeError, match=r"python-wrapper' did not report its versions; it printed: not a"):
+        probe_interpreter(str(fake))
 
 
 def test_order_is_topological_and_stable(project):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.artifacts import MAX_TABLE_ROWS
+from attnbench.notebook.artifacts import MAX_TABLE_ROWS, TAIL_LINES, shown
 from attnbench.notebook.render import build_site
 
 NOTEBOOK_MD = """\
@@ -24,6 +24,12 @@ params:
   profile: smoke
 ---
 # Heading
+
+## Cell make
+
+## Results
+
+## Results
 
 | provider | ms |
 |---|---|
@@ -142,6 +148,35 @@ def _run_json(label_dir: Path, label: str, gpu: str | None, count: int, cells: d
     (label_dir / "notebook.md").write_text(NOTEBOOK_MD)
 
 
+def _result_row(provider: str, seq: int, pass_: str = "fwd", **changes) -> dict:
+    """A row of results.jsonl as bench/results.py writes it (README: the result row)."""
+    row = {
+        "provider": provider, "family": provider.split("_")[0], "status": "ok", "reason": "",
+        "batch": 1, "seqlen_q": seq, "seqlen_k": seq, "heads_q": 24, "heads_kv": 24, "head_dim": 128,
+        "dtype": "bfloat16", "mask": "full", "window": None, "doc_lens": None, "pass": pass_,
+        "ms_median": 0.6221279799938202, "ms_p20": 0.6092544198036194, "ms_p80": 0.6243903875350952,
+        "reps": 328, "tflops": 352.41086358176307, "mfu": 0.5237587368113341, "peak_mem_bytes": 104215552,
+        "setup_ms": 4.477492999996002, "timer": "cuda_event", "max_abs": 0.00056, "mean_abs": 4.4e-05,
+        "rel_l2": 0.002280087079271202, "ok": True, "env": "h200-abc",
+        "extra": {"tolerance": {"name": "bfloat16", "rel_l2": 0.02, "max_abs": 0.04}, "mfu_datasheet": 0.356},
+    }  # fmt: skip
+    row.update(changes)
+    return row
+
+
+def _results_jsonl() -> str:
+    rows = [_result_row("sdpa_cudnn", seq, p) for seq in (4224, 4352) for p in ("fwd", "fwd_bwd")]
+    rows.append(
+        _result_row("bad_kernel", 4224, status="incorrect", ok=False, rel_l2=0.5, reason="rel_l2 0.5 > 0.02")
+    )
+    for seq in (4224, 4352):
+        for p in ("fwd", "fwd_bwd"):
+            rows.append(_result_row("flash_attn3", seq, p, status="unavailable", reason="not installed",
+                                    ms_median=None, timer=None, ok=None))  # fmt: skip
+    rows.append(_result_row("sage", 4224, "fwd_bwd", status="unsupported", reason="no backward", timer=None))
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
 @pytest.fixture
 def outputs(tmp_path: Path) -> Path:
     out = tmp_path / "outputs"
@@ -180,8 +215,21 @@ def outputs(tmp_path: Path) -> Path:
     _cell(cpu, "boom", "failed", reason="exit code 1", stderr="Traceback: SystemExit(1)\n")
     h200 = out / "bench" / "nvidia-h200"
     _run_json(h200, "nvidia-h200", "NVIDIA H200", 2, {c: {"state": "hit"} for c in ("make", "boom", "after")})
-    for cell in ("make", "boom", "after"):
+    for cell in ("boom", "after"):
         _cell(h200, cell, "ok", stdout=f"{cell} on h200\n")
+    _cell(
+        h200,
+        "make",
+        "ok",
+        stdout="".join(f"line {i}\n" for i in range(1, 101)) + "make on h200\n",
+        files={
+            "results.jsonl": _results_jsonl(),
+            "summary.csv": "provider,ms\nsdpa,0.3424319922924042\n",
+            "summary.md": "| provider | ms |\n|---|---|\n| sdpa | 0.3424 |\n",
+            "env.json": json.dumps({f"key{i}": i for i in range(40)}, indent=2),
+            "short.txt": "one line\n",
+        },
+    )
     # A cell folder being written right now must be ignored.
     (h200 / ".tmp-later-xyz").mkdir()
     # A second notebook that ran only on cpu: the index says it did not run on the H200.
@@ -230,10 +278,12 @@ def test_artifacts_embedded(site):
     assert svg and base64.b64decode(svg.group(1)).decode() == SVG  # shown as an image: its script never runs
     png = re.search(r'<img src="data:image/png;base64,([^"]+)"', page)
     assert png and base64.b64decode(png.group(1)) == _png()
-    assert "<td>sdpa</td><td>3.5</td>" in page  # a CSV row
+    assert '<td>sdpa</td><td class="num">3.5</td>' in page  # a CSV row; numbers right-aligned
+    assert '<th class="num">ms</th>' in page  # ...and their header
     assert f"first {MAX_TABLE_ROWS} of {MAX_TABLE_ROWS + 50} rows" in page
-    assert "<th>correctness.max_abs</th>" in page and "<td>not installed</td>" in page
-    assert "<td>0.001</td><td>true</td>" in page  # JSONL table
+    assert '<th class="num">correctness.max_abs</th>' in page and "<td>not installed</td>" in page
+    assert '<td class="num">0.001</td><td>true</td>' in page  # a JSONL that is not result rows: a plain table
+    assert 'class="artifact results"' not in page
     for rel in ("plots/fig.svg", "img.png", "table.csv", "results.jsonl", "blob.bin"):
         assert f'href="cpu/files/make/{rel}"' in page
         assert (site[0] / "bench" / "cpu" / "files" / "make" / rel).is_file()  # the link works from file://
@@ -254,8 +304,15 @@ def test_failed_and_skipped_cells(site):
 def test_cache_badges_and_environment(site):
     page = (site[0] / "bench" / "nvidia-h200.html").read_text()
     assert page.count('class="badge cache"') == 3
-    assert "NVIDIA H200" in page and "570.1" in page and '<th>profile</th><td><code>"smoke"</code>' in page
+    assert "NVIDIA H200 ×2" in page and "<dt>driver</dt><dd>570.1</dd>" in page
+    assert '<dt>profile</dt><dd><code>"smoke"</code></dd>' in page  # params shown, not folded
+    env = page[page.index('id="environment"') : page.index('class="env-details"')]
+    assert "torch 2.7.0 · CUDA 12.8 · driver 570.1 · Python 3.12.3" in env and "Xeon" in env
+    assert "took 1 min 0 s" in env and "<strong>nvidia-h200</strong>" in env
     assert 'href="cpu.html"' in page  # switch to the same notebook on the other machine
+    assert 'href="../index.html#nb-bench"' in page  # back to this notebook on the index
+    index = (site[0] / "index.html").read_text()
+    assert 'id="nb-bench"' in index and "1 min 0 s" in index and "torch 2.7.0" in index
 
 
 def test_escaping_and_collapsing(site):
@@ -326,3 +383,96 @@ def test_stale_and_earlier_results(outputs: Path, tmp_path: Path):
     after = page[page.index('id="cell-after"') : page.index('id="cell-later"')]
     assert "output below is from an earlier run (finished 2025-05-01 10:00 UTC)" in after
     assert "after on h200" in after
+
+
+def _between(page: str, start: str, end: str) -> str:
+    return page[page.index(start) : page.index(end, page.index(start))]
+
+
+def test_results_jsonl_curated_view(site):
+    page = (site[0] / "bench" / "nvidia-h200.html").read_text()
+    view = _between(page, 'class="artifact results"', "</figure>")
+    constants = _between(view, 'class="constants"', "</p>")
+    for fact in ("batch 1", "heads_q 24", "head_dim 128", "dtype bfloat16", "mask full", "timer cuda_event"):
+        assert f"<code>{fact}</code>" in constants  # the same in every measured row: said once
+    measured = _between(view, "<table", "</table>")
+    header = _between(measured, "<thead>", "</thead>")
+    assert ">seqlen</th>" in header and ">seqlen_k</th>" not in header and "batch" not in header
+    assert 'title="median time per call' in header  # each metric says what it is
+    assert measured.count("<tr>") == 1 + 5  # header + 4 sdpa_cudnn rows + the incorrect one
+    assert '<td class="num" title="0.6221279799938202">0.6221</td>' in measured  # ms, rounded; exact on hover
+    assert ">52.4%</td>" in measured and ">99.4 MiB</td>" in measured and ">2.3e-03</td>" in measured
+    assert '<td class="num" title="p20 0.6093 ms, p80 0.6244 ms">2.4%</td>' in measured  # timing spread
+    assert 'title="tolerance bfloat16: rel_l2 ≤ 0.02, max_abs ≤ 0.04">✓</td>' in measured
+    bad = _between(measured, "<td>bad_kernel</td>", "</tr>")
+    assert '<td class="bad">incorrect</td>' in bad and ">✗ no</td>" in bad and "rel_l2 0.5 &gt; 0.02" in bad
+    assert "flash_attn3" not in measured and "sage" not in measured  # not measured: grouped below
+    grouped = _between(view, 'class="not-measured"', "</details>")
+    assert grouped.count("<tr>") == 1 + 2  # one line per provider and reason, never silently dropped
+    assert "<td>flash_attn3</td>" in grouped and "<td>not installed</td>" in grouped
+    assert '<td>fwd, fwd_bwd</td><td class="num">4</td>' in grouped
+    assert "<td>sage</td>" in grouped and "no backward" in grouped
+    full = _between(view, 'class="full-table"', "</details>")  # every column, folded
+    assert '<details class="full-table">' in view and "every column" in full
+    assert ">extra.tolerance</th>" in full and ">seqlen_k</th>" in full and full.count("<tr>") == 1 + 10
+    assert "not a GPU measurement" not in view
+
+
+def test_results_from_a_cpu_smoke_run_say_so(outputs: Path, tmp_path: Path):
+    rows = "".join(json.dumps(_result_row("sdpa_math", s, timer="perf_counter")) + "\n" for s in (288, 320))
+    (outputs / "bench" / "nvidia-h200" / "make" / "artifacts" / "results.jsonl").write_text(rows)
+    build_site(outputs, tmp_path / "site")
+    page = (tmp_path / "site" / "bench" / "nvidia-h200.html").read_text()
+    view = _between(page, 'class="artifact results"', "</figure>")
+    assert "not a GPU measurement" in view and "<code>timer perf_counter</code>" in view
+
+
+def test_long_output_shows_the_tail(site):
+    page = (site[0] / "bench" / "nvidia-h200.html").read_text()
+    out = _between(page, '<details class="output stdout" open>', "</pre>\n</details>")
+    assert "101 lines" in out
+    earlier = _between(out, '<details class="earlier">', "</details>")  # folded, above the tail
+    assert f"show the {101 - TAIL_LINES} earlier lines" in earlier
+    assert "line 1\n" in earlier and f"line {101 - TAIL_LINES}\n" in earlier
+    tail = out[out.index("</details>") :]
+    assert f"line {101 - TAIL_LINES + 1}\n" in tail and "make on h200" in tail and "line 1\n" not in tail
+    short = (site[0] / "bench" / "cpu.html").read_text()
+    assert "earlier line" not in _between(short, 'id="cell-make"', 'id="cell-boom"')  # short: shown whole
+
+
+def test_contents_and_heading_ids(site):
+    page = (site[0] / "bench" / "cpu.html").read_text()
+    toc = _between(page, '<nav class="toc"', "</nav>")
+    assert '<h1 id="heading">Heading</h1>' in page
+    assert '<h2 id="cell-make-2">Cell make</h2>' in page  # a heading never takes a cell's id
+    assert '<h2 id="results">' in page and '<h2 id="results-2">' in page  # unique on the page
+    for href in ("#environment", "#heading", "#results-2", "#cell-make", "#cell-boom", "#cell-later"):
+        assert f'href="{href}"' in toc
+    assert '<span class="dot st-ok" title="ok"></span>make</a>' in toc
+    assert '<span class="toc-status st-failed">failed</span>' in toc  # a failure shows in the contents
+    assert 'id="hide-code"' in page and "body:has(#hide-code:checked) details.code" in page
+
+
+def test_markdown_artifact_and_folding(site):
+    page = (site[0] / "bench" / "nvidia-h200.html").read_text()
+    md = _between(page, 'class="artifact markdown"', "</figure>")
+    assert '<div class="table-box"><table class="data">' in md  # rendered, in a scroll box
+    assert '<td class="num">0.3424</td>' in md
+    csv_view = _between(page, 'class="artifact table"', "</figure>")
+    assert '<details class="folded">' in csv_view and "summary.csv" in csv_view  # same data: folded
+    long_text = _between(page, 'href="nvidia-h200/files/make/env.json"', "</figure>")
+    assert "42 lines" in long_text and page.index('<details class="folded">') < page.index("&#34;key39&#34;")
+    short_text = _between(page, 'href="nvidia-h200/files/make/short.txt"', "</figure>")
+    assert "folded" not in short_text and "one line" in short_text
+    order = [page.index(f'class="artifact {kind}"') for kind in ("results", "markdown", "table", "text")]
+    assert order == sorted(order)  # the curated table first, raw data and text last
+
+
+def test_shown_rounds_for_reading_and_keeps_the_exact_value():
+    assert shown("0.000508725643157959") == ("0.0005087", "0.000508725643157959", "num")
+    assert shown(16.996173030802183).text == "17.00"  # significant digits kept: a column lines up
+    assert shown("104215552") == ("104215552", "", "num")  # integers are never rounded
+    assert shown("2.11.0").css == "" and shown("13.0") == ("13.0", "", "num")
+    assert shown(True).text == "true" and shown(None).text == ""
+    long = "x" * 100
+    assert shown(long) == (long, long, "long")  # cut by CSS, whole in the tooltip

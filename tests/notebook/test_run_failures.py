@@ -88,7 +88,7 @@ def test_timeout_ends_the_whole_process_group(project):
     assert project.result("t", "slow")["started"] >= result["started"]
 
 
-def _engine(project, path: Path) -> subprocess.Popen:
+def _engine(project, path: Path, grace: float = 2) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
@@ -101,7 +101,7 @@ def _engine(project, path: Path) -> subprocess.Popen:
         LABEL,
         "--plain",
         "--kill-grace",
-        "2",
+        str(grace),
     ]
     return subprocess.Popen(
         cmd, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -149,20 +149,68 @@ def test_kill_9_of_the_engine_leaves_no_cell_that_looks_complete(project):
     assert (project.cell_dir("k", "slow") / "result.json").is_file()  # committed results stay
 
 
-def test_ctrl_c_ends_the_running_cell_and_exits_130(project):
-    path = project.write("c.md", notebook(cell("id=slow", SLOW), cell("id=next needs=slow", "print('next')")))
+WITH_GRANDCHILD = """
+import os, pathlib, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+pathlib.Path(os.environ["ATTNBENCH_ROOT"], "slow.pid").write_text(f"{os.getpid()} {child.pid}")
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_ctrl_c_sigterm_or_hangup_ends_the_cell_group_and_exits_130(project, sig):
+    # SIGHUP: the terminal or ssh session closed. The cell is in its own session, so only the engine
+    # can end it; before, a hang-up killed the engine and left the cell running.
+    path = project.write(
+        "c.md", notebook(cell("id=slow", WITH_GRANDCHILD), cell("id=next needs=slow", "print('next')"))
+    )
     engine = _engine(project, path)
     try:
-        slow_pid = int(wait_for(project.root / "slow.pid"))
-        engine.send_signal(signal.SIGINT)
+        cell_pid, grandchild_pid = map(int, wait_for(project.root / "slow.pid").split())
+        engine.send_signal(sig)
         output, _ = engine.communicate(timeout=30)
     finally:
         engine.kill()
     assert engine.returncode == 130, output
     deadline = time.monotonic() + 5
-    while alive(slow_pid) and time.monotonic() < deadline:
+    while (alive(cell_pid) or alive(grandchild_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(slow_pid)
+    assert not alive(cell_pid)
+    assert not alive(grandchild_pid), "the interrupted cell's grandchild survived"
     assert project.result("c", "slow")["status"] == "interrupted"
     assert not project.cell_dir("c", "next").exists()
     assert project.run_json("c")["cells"]["slow"]["state"] == "interrupted"
+
+
+STUBBORN = """
+import os, pathlib, signal, time
+root = pathlib.Path(os.environ["ATTNBENCH_ROOT"])
+signal.signal(signal.SIGTERM, lambda *_: (root / "got-sigterm").write_text("1"))  # only SIGKILL ends it
+(root / "slow.pid").write_text(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def test_ctrl_c_during_a_timed_out_cells_grace_period_stops_the_run(project):
+    path = project.write(
+        "g.md",
+        notebook(
+            cell("id=stubborn timeout=1", STUBBORN),
+            cell(
+                "id=independent",
+                "import os, pathlib; pathlib.Path(os.environ['ATTNBENCH_ROOT'], 'ran').touch()",
+            ),
+        ),
+    )
+    engine = _engine(project, path, grace=30)
+    try:
+        pid = int(wait_for(project.root / "slow.pid"))
+        wait_for(project.root / "got-sigterm")  # timed out: the engine now waits up to 30 s to SIGKILL
+        engine.send_signal(signal.SIGINT)
+        output, _ = engine.communicate(timeout=15)  # far less than the grace period
+    finally:
+        engine.kill()
+    assert engine.returncode == 130, output
+    assert not alive(pid)
+    assert not (project.root / "ran").exists(), "the run went on after Ctrl-C"
+    assert project.result("g", "stubborn")["status"] == "interrupted"

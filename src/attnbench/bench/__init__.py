@@ -1,6 +1,7 @@
 """Measuring attention: timing (timing.py), FLOPs/MFU (flops.py), masks (masks.py), the fp32 reference
-(correctness.py), the environment (env.py), result rows (results.py), providers (providers/) and the
-sweep that ties them together (sweep.py).
+(correctness.py), the environment (env.py), result rows and their ranking (results.py), providers
+(providers/), the sweep that ties them together (sweep.py), and what a report shows: tables (report.py)
+and figures (plots.py).
 
-Nothing is imported here, so `attnbench.bench.env` and `attnbench.bench.results` work without torch.
+Nothing is imported here, so env, results, report and plots work without torch.
 """

@@ -1,7 +1,8 @@
 """Matplotlib figures of a sweep (SVG): latency and TFLOP/s against sequence length, one line per provider.
 
-Only measured rows are drawn: `ok` as solid lines, `incorrect` dashed and labelled "(incorrect)" so a
-wrong-but-fast kernel is visible but never mistaken for a result. Everything that did not run
+Only measured rows are drawn: `ok` as solid lines, quantised kernels (int8/fp8, judged with the looser
+quantised tolerance) dash-dotted and labelled "(quantised)", `incorrect` dashed and labelled "(incorrect)"
+so a wrong-but-fast kernel is visible but never mistaken for a result. Everything that did not run
 (unavailable, unsupported, oom, error) is listed under the figure with its reason, and returned so a
 notebook can print the same list. CPU timings (perf_counter) are stamped "not a GPU measurement".
 """
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnbench.bench.results import Result
+from attnbench.bench.results import Result, is_quantized
 
 METRICS = {  # metric -> (axis label, higher is better)
     "ms_median": ("latency (ms, median; band p20-p80)", False),
@@ -127,8 +128,12 @@ def _draw_panel(ax, rows: list[Result], metric: str, colors: dict, pass_: str) -
         group.sort(key=_seq)
         xs = [_seq(r) for r in group]
         ys = [getattr(r, metric) for r in group]
-        label = provider if status == "ok" else f"{provider} (incorrect)"
-        style = "-" if status == "ok" else "--"
+        if status != "ok":
+            label, style = f"{provider} (incorrect)", "--"
+        elif any(is_quantized(r) for r in group):
+            label, style = f"{provider} (quantised)", "-."
+        else:
+            label, style = provider, "-"
         # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file
         ax.plot(xs, ys, style, marker="o", markersize=3.5, linewidth=1.6, color=colors[provider], label=label,
                 gid=f"series-{pass_}-{provider}-{status}")

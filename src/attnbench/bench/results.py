@@ -5,6 +5,9 @@ Schema (README "Result rows" documents it for readers):
   workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens),
   pass (fwd | bwd | fwd_bwd), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
   timer (cuda_event | perf_counter), correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
+
+Ranking helpers (`best_by_workload`, `speedup_over`) live here, not in sweep.py, so a report cell can rank
+rows from a results file without importing torch.
 """
 
 from __future__ import annotations
@@ -136,3 +139,44 @@ def to_frame(rows: Iterable[Result]):
     import pandas as pd
 
     return pd.DataFrame([r.to_dict() for r in rows])
+
+
+def is_quantized(row: Result) -> bool:
+    """Quantised on purpose (int8/fp8): judged with the quantised tolerance and ranked apart from exact kernels.
+
+    The sweep sets extra["quantized"]; older rows are recognised by the tolerance they were judged with.
+    """
+    if row.extra.get("quantized"):
+        return True
+    return str((row.extra.get("tolerance") or {}).get("name", "")).startswith("quantized")
+
+
+def usable(row: Result, require_checked: bool = True) -> bool:
+    """Measured and not known to be wrong: status ok and (by default) correctness-checked and passing."""
+    return (row.status == "ok" and row.ms_median is not None
+            and (row.ok is True or (not require_checked and row.ok is None)))
+
+
+def best_by_workload(rows: Iterable[Result], require_checked: bool = True,
+                     quantized: bool | None = None) -> list[Result]:
+    """The fastest usable row per (workload, pass). An incorrect row is never usable, so never the best.
+
+    quantized: None ranks every row; False only exact kernels; True only quantised ones.
+    """
+    best: dict[tuple[Workload, str], Result] = {}
+    for row in rows:
+        if not usable(row, require_checked) or (quantized is not None and is_quantized(row) != quantized):
+            continue
+        key = (row.workload, row.pass_)
+        if key not in best or row.ms_median < best[key].ms_median:
+            best[key] = row
+    return list(best.values())
+
+
+def speedup_over(rows: Iterable[Result], baseline: str = "sdpa_flash",
+                 require_checked: bool = True) -> dict[tuple[str, Workload, str], float]:
+    """{(provider, workload, pass): baseline ms / provider ms} where both rows are usable."""
+    rows = list(rows)
+    base = {(r.workload, r.pass_): r.ms_median for r in rows if r.provider == baseline and usable(r, require_checked)}
+    return {(r.provider, r.workload, r.pass_): base[(r.workload, r.pass_)] / r.ms_median
+            for r in rows if usable(r, require_checked) and (r.workload, r.pass_) in base}

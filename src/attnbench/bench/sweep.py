@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from attnbench.bench import correctness, flops, timing
-from attnbench.bench.providers.base import Unsupported
+from attnbench.bench.providers.base import Unsupported, describe_exception
 from attnbench.bench.results import PASSES, Result, Workload
 
 Progress = Callable[[Result], None]
@@ -89,11 +89,6 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-
-
 class _Workspace:
     """Inputs and (lazily) references of one workload, shared by every provider."""
 
@@ -115,7 +110,7 @@ class _Workspace:
         try:
             return make()
         except Exception as exc:  # noqa: BLE001 - an OOM in the reference must not end the sweep either
-            self.reference_error = f"reference failed: {_first_line(exc)}"
+            self.reference_error = f"reference failed: {describe_exception(exc)}"
             timing.release_memory(self.device)
             return None
 
@@ -277,6 +272,8 @@ def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavail
     """One row; never raises (except KeyboardInterrupt)."""
     row = Result(provider=provider.name, family=provider.family, status="ok", workload=workload, pass_=pass_,
                  env=env_id)
+    if getattr(provider, "quantized", False):
+        row.extra["quantized"] = True  # ranked apart from exact kernels (results.best_by_workload)
     if unavailable:
         row.status, row.reason = "unavailable", unavailable
         return row
@@ -294,7 +291,7 @@ def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavail
         row.extra["stage"] = stage[0]
     except Exception as exc:  # noqa: BLE001 - every failure is a row, never a crash
         row.status = "oom" if timing.is_oom(exc) else "error"
-        row.reason = _first_line(exc)
+        row.reason = describe_exception(exc)
         row.extra["stage"] = stage[0]
     finally:
         timing.release_memory(ws.device, collect=row.status in ("error", "oom"))
@@ -312,7 +309,7 @@ def _availability(provider) -> str | None:
     try:
         return provider.unavailable()
     except Exception as exc:  # noqa: BLE001 - the contract says never raise; a provider that does is still a row
-        return f"unavailable() raised {_first_line(exc)}"
+        return f"unavailable() raised {describe_exception(exc)}"
 
 
 def run_sweep(providers: Iterable, workloads: Iterable[Workload], passes: Iterable[str] = ("fwd",), *,
@@ -353,28 +350,3 @@ def run_sweep(providers: Iterable, workloads: Iterable[Workload], passes: Iterab
         timing.release_memory(device)
     return rows
 
-
-def _usable(row: Result, require_checked: bool) -> bool:
-    return (row.status == "ok" and row.ms_median is not None
-            and (row.ok is True or (not require_checked and row.ok is None)))
-
-
-def best_by_workload(rows: Iterable[Result], require_checked: bool = True) -> list[Result]:
-    """The fastest usable row per (workload, pass): status ok and (by default) correctness-checked."""
-    best: dict[tuple[Workload, str], Result] = {}
-    for row in rows:
-        if not _usable(row, require_checked):
-            continue
-        key = (row.workload, row.pass_)
-        if key not in best or row.ms_median < best[key].ms_median:
-            best[key] = row
-    return list(best.values())
-
-
-def speedup_over(rows: Iterable[Result], baseline: str = "sdpa_flash",
-                 require_checked: bool = True) -> dict[tuple[str, Workload, str], float]:
-    """{(provider, workload, pass): baseline ms / provider ms} where both rows are usable."""
-    rows = list(rows)
-    base = {(r.workload, r.pass_): r.ms_median for r in rows if r.provider == baseline and _usable(r, require_checked)}
-    return {(r.provider, r.workload, r.pass_): base[(r.workload, r.pass_)] / r.ms_median
-            for r in rows if _usable(r, require_checked) and (r.workload, r.pass_) in base}

@@ -37,18 +37,37 @@ from attnbench.bench.flops import attention_flops
 from attnbench.bench.results import Result, Workload, write_jsonl
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import STRATEGIES, attention, comm, get_strategy
+from attnbench.cp.double_ring import default_window
+from attnbench.cp.usp import default_degrees
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
           "float64": torch.float64}
 _OK, _OOM, _BAD_INPUT, _ERROR = 0, 1, 2, 3
 
 
+def _env_from_slurm() -> None:
+    """srun with one task per GPU (no torchrun): take rank and sizes from SLURM's variables.
+    MASTER_ADDR/MASTER_PORT must still be exported (README: the first node of the allocation)."""
+    if "RANK" in os.environ or "SLURM_PROCID" not in os.environ:
+        return
+    os.environ["RANK"] = os.environ["SLURM_PROCID"]
+    os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+    os.environ.setdefault("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))
+    per_node = os.environ.get("SLURM_NTASKS_PER_NODE", "").split("(")[0]
+    if per_node.isdigit():
+        os.environ.setdefault("LOCAL_WORLD_SIZE", per_node)
+
+
 def init_distributed(backend: str | None = None, timeout_s: float = 900) -> tuple[int, int, torch.device]:
-    """Join the torchrun (or srun + env) job; returns (rank, world, device). Device: cuda:LOCAL_RANK."""
+    """Join the torchrun (or srun) job; returns (rank, world, device). Device: cuda:LOCAL_RANK, the only
+    single-node assumption (LOCAL_WORLD_SIZE also sets the default double-ring window and USP degree)."""
     if not dist.is_initialized():
+        _env_from_slurm()
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            # A launcher that binds one GPU per task shows it as device 0.
+            torch.cuda.set_device(local if local < torch.cuda.device_count() else 0)
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     return dist.get_rank(), dist.get_world_size(), comm.comm_device(None)
 
@@ -147,6 +166,16 @@ def _time_reps(call: _Call, group, device, *, min_reps, max_reps, min_time_s, ma
             return samples
 
 
+def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
+    """The options a strategy will actually use, defaults filled in (for the row's label)."""
+    options = dict(options)
+    if strategy in ("double_ring", "burst") and options.get("window") is None:
+        options["window"] = default_window(group)
+    if strategy == "usp" and options.get("ulysses_degree") is None and options.get("ring_degree") is None:
+        options["ulysses_degree"], options["ring_degree"] = default_degrees(comm.group_size(group), heads)
+    return options
+
+
 def _row(provider, workload, pass_, status, reason="", **fields) -> Result:
     return Result(provider=provider, family="cp", status=status, workload=workload, pass_=pass_,
                   reason=reason, **fields)
@@ -169,7 +198,8 @@ def measure(strategy: str, *, seq_len: int, mask: str = "causal", pass_: str = "
              "timing": "per repetition, max over ranks (slowest rank)",
              "peak_mem": "max over ranks of max_memory_allocated, inputs included"}
     if mask not in ("causal", "full"):
-        return _row(provider, workload, pass_, "unsupported", f"mask {mask}: CP strategies do causal and full",
+        return _row(provider, workload, pass_, "unsupported",
+                    f"mask {mask}: CP strategies do causal and full",
                     env=env, extra=extra)
     reason = spec.unavailable(device, kernel)
     if reason:
@@ -177,6 +207,9 @@ def measure(strategy: str, *, seq_len: int, mask: str = "causal", pass_: str = "
     if seq_len % world:
         return _row(provider, workload, pass_, "unsupported",
                     f"seq_len {seq_len} is not divisible by the world size {world}", env=env, extra=extra)
+
+    options = resolved_options(strategy, group, heads, options)
+    extra["options"] = options
 
     def fn(q, k, v, check_ranks):
         return attention(q, k, v, strategy=strategy, causal=mask == "causal", group=group, kernel=kernel,
@@ -253,10 +286,12 @@ def measure_reference(seq_len: int, *, mask: str = "causal", pass_: str = "fwd_b
 
     device = comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
+    backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
+    if device.type != "cuda" or kernel not in backends:
+        kernel = "math"  # SDPA's math backend: the CPU smoke runs
+    chosen = backends.get(kernel, [SDPBackend.MATH])
     provider = f"single_gpu_{kernel}"
     extra = {"world_size": 1, "ran_on": "every GPU of the job at once, slowest reported", "kernel": kernel}
-    backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
-    chosen = backends.get(kernel, [SDPBackend.MATH]) if device.type == "cuda" else [SDPBackend.MATH]
 
     def fn(q, k, v, _check):
         with sdpa_kernel(chosen):
@@ -313,7 +348,8 @@ def run_sweep(strategies, seq_lens, *, masks=("causal", "full"), passes=("fwd", 
         if out_path and dist.get_rank() == 0:
             write_jsonl(out_path, [row], append=True)
 
-    ref_keys = {"batch", "heads", "head_dim", "dtype", "min_reps", "max_reps", "min_time_s", "max_time_s", "env"}
+    ref_keys = {"batch", "heads", "head_dim", "dtype", "min_reps", "max_reps", "min_time_s", "max_time_s",
+                "env"}
     for seq_len in seq_lens:
         for mask in masks:
             for pass_ in passes:

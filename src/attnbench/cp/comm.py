@@ -80,7 +80,8 @@ class Exchange:
                 r.copy_(s)
             return _Pending([])
         ops = [dist.P2POp(dist.isend, t, self.send_to, self.group, tag=tag + j) for j, t in enumerate(send)]
-        ops += [dist.P2POp(dist.irecv, t, self.recv_from, self.group, tag=tag + j) for j, t in enumerate(recv)]
+        ops += [dist.P2POp(dist.irecv, t, self.recv_from, self.group, tag=tag + j)
+                for j, t in enumerate(recv)]
         return _Pending(dist.batch_isend_irecv(ops))
 
 

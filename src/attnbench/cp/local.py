@@ -118,10 +118,24 @@ class _ProbedKernel(LocalKernel):
         return self._probe_cache[key]
 
 
-def _zero_seeds(device):
-    # dropout_p is 0, so the philox seed/offset are never read; the ops still need tensors.
-    # Shapes/dtypes as the flash forward returns them (rng_state [2], unused []).
-    return torch.empty(2, dtype=torch.uint64, device=device), torch.empty((), dtype=torch.uint64, device=device)
+class _SeedCache:
+    """The philox seed/offset tensors the forward op returned, handed back to its backward op.
+
+    dropout_p is 0, so their values are never read; reusing the forward's own tensors keeps their
+    dtype and shape what the backward op expects in any torch version.
+    """
+
+    def __init__(self, fallback):
+        self.by_device: dict = {}
+        self.fallback = fallback
+
+    def keep(self, device, seed, offset) -> None:
+        self.by_device.setdefault(str(device), (seed, offset))
+
+    def get(self, device):
+        if str(device) not in self.by_device:
+            self.by_device[str(device)] = self.fallback(device)
+        return self.by_device[str(device)]
 
 
 def _last_dim_contiguous(t):
@@ -130,17 +144,20 @@ def _last_dim_contiguous(t):
 
 class SdpaFlashKernel(_ProbedKernel):
     name = "sdpa_flash"
+    seeds = _SeedCache(lambda device: (torch.empty(2, dtype=torch.uint64, device=device),
+                                       torch.empty((), dtype=torch.uint64, device=device)))
 
     def forward(self, q, k, v, *, causal, scale):
         _check_square(q, k, causal)
         q, k, v = (_last_dim_contiguous(t) for t in (q, k, v))
         res = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
+        self.seeds.keep(q.device, res[6], res[7])
         return res[0], res[1][..., : q.shape[-2]]
 
     def backward(self, dout, q, k, v, out, lse, *, causal, scale):
         _check_square(q, k, causal)
         dout, q, k, v, out = (_last_dim_contiguous(t) for t in (dout, q, k, v, out))
-        seed, offset = _zero_seeds(q.device)
+        seed, offset = self.seeds.get(q.device)
         dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
             dout, q, k, v, out, lse.float().contiguous(), None, None, q.shape[-2], k.shape[-2], 0.0, causal,
             seed, offset, scale=scale)
@@ -149,11 +166,13 @@ class SdpaFlashKernel(_ProbedKernel):
 
 class CudnnKernel(_ProbedKernel):
     name = "cudnn"
+    seeds = _SeedCache(lambda device: (torch.zeros((), dtype=torch.int64, device=device),) * 2)
 
     def forward(self, q, k, v, *, causal, scale):
         _check_square(q, k, causal)
         q, k, v = (t.contiguous() for t in (q, k, v))
         res = aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)
+        self.seeds.keep(q.device, res[6], res[7])
         lse = res[1]
         if lse.dim() == 4:  # cuDNN keeps a trailing singleton dimension
             lse = lse.squeeze(-1)
@@ -163,10 +182,10 @@ class CudnnKernel(_ProbedKernel):
         _check_square(q, k, causal)
         # cuDNN wants out/dout with the same (contiguous) strides as q.
         dout, q, k, v, out = (t.contiguous() for t in (dout, q, k, v, out))
-        seed = torch.zeros((), dtype=torch.int64, device=q.device)
+        seed, offset = self.seeds.get(q.device)
         lse4 = lse.float().contiguous().unsqueeze(-1)
         dq, dk, dv = aten._scaled_dot_product_cudnn_attention_backward(
-            dout, q, k, v, out, lse4, seed, seed, None, None, None, q.shape[-2], k.shape[-2], 0.0, causal,
+            dout, q, k, v, out, lse4, seed, offset, None, None, None, q.shape[-2], k.shape[-2], 0.0, causal,
             scale=scale)
         return dq, dk, dv
 

@@ -36,7 +36,8 @@ def _local_problems(q, k, v, kernel: LocalKernel, backend: str) -> list[str]:
         problems.append(f"q, k and v must have the same shape (no GQA), got q {tuple(q.shape)} "
                         f"k {tuple(k.shape)} v {tuple(v.shape)}")
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
-        problems.append(f"q, k and v must share one floating dtype of {DTYPES}, got {q.dtype}/{k.dtype}/{v.dtype}")
+        problems.append(f"q, k and v must share one floating dtype of {DTYPES}, "
+                        f"got {q.dtype}/{k.dtype}/{v.dtype}")
     if not (q.device == k.device == v.device):
         problems.append(f"q, k and v are on different devices: {q.device}/{k.device}/{v.device}")
     want = "cuda" if backend == "nccl" else "cpu" if backend == "gloo" else None

@@ -29,7 +29,11 @@ class Finished:
 
 
 class CellProcess:
-    """A started cell; poll() until it returns a Finished."""
+    """A started cell; poll() until it returns a Finished.
+
+    `setup` (uv mode: `uv sync --script`) runs first, untimed, in the same group and output files: a
+    first run that downloads torch must not spend the cell's `timeout`, which starts with `argv`.
+    """
 
     def __init__(
         self,
@@ -41,20 +45,28 @@ class CellProcess:
         stderr: Path,
         timeout: float | None,
         grace: float = KILL_GRACE_S,
+        setup: list[str] | None = None,
     ):
+        self.argv, self.cwd, self.env = argv, cwd, env
         self.stdout_path, self.stderr_path = stdout, stderr
         self.timeout, self.grace = timeout, grace
-        with open(stdout, "wb") as out, open(stderr, "wb") as err:
-            self.proc = subprocess.Popen(
+        self.started = time.monotonic()
+        self.setup_s: float | None = None  # how long `setup` took; None without one
+        self.in_setup = setup is not None
+        self.proc = self._start(setup if setup is not None else argv, "wb")
+        self.run_started = self.started
+
+    def _start(self, argv: list[str], mode: str) -> subprocess.Popen:
+        with open(self.stdout_path, mode) as out, open(self.stderr_path, mode) as err:
+            return subprocess.Popen(
                 argv,
-                cwd=cwd,
-                env=env,
+                cwd=self.cwd,
+                env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
             )
-        self.started = time.monotonic()
 
     @property
     def elapsed(self) -> float:
@@ -68,21 +80,50 @@ class CellProcess:
         except subprocess.TimeoutExpired:
             code = None
         if code is not None:
-            end_group(self.proc, 1.0)  # whatever the cell left running in its group goes too
+            # Whatever the cell left running in its group goes too. A Ctrl-C while waiting for it
+            # must still stop the run, so it is raised again once the group is gone.
+            end_group(self.proc, 1.0, reraise=True)
+            if self.in_setup:
+                return self._after_setup(code)
             duration = self.elapsed
             if code == 0:
                 return Finished(code, "ok", "", duration)
             return Finished(code, "failed", failure_reason(code, self.stderr_path), duration)
-        if self.timeout is not None and self.elapsed > self.timeout:
-            end_group(self.proc, self.grace)
+        if not self.in_setup and self.timeout is not None and self.run_elapsed > self.timeout:
+            end_group(self.proc, self.grace, reraise=True)
             return Finished(
                 self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.elapsed
             )
         return None
 
+    @property
+    def run_elapsed(self) -> float:
+        """Seconds since the cell itself (not its setup) started: what `timeout` limits."""
+        return time.monotonic() - self.run_started
+
+    def _after_setup(self, code: int) -> Finished | None:
+        self.in_setup = False
+        self.setup_s = self.elapsed
+        if code != 0:
+            reason = f"environment setup failed ({failure_reason(code, self.stderr_path)})"
+            return Finished(code, "failed", reason, self.elapsed)
+        try:
+            self.proc = self._start(self.argv, "ab")
+        except OSError as e:
+            return Finished(None, "failed", f"cannot start {self.argv[0]}: {e}", self.elapsed)
+        self.run_started = time.monotonic()
+        return None
+
+    def terminate(self) -> None:
+        """SIGTERM to the cell's group, without waiting (interrupt() then waits and kills)."""
+        self.proc.poll()
+        _signal_group(self.proc.pid, signal.SIGTERM)
+
     def interrupt(self) -> Finished:
-        end_group(self.proc, self.grace)
-        return Finished(self.proc.returncode, "interrupted", "interrupted (Ctrl-C or SIGTERM)", self.elapsed)
+        end_group(self.proc, self.grace)  # already interrupting: a second Ctrl-C only skips the grace
+        return Finished(
+            self.proc.returncode, "interrupted", "interrupted (Ctrl-C, SIGTERM or SIGHUP)", self.elapsed
+        )
 
     def latest_line(self) -> str:
         """The last non-empty line the cell printed (stdout or stderr, whichever was written last)."""
@@ -147,15 +188,18 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def end_group(proc: subprocess.Popen, grace: float) -> None:
-    """End the process group led by `proc`: SIGTERM, wait up to `grace` s, then SIGKILL. A second
-    Ctrl-C while waiting skips to SIGKILL."""
+def end_group(proc: subprocess.Popen, grace: float, *, reraise: bool = False) -> None:
+    """End the process group led by `proc`: SIGTERM, wait up to `grace` s, then SIGKILL.
+
+    A Ctrl-C while waiting skips to SIGKILL; with `reraise` it is raised again once the group is
+    gone (a Ctrl-C during a timed-out cell's grace period must stop the run, not vanish)."""
     pgid = proc.pid
     proc.poll()  # reap the leader if it has exited, so it does not count as alive
     if not _group_alive(pgid):
         return
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
+    interrupted = False
     try:
         while time.monotonic() < deadline:
             proc.poll()
@@ -163,7 +207,7 @@ def end_group(proc: subprocess.Popen, grace: float) -> None:
                 break
             time.sleep(0.05)
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         if _group_alive(pgid):
             _signal_group(pgid, signal.SIGKILL)
@@ -171,3 +215,5 @@ def end_group(proc: subprocess.Popen, grace: float) -> None:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+    if interrupted and reraise:
+        raise KeyboardInterrupt

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnbench import _var  # the one naming rule, shared with attnbench.inputs()
 from attnbench.notebook.document import Cell, Need
 from attnbench.notebook.machine import Interpreter
 
@@ -152,11 +152,13 @@ def cell_command(
     return [uv, "run", "--script", script], "uv"
 
 
+def setup_command(env: EnvSpec, script: str, uv: str = "uv") -> list[str] | None:
+    """What prepares a cell's environment before its timed run: `uv sync --script` in uv mode (the
+    environment `uv run --script` then uses); nothing in python mode."""
+    return [uv, "sync", "--quiet", "--script", script] if env.kind == "uv" else None
+
+
 # --- environment variables ------------------------------------------------------------------------
-
-
-def _var(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", text).upper()
 
 
 def input_vars(inputs: list[tuple[Need, Path]], notebook: str) -> dict[str, str]:
@@ -167,7 +169,8 @@ def input_vars(inputs: list[tuple[Need, Path]], notebook: str) -> dict[str, str]
     local = [(n, f) for n, f in inputs if (n, f) not in other]
     out: dict[str, str] = {}
     for need, folder in other:
-        out[f"ATTNBENCH_INPUT_{_var(need.notebook)}__{_var(need.cell)}"] = str(folder)
+        stem = Path(need.notebook).name  # needs=sub/other.md:x -> notebook "other", as inputs() reads it
+        out[f"ATTNBENCH_INPUT_{_var(stem)}__{_var(need.cell)}"] = str(folder)
     for need, folder in other + local:  # local last: it owns the short name
         out[f"ATTNBENCH_INPUT_{_var(need.cell)}"] = out[f"UVNOTE_INPUT_{_var(need.cell)}"] = str(folder)
     return out

@@ -14,7 +14,7 @@ import platform
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -48,9 +48,6 @@ class Machine:
     platform: str
     cpu: str
     fingerprint: str  # sha256 over GPU names, driver, platform and CPU model (not the host name)
-
-    def summary(self) -> dict:
-        return asdict(self)
 
 
 def parse_nvidia_smi(output: str, visible: str | None) -> Gpus:
@@ -207,8 +204,12 @@ def probe_interpreter(python: str, dists=(), env: dict[str, str] | None = None) 
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ProbeError(f"interpreter {python!r} failed to report its versions: {tail}")
-    data = json.loads(done.stdout.strip().splitlines()[-1])
-    return Interpreter(data["python"], data["torch"], data["cuda"], data["markers"], data["dists"])
+    try:  # the report is the last line; a sitecustomize may print before it
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+        return Interpreter(data["python"], data["torch"], data["cuda"], data["markers"], data["dists"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        shown = done.stdout.strip()[-200:] or "nothing"
+        raise ProbeError(f"interpreter {python!r} did not report its versions; it printed: {shown}") from None
 
 
 def uv_python_version(requires_python: str) -> str:

@@ -1,8 +1,9 @@
 """Markdown notebook -> Notebook. Every problem is a NotebookError naming `path:line`.
 
 Layout: optional shebang (line 1), optional YAML front matter between `---` lines, then Markdown.
-Top-level ```python fences with `id=` are cells; other fences are shown-only code; the text between
-fences is prose, sliced from the source by lines so that tables, HTML and the like survive verbatim.
+Top-level ```python fences are cells (their attributes: attributes.py); other fences are shown-only
+code; the text between fences is prose, sliced from the source by lines so that tables, HTML and the
+like survive verbatim.
 """
 
 from __future__ import annotations
@@ -18,17 +19,10 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt
 
-from attnbench.notebook.document import Block, Cell, Need, Notebook, NotebookError
-from attnbench.notebook.pep723 import ScriptMetadataError, requirement_problem, split_script_metadata
+from attnbench.notebook.attributes import fence_attributes
+from attnbench.notebook.document import Block, Cell, Notebook, NotebookError
+from attnbench.notebook.pep723 import ScriptMetadataError, split_script_metadata
 
-ID_RE = re.compile(r"[A-Za-z0-9_-]+")
-# uvnote's attributes (id, deps, needs | depends, outputs, collapse-*, collapsed) plus ours.
-KNOWN_ATTRIBUTES = (
-    "id", "deps", "needs", "depends", "outputs", "timeout", "gpus", "env",
-    "collapse-code", "collapse-output", "collapsed",
-)  # fmt: skip
-FLAG_ATTRIBUTES = ("collapse-code", "collapse-output", "collapsed")
-ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -264,7 +258,7 @@ def _cell(src: _Source, line: int, info: str, body: str) -> Cell:
         words = shlex.split(info)[1:]
     except ValueError as e:
         raise src.error(line, f"cannot read the fence attributes {info!r}: {e}") from None
-    attrs = _attributes(src, line, words)
+    attrs = fence_attributes(src.path, line, words)
     if "id" not in attrs:
         raise src.error(line, "python cell without id= (uvnote needs one: ```python id=NAME)")
     try:
@@ -287,117 +281,6 @@ def _cell(src: _Source, line: int, info: str, body: str) -> Cell:
         collapse_code=attrs.get("collapse-code", attrs.get("collapsed", False)),
         collapse_output=attrs.get("collapse-output", attrs.get("collapsed", False)),
     )
-
-
-def _attributes(src: _Source, line: int, words: list[str]) -> dict[str, Any]:
-    """Typed fence attributes; `depends` (uvnote) merges into `needs`, repeated `env=` merge."""
-    attrs: dict[str, Any] = {}
-    seen: set[str] = set()
-    for word in words:
-        key, has_value, value = word.partition("=")
-        if key not in KNOWN_ATTRIBUTES:
-            known = ", ".join(KNOWN_ATTRIBUTES)
-            raise src.error(line, f"unknown fence attribute {key!r}; known attributes: {known}")
-        if key in seen and key != "env":
-            raise src.error(line, f"fence attribute {key!r} given twice")
-        seen.add(key)
-        if key in FLAG_ATTRIBUTES:
-            attrs[key] = _flag(src, line, key, value) if has_value else True
-            continue
-        if not has_value:
-            raise src.error(line, f"fence attribute {key!r} needs a value: {key}=...")
-        if key == "id":
-            attrs["id"] = _check_id(src, line, value, "id")
-        elif key == "deps":
-            attrs["deps"] = [_check_requirement(src, line, dep) for dep in _split_deps(value)]
-        elif key in ("needs", "depends"):
-            attrs.setdefault("needs", []).extend(_need(src, line, key, v) for v in _split_list(value))
-        elif key == "outputs":
-            attrs["outputs"] = [_check_glob(src, line, glob) for glob in _split_list(value)]
-        elif key == "timeout":
-            attrs["timeout"] = _timeout(src, line, value)
-        elif key == "gpus":
-            if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
-                raise src.error(line, f"gpus={value!r} must be a whole number >= 1")
-            attrs["gpus"] = int(value)
-        elif key == "env":
-            attrs.setdefault("env", {}).update(_env(src, line, value))
-    return attrs
-
-
-def _flag(src: _Source, line: int, key: str, value: str) -> bool:
-    if value.lower() not in ("true", "false"):
-        raise src.error(line, f"{key}={value!r} must be true or false (or the bare flag {key})")
-    return value.lower() == "true"
-
-
-def _check_id(src: _Source, line: int, value: str, what: str) -> str:
-    if not ID_RE.fullmatch(value):
-        shown = f"{what}={value!r}" if value else f"empty {what}="
-        raise src.error(line, f"bad cell id: {shown}; ids use only letters, digits, '_' and '-'")
-    return value
-
-
-def _timeout(src: _Source, line: int, value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise src.error(line, f"timeout={value!r} must be a positive number of seconds")
-    return seconds
-
-
-def _split_list(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _split_deps(value: str) -> list[str]:
-    """Comma list; a piece starting with a version operator continues the previous one (`torch>=2,<3`)."""
-    deps: list[str] = []
-    for piece in _split_list(value):
-        if deps and piece[0] in "<>=!~":
-            deps[-1] += "," + piece
-        else:
-            deps.append(piece)
-    return deps
-
-
-def _check_requirement(src: _Source, line: int, requirement: str) -> str:
-    if problem := requirement_problem(requirement):
-        raise src.error(line, f"bad dependency {requirement!r} in deps=: {problem}")
-    return requirement
-
-
-def _need(src: _Source, line: int, key: str, value: str) -> Need:
-    notebook, sep, cell = value.rpartition(":")
-    if not sep:
-        return Need(_check_id(src, line, value, key))
-    if not notebook.endswith(".md") or notebook == ".md":
-        raise src.error(line, f"{key}={value!r}: a cell in another notebook is written other.md:cell")
-    return Need(_check_id(src, line, cell, key), notebook=notebook.removesuffix(".md"))
-
-
-def _check_glob(src: _Source, line: int, glob: str) -> str:
-    if glob.startswith("/") or ".." in glob.replace("\\", "/").split("/"):
-        raise src.error(line, f"outputs={glob!r} must be a relative glob inside the cell's folder")
-    return glob
-
-
-def _env(src: _Source, line: int, value: str) -> dict[str, str]:
-    """`K=V` pairs separated by commas or spaces; a piece without `K=` continues the previous
-    value, so `CUDA_VISIBLE_DEVICES=0,1` keeps its comma."""
-    env: dict[str, str] = {}
-    last = None
-    for separator, piece in re.findall(r"([,\s]*)([^,\s]+)", value):
-        name, has_value, val = piece.partition("=")
-        if has_value and ENV_KEY_RE.fullmatch(name):
-            env[name], last = val, name
-        elif last is not None:
-            env[last] += separator + piece
-        else:
-            raise src.error(line, f"env={value!r}: expected NAME=VALUE pairs, got {piece!r}")
-    return env
 
 
 def _unique(items: list) -> list:

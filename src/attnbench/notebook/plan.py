@@ -107,13 +107,13 @@ def load_graph(paths: list[Path]) -> Graph:
             edges = []
             for need in cell.needs:
                 target = notebook
-                if need.notebook and need.notebook != notebook.name:
+                if need.notebook and Path(need.notebook).name != notebook.name:
                     other = notebook.path.parent / f"{need.notebook}.md"
                     if not other.is_file():
                         raise NotebookError(
                             notebook.path, cell.line, f"needs={need}: no notebook {other} (cell {cell.id!r})"
                         )
-                    fresh = need.notebook not in graph.notebooks
+                    fresh = other.stem not in graph.notebooks
                     target = load(other, (notebook.path, cell.line))
                     if fresh:
                         queue.append(target)

@@ -76,7 +76,7 @@ class PlainProgress(_Rows):
         self.last_print: dict[Any, float] = {}
 
     def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        _quietly(print, text, file=self.stream, flush=True)
 
     def begin(self, header: str, nodes: list[tuple[Any, str]]) -> None:
         super().begin(header, nodes)
@@ -98,7 +98,7 @@ class PlainProgress(_Rows):
                 self._print(f"  {self.rows[node]['name']:<28} running {_fmt_s(elapsed)}{shown}")
 
     def end(self, summary: str) -> None:
-        print(summary, flush=True)
+        _quietly(print, summary, flush=True)
 
 
 class LiveProgress(_Rows):
@@ -150,5 +150,14 @@ class LiveProgress(_Rows):
 
     def end(self, summary: str) -> None:
         if self.live is not None:
-            self.live.stop()
-        print(summary, flush=True)
+            _quietly(self.live.stop)
+        _quietly(print, summary, flush=True)
+
+
+def _quietly(write, *args, **kwargs) -> None:
+    """Progress is a courtesy: a closed terminal (SIGHUP, EIO) or pipe must not stop the run's
+    bookkeeping (ending cells, writing run.json)."""
+    try:
+        write(*args, **kwargs)
+    except (OSError, ValueError):  # ValueError: the stream was closed
+        pass

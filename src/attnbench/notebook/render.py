@@ -13,18 +13,18 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from attnbench.notebook.artifacts import MAX_TEXT_CHARS, artifact_view
+from attnbench.notebook import artifacts as show
+from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail
 
 log = logging.getLogger(__name__)
 
 SITE_MARKER = ".attnbench-site"  # marks a folder build_site may replace wholesale
 STATUS_ORDER = ("ok", "failed", "timeout", "interrupted", "missing-deps", "skipped", "not run")
-ARTIFACT_ORDER = ("image", "table", "text", "file")
+ARTIFACT_ORDER = ("image", "results", "markdown", "table", "text", "file")  # figures first
 
 
 def build_site(outputs_dir: Path, site_dir: Path) -> list[Path]:
@@ -71,6 +71,10 @@ class _Renderer:
             "table"
         )
         self.md.add_render_rule("image", _image_without_network)
+        self.md.add_render_rule("heading_open", _heading_with_id)
+        self.md.add_render_rule("table_open", _table_in_a_box)
+        self.md.add_render_rule("table_close", lambda *_: "</table></div>\n")
+        self.md.add_render_rule("td_open", _number_cell)
         templates = Path(__file__).with_name("templates")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -131,17 +135,20 @@ class _Renderer:
             problems.append(f"{source} is missing: the cells' prose and code cannot be shown")
         cell_states = run.get("cells") or {}
         page_dir = self.site / name
+        # Headings get ids (and a line in the contents) unique on the page, cells' ids included.
+        page_env: dict[str, Any] = {"toc": [], "used": {"environment", "contents"}}
+        page_env["used"].update(f"cell-{c.id}" for c in (notebook.cells if notebook else []))
         for block in notebook.blocks if notebook else []:
             if block.kind == "markdown" and block.text.strip():
-                blocks.append({"kind": "prose", "html": self.Markup(self.md.render(block.text))})
+                blocks.append({"kind": "prose", "html": self.Markup(self.md.render(block.text, page_env))})
             elif block.kind == "code":
                 blocks.append({"kind": "code", "html": self._highlight(block.text, block.language)})
             elif block.kind == "cell" and block.cell is not None:
-                blocks.append(
-                    self._cell_view(
-                        block.cell, run_dir, run, cell_states.get(block.cell.id) or {}, page_dir, problems
-                    )
+                cell = self._cell_view(
+                    block.cell, run_dir, run, cell_states.get(block.cell.id) or {}, page_dir, problems
                 )
+                blocks.append(cell)
+                page_env["toc"].append({"cell": cell["id"], "status": cell["status"], "css": cell["css"]})
         cells = [b for b in blocks if b["kind"] == "cell"] or [
             {"status": _status_of(entry, None)[0]} for entry in cell_states.values()
         ]
@@ -155,8 +162,10 @@ class _Renderer:
             "name": name, "label": run_dir.name, "labels": labels, "blocks": blocks, "problems": problems,
             "title": run.get("title") or front.get("title") or name,
             "description": front.get("description", ""),
-            "started": _when(run.get("started")), "finished": _when(run.get("finished")),
-            "gpu": _gpu(machine), "machine": machine,
+            "started": show.when(run.get("started")), "finished": show.when(run.get("finished")),
+            "took": show.took(run.get("started"), run.get("finished")), "toc": page_env["toc"],
+            "software": show.software(machine),
+            "gpu": show.gpu_text(machine), "machine": machine,
             "env": run.get("env") or {}, "params": run.get("params") or {},
             "counts": [(s, counts[s], _css(s)) for s in _ordered(counts)],
             "href": f"{quote(name)}/{quote(run_dir.name)}.html", "missing": False,
@@ -175,7 +184,7 @@ class _Renderer:
         earlier = bool(
             result
             and entry.get("state") not in (None, "hit", "ran")
-            and _before(result.get("finished"), run.get("started"))
+            and show.before(result.get("finished"), run.get("started"))
         )
         shown = result is not None
         # fmt: off
@@ -183,9 +192,10 @@ class _Renderer:
             "kind": "cell", "id": cell.id, "line": cell.line, "status": status, "css": _css(status),
             "reason": reason, "failed": failed, "stale": _stale_note(entry),
             "cache": entry.get("state") if entry.get("state") in ("hit", "ran") else None,
-            "earlier": _when(result.get("finished")) if earlier else "",
-            "duration": _duration(result.get("duration_s")) if result else "",
+            "earlier": show.when(result.get("finished")) if earlier else "",
+            "duration": show.duration(result.get("duration_s")) if result else "",
             "code": self._highlight(cell.source, "python"), "deps": sorted(set(cell.deps)), "gpus": cell.gpus,
+            "code_lines": len(cell.source.rstrip("\n").splitlines()),
             "collapse_code": cell.collapse_code, "collapse_output": cell.collapse_output,
             "needs": [_need_link(n, label) for n in cell.needs],
             "command": " ".join(result.get("command") or []) if result else "",
@@ -214,14 +224,14 @@ class _Renderer:
         return str(self._highlight(code, language))
 
     def _text(self, path: Path, files: tuple[Path, PurePosixPath]) -> dict | None:
-        """stdout/stderr: the tail when long, with the full file copied beside the page."""
+        """stdout/stderr: the last lines shown, the earlier ones folded; a huge file is linked."""
         if not path.exists() or path.stat().st_size == 0:
             return None
         text = path.read_text(encoding="utf-8", errors="replace")
         if len(text) <= MAX_TEXT_CHARS:
-            return {"text": text, "omitted": 0, "href": ""}
+            return {**split_tail(text), "omitted": 0, "href": ""}
         return {
-            "text": text[-MAX_TEXT_CHARS:],
+            **split_tail(text[-MAX_TEXT_CHARS:]),
             "omitted": len(text) - MAX_TEXT_CHARS,
             "href": _copy(path, files, path.name),
         }
@@ -244,8 +254,18 @@ class _Renderer:
                     f"{art_dir.parent / 'result.json'}: artifact {rel!r} is not a file in artifacts/"
                 )
                 continue
-            views.append(artifact_view(src, str(pure), _copy(src, files, str(pure))))
-        return sorted(views, key=lambda view: ARTIFACT_ORDER.index(view["kind"]))  # figures first
+            view = artifact_view(src, str(pure), _copy(src, files, str(pure)))
+            if view["kind"] == "markdown":
+                view["html"] = self.Markup(self.md.render(view.pop("text"), {"artifact": True}))
+            views.append(view)
+        # A table with a Markdown rendering beside it (summary.csv + summary.md) is the same data:
+        # the formatted one is shown, the raw one folded.
+        rendered = {PurePosixPath(v["name"]).with_suffix("") for v in views if v["kind"] == "markdown"}
+        for view in views:
+            view["folded"] = view.get("folded", False) or (
+                view["kind"] == "table" and PurePosixPath(view["name"]).with_suffix("") in rendered
+            )
+        return sorted(views, key=lambda view: ARTIFACT_ORDER.index(view["kind"]))
 
 
 def _copy(src: Path, files: tuple[Path, PurePosixPath], rel: str) -> str:
@@ -306,6 +326,36 @@ def _image_without_network(self, tokens, idx, options, env) -> str:
     return self.image(tokens, idx, options, env)
 
 
+def _heading_with_id(self, tokens, idx, options, env) -> str:
+    """Give each prose heading an id unique on the page and list it in the page's contents."""
+    if "used" in env:  # prose, not a Markdown artifact
+        text = "".join(t.content for t in tokens[idx + 1].children or [] if t.type in ("text", "code_inline"))
+        base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+        slug, n = base, 1
+        while slug in env["used"]:
+            n += 1
+            slug = f"{base}-{n}"
+        env["used"].add(slug)
+        tokens[idx].attrSet("id", slug)
+        env["toc"].append({"level": int(tokens[idx].tag[1:]), "id": slug, "text": text})
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _table_in_a_box(self, tokens, idx, options, env) -> str:
+    """Tables scroll in their own box; a Markdown artifact's table looks like the CSV tables."""
+    return (
+        '<div class="table-box"><table class="data">\n'
+        if env.get("artifact")
+        else '<div class="scroll"><table>\n'
+    )
+
+
+def _number_cell(self, tokens, idx, options, env) -> str:
+    if env.get("artifact") and MEASURE.fullmatch(tokens[idx + 1].content.strip()):
+        tokens[idx].attrJoin("class", "num")  # numbers line up on the right, as in the CSV tables
+    return self.renderToken(tokens, idx, options, env)
+
+
 def _pygments_css() -> str:
     """Token colours for light and dark; backgrounds come from style.css's variables."""
     from pygments.formatters import HtmlFormatter
@@ -334,46 +384,6 @@ def _read_json(path: Path, problems: list[str]) -> dict | None:
         problems.append(f"{path}: expected a JSON object, found {type(value).__name__}")
         return None
     return value
-
-
-def _parse_time(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-
-
-def _when(value: Any) -> str:
-    moment = _parse_time(value)
-    if moment is None:
-        return str(value or "")
-    suffix = " UTC" if moment.utcoffset() is not None and not moment.utcoffset() else ""
-    return moment.strftime("%Y-%m-%d %H:%M") + suffix
-
-
-def _before(a: Any, b: Any) -> bool:
-    ta, tb = _parse_time(a), _parse_time(b)
-    try:
-        return bool(ta and tb and ta < tb)
-    except TypeError:  # one naive, one aware: cannot say
-        return False
-
-
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)):
-        return ""
-    if seconds < 60:
-        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes} min {secs} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def _gpu(machine: dict) -> str:
-    gpu = machine.get("gpu")
-    if not gpu:
-        return "no GPU" + (f" ({machine['cpu']})" if machine.get("cpu") else "")
-    count = machine.get("gpu_count") or 1
-    return f"{gpu} ×{count}" if count > 1 else str(gpu)
 
 
 def _ordered(counts: Counter) -> list[str]:

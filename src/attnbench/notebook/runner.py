@@ -16,7 +16,13 @@ from pathlib import Path
 
 from attnbench.notebook import store
 from attnbench.notebook.execute import KILL_GRACE_S, CellProcess, Finished
-from attnbench.notebook.launchers import LaunchError, cell_command, cell_environment, missing_deps
+from attnbench.notebook.launchers import (
+    LaunchError,
+    cell_command,
+    cell_environment,
+    missing_deps,
+    setup_command,
+)
 from attnbench.notebook.materialise import materialise
 from attnbench.notebook.plan import NodeId, node_name
 from attnbench.notebook.session import Session, SetupError
@@ -40,8 +46,8 @@ class CellState:
 
 class Runner:
     def __init__(self, session: Session, progress):
-        self.s = session
-        self.g = session.graph
+        self.session = session
+        self.graph = session.graph
         self.progress = progress
         self.states: dict[NodeId, CellState] = {}
         self.running: dict[NodeId, tuple[CellProcess, store.StagedCell, dict]] = {}
@@ -52,21 +58,22 @@ class Runner:
 
     def run(self) -> int:
         """Run the session's cells; the exit code: 0 ok, 1 a cell did not succeed, 130 interrupted."""
-        opts = self.s.options
+        opts = self.session.options
         if opts.jobs < 1:
             raise SetupError(f"-j {opts.jobs}: needs at least 1")
-        selected = [n for spec in opts.cells for n in self.g.find_cell(spec)] or self.g.all_named_nodes()
-        order = self.g.order(selected)
+        selected = [n for spec in opts.cells for n in self.graph.find_cell(spec)]
+        selected = selected or self.graph.all_named_nodes()
+        order = self.graph.order(selected)
         forced = set(selected) if opts.cells else set()
         if opts.force:
-            forced |= {n for n in order if n[0] in self.g.named}
+            forced |= {n for n in order if n[0] in self.graph.named}
         self._check_launchers(order)
         for name in dict.fromkeys(n[0] for n in order):
-            for cell_id, path in materialise(self.g.notebooks[name], self.s.root).items():
+            for cell_id, path in materialise(self.graph.notebooks[name], self.session.root).items():
                 self.scripts[(name, cell_id)] = path
         self.started = store.now_iso()
         self.progress.begin(self._header(), [(n, self._name(n)) for n in order])
-        previous = _on_sigterm(_raise_interrupt)
+        previous = _on_stop_signals(_raise_interrupt)
         code = 130
         try:
             self._loop(order, forced)
@@ -74,7 +81,7 @@ class Runner:
         except KeyboardInterrupt:
             self._interrupt_all()
         finally:
-            _on_sigterm(previous)
+            _restore_signals(previous)
             self._write_runs(order)
             self.progress.end(self._summary(order, code))
         return code
@@ -83,10 +90,10 @@ class Runner:
 
     def _loop(self, order: list[NodeId], forced: set[NodeId]) -> None:
         pending = list(order)
-        capacity = 1 if self.s.machine.gpu_count > 0 else self.s.options.jobs
+        capacity = 1 if self.session.machine.gpu_count > 0 else self.session.options.jobs
         while pending or self.running:
             for node in list(pending):
-                ups = [up for _, up in self.g.upstream[node]]
+                ups = [up for _, up in self.graph.upstream[node]]
                 if any(
                     up not in self.states or self.states[up].state in ("waiting", "running") for up in ups
                 ):
@@ -106,6 +113,7 @@ class Runner:
             for node, (proc, staged, meta) in list(self.running.items()):
                 finished = proc.poll(wait)
                 if finished is not None:
+                    meta["env_setup_s"] = proc.setup_s
                     del self.running[node]
                     self._finish(node, staged, meta, finished)
             if len(self.running) > 1:
@@ -113,51 +121,51 @@ class Runner:
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
 
     def _is_hit(self, node: NodeId) -> bool:
-        result = store.read_result(self.s.cell_dir(node))
-        return bool(result) and result.get("status") == "ok" and result.get("key") == self.s.keys[node].key
+        result = store.read_result(self.session.cell_dir(node)) or {}
+        return result.get("status") == "ok" and result.get("key") == self.session.keys[node].key
 
     def _check_launchers(self, order: list[NodeId]) -> None:
+        """A bad torchrun setting (several nodes, no rendezvous) stops the run before any cell starts."""
+        opts = self.session.options
         for node in order:
-            cell = self.g.cell(node)
+            cell = self.graph.cell(node)
             if cell.gpus:
                 try:
-                    cell_command(
-                        self.s.options.env, "x.py", cell.gpus, self.s.options.dist, os.environ, "python"
-                    )
+                    cell_command(opts.env, "x.py", cell.gpus, opts.dist, os.environ, python="python")
                 except LaunchError as e:
                     raise SetupError(f"cell {self._name(node)} (gpus={cell.gpus}): {e}") from None
 
     def _launch(self, node: NodeId) -> None:
-        s, opts, cell = self.s, self.s.options, self.g.cell(node)
+        session, opts, cell = self.session, self.session.options, self.graph.cell(node)
         meta = {"started": store.now_iso(), "command": [], "launcher": ""}
-        staged = store.StagedCell(s.run_dir(node[0]), cell.id)
-        if s.interpreter is not None:
-            missing = missing_deps(cell, s.interpreter)
+        staged = store.StagedCell(session.run_dir(node[0]), cell.id)
+        if session.interpreter is not None:
+            missing = missing_deps(cell, session.interpreter)
             if missing:
                 reason = f"missing in {opts.env.shown()}: {', '.join(missing)}"
                 self._finish(node, staged, meta, Finished(None, "missing-deps", reason, 0.0))
                 return
         inputs = [
-            (need, store.artifacts_dir(s.outputs, up[0], s.label, up[1]))
-            for need, up in self.g.upstream[node]
+            (need, store.artifacts_dir(session.outputs, up[0], session.label, up[1]))
+            for need, up in self.graph.upstream[node]
         ]
         env = cell_environment(
             os.environ,
             env=opts.env,
-            root=s.root,
+            root=session.root,
             notebook=node[0],
-            label=s.label,
-            params=s.params[node[0]],
+            label=session.label,
+            params=session.params[node[0]],
             inputs=inputs,
             cell=cell,
-            src_dir=s.src_dir,
+            src_dir=session.src_dir,
         )
-        env["ATTNBENCH_OUTPUTS"] = str(s.outputs)
+        env["ATTNBENCH_OUTPUTS"] = str(session.outputs)
         script = self.scripts[node]
         argv, meta["launcher"] = cell_command(opts.env, str(script), cell.gpus, opts.dist, os.environ)
         shown_python = opts.env.shown() if opts.env.kind == "python" else None
         meta["command"] = cell_command(
-            opts.env, _relative(script, s.root), cell.gpus, opts.dist, os.environ, python=shown_python
+            opts.env, _relative(script, session.root), cell.gpus, opts.dist, os.environ, python=shown_python
         )[0]
         try:
             proc = CellProcess(
@@ -168,6 +176,7 @@ class Runner:
                 stderr=staged.stderr,
                 timeout=cell.timeout,
                 grace=self.grace,
+                setup=setup_command(opts.env, str(script)),
             )
         except OSError as e:
             self._finish(node, staged, meta, Finished(None, "failed", f"cannot start {argv[0]}: {e}", 0.0))
@@ -176,8 +185,8 @@ class Runner:
         self._set(node, CellState("running"))
 
     def _finish(self, node: NodeId, staged: store.StagedCell, meta: dict, finished: Finished) -> None:
-        s, cell = self.s, self.g.cell(node)
-        key = s.keys[node]
+        session, cell = self.session, self.graph.cell(node)
+        key = session.keys[node]
         if not staged.stdout.exists():  # never started: say why where the output would be
             staged.stdout.write_text("")
             staged.stderr.write_text(finished.reason + "\n")
@@ -185,21 +194,23 @@ class Runner:
         result = {
             "cell": cell.id,
             "notebook": node[0],
-            "label": s.label,
+            "label": session.label,
             "status": finished.status,
             "reason": finished.reason,
             "key": key.key,
             "key_parts": key.parts,
-            "params": s.params[node[0]],
+            "params": session.params[node[0]],
             "started": meta["started"],
             "finished": store.now_iso(),
             "duration_s": round(finished.duration_s, 3),
+            # uv mode: `uv sync --script` before the cell; not part of its timeout
+            "env_setup_s": None if meta.get("env_setup_s") is None else round(meta["env_setup_s"], 3),
             "returncode": finished.returncode,
             "command": meta["command"],
             "gpus": cell.gpus,
             "env": {
-                "kind": s.options.env.kind,
-                "python": s.envs[node].get("python"),
+                "kind": session.options.env.kind,
+                "python": session.envs[node].get("python"),
                 "launcher": meta["launcher"],
             },
             "artifacts": artifacts,
@@ -209,9 +220,14 @@ class Runner:
         self._set(node, CellState(state, finished.reason, finished.duration_s))
 
     def _interrupt_all(self) -> None:
-        for node, (proc, staged, meta) in list(self.running.items()):
-            del self.running[node]
-            self._finish(node, staged, meta, proc.interrupt())
+        running = list(self.running.items())
+        self.running.clear()
+        for _, (proc, _, _) in running:
+            proc.terminate()  # every group gets SIGTERM now, so their grace periods overlap
+        for node, (proc, staged, meta) in running:
+            finished = proc.interrupt()
+            meta["env_setup_s"] = proc.setup_s
+            self._finish(node, staged, meta, finished)
 
     def _set(self, node: NodeId, state: CellState) -> None:
         self.states[node] = state
@@ -223,8 +239,8 @@ class Runner:
         """run.json and notebook.md per notebook. A run where every cell of a notebook was a cache hit
         leaves its run.json unchanged, so committed outputs do not churn."""
         for name in dict.fromkeys(n[0] for n in order):
-            notebook = self.g.notebooks[name]
-            folder = self.s.run_dir(name)
+            notebook = self.graph.notebooks[name]
+            folder = self.session.run_dir(name)
             previous = store.read_run(folder) or {}
             old_cells = previous.get("cells") or {}
             cells: dict[str, dict] = {}
@@ -240,12 +256,12 @@ class Runner:
             run = {
                 "notebook": name,
                 "title": notebook.title,
-                "label": self.s.label,
+                "label": self.session.label,
                 "started": previous.get("started") if nothing_ran and previous else self.started,
                 "finished": previous.get("finished") if nothing_ran and previous else store.now_iso(),
-                "params": self.s.params[name],
-                "machine": self.s.machine_summary(),
-                "env": self.s.env_summary(),
+                "params": self.session.params[name],
+                "machine": self.session.machine_summary(),
+                "env": self.session.env_summary(),
             }
             order_ids = [c.id for c in notebook.cells]
             merged = {cid: cells.get(cid) or old_cells.get(cid) for cid in order_ids}
@@ -259,13 +275,13 @@ class Runner:
 
     def _name(self, node: NodeId, home: str | None = None) -> str:
         if home is None:
-            return f"{node[0]}:{node[1]}" if len(self.g.notebooks) > 1 else node[1]
+            return f"{node[0]}:{node[1]}" if len(self.graph.notebooks) > 1 else node[1]
         return node_name(node, home)
 
     def _header(self) -> str:
-        env = self.s.env_summary()
-        names = ", ".join(self.g.named)
-        return f"attnbench run {names} · label {self.s.label} · env {env['interpreter']} (python {env['python']})"
+        env = self.session.env_summary()
+        names = ", ".join(self.graph.named)
+        return f"attnbench run {names} · label {self.session.label} · env {env['interpreter']} (python {env['python']})"
 
     def _summary(self, order: list[NodeId], code: int) -> str:
         counts: dict[str, int] = {}
@@ -277,12 +293,31 @@ class Runner:
         return f"{len(order)} cells: {parts}{tail}"
 
 
-def _on_sigterm(handler):
-    """Install a SIGTERM handler (main thread only); returns the previous one."""
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except (ValueError, TypeError):  # not the main thread, or no previous Python handler
-        return None
+# SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal or ssh session closed) end the run like
+# Ctrl-C: the cells run in their own sessions, so nothing else would end them.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_stop_signals(handler) -> dict:
+    """Install `handler` for STOP_SIGNALS (main thread only); returns the previous handlers. An
+    ignored SIGHUP (`nohup attnbench run ...`) stays ignored."""
+    previous = {}
+    for sig in STOP_SIGNALS:
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN and sig == signal.SIGHUP:
+                continue
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, TypeError):  # not the main thread
+            pass
+    return previous
+
+
+def _restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (ValueError, TypeError):
+            pass
 
 
 def _raise_interrupt(signum, frame):

@@ -1,4 +1,4 @@
-"""The outputs/ folder: layout, atomic writes, and the read helpers the site uses.
+"""The outputs/ folder: layout, atomic writes, and reading stored results back.
 
     outputs/<notebook>/<label>/run.json       the last run of the notebook on that machine label
     outputs/<notebook>/<label>/notebook.md    the notebook source as it ran
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,18 +58,16 @@ def artifacts_dir(outputs: Path, notebook: str, label: str, cell: str) -> Path:
 # --- writing --------------------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 def write_text_atomic(path: Path, text: str) -> None:
+    """Write `path` through a `.tmp-` sibling renamed over it: readers see the old or the new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 class StagedCell:
@@ -79,7 +76,10 @@ class StagedCell:
     def __init__(self, run_folder: Path, cell: str):
         run_folder.mkdir(parents=True, exist_ok=True)
         self.final = run_folder / cell
-        self.path = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{cell}-", dir=run_folder))
+        # Not tempfile.mkdtemp: its 0700 folder would become the committed cell folder; mkdir honours
+        # the umask like every other file the run writes.
+        self.path = run_folder / f"{TMP_PREFIX}{cell}-{uuid.uuid4().hex[:12]}"
+        self.path.mkdir()
         self.artifacts = self.path / ARTIFACTS_DIR
         self.artifacts.mkdir()
         self.stdout = self.path / STDOUT_FILE
@@ -111,9 +111,6 @@ class StagedCell:
             shutil.rmtree(old, ignore_errors=True)
         return self.final
 
-    def discard(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-
 
 def write_run(folder: Path, data: dict[str, Any]) -> bool:
     """Write run.json unless it already holds `data` (a fully cached run changes no file)."""
@@ -123,7 +120,7 @@ def write_run(folder: Path, data: dict[str, Any]) -> bool:
     return True
 
 
-# --- reading (used by status and by render.py) ----------------------------------------------------
+# --- reading (used by run and status) -------------------------------------------------------------
 
 
 def _read_json(path: Path) -> dict | None:
@@ -143,16 +140,6 @@ def read_result(cell_folder: Path) -> dict | None:
     """`outputs/<nb>/<label>/<cell>/result.json` as a dict, or None if absent/unreadable.
     A folder without result.json is never a complete result."""
     return _read_json(Path(cell_folder) / RESULT_FILE)
-
-
-def list_runs(outputs: Path) -> list[Path]:
-    """Every `outputs/<nb>/<label>/` folder with a run.json, sorted."""
-    outputs = Path(outputs)
-    if not outputs.is_dir():
-        return []
-    return sorted(
-        p.parent for p in outputs.glob(f"*/*/{RUN_FILE}") if not p.parent.name.startswith(TMP_PREFIX)
-    )
 
 
 def leftovers(outputs: Path, notebook: str | None = None) -> list[Path]:

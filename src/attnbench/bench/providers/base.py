@@ -136,15 +136,6 @@ def module_version(module: str) -> str:
         return ""
 
 
-def torch_dtype(name: str):
-    import torch
-
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"unknown dtype name {name!r}")
-    return dtype
-
-
 def leaf(x, backward: bool):
     """A leaf tensor sharing x's storage (no copy), with requires_grad as the pass needs."""
     return x.detach().requires_grad_(backward)

@@ -35,14 +35,26 @@ class HfKernel(FlashStyleProvider):
         return loaded
 
     def load(self):
-        return getattr(self._module(), self.function)
+        module = self._module()
+        if not hasattr(module, self.function):
+            public = sorted(n for n in dir(module) if not n.startswith("_"))
+            raise AttributeError(f"{self.repo} has no {self.function} (it has: {', '.join(public[:8]) or 'nothing'}"
+                                 f"{', ...' if len(public) > 8 else ''})")
+        return getattr(module, self.function)
 
     def unavailable(self) -> str | None:
-        missing = import_failure("kernels") or cuda_missing()
+        missing = import_failure("kernels")
+        if missing:
+            # the package alone is not enough: get_kernel() then fetches a build from the Hub
+            return (f"{missing}; with it, get_kernel({self.repo!r}) downloads a prebuilt kernel from the "
+                    "Hugging Face Hub (needs network or a copy in the local HF cache)")
+        missing = cuda_missing()
         if missing:
             return missing
         try:
             self.load()
+        except AttributeError as exc:
+            return f"loaded {self.repo}, but {exc}"
         except Exception as exc:  # noqa: BLE001
             hint = ""
             text = f"{type(exc).__name__} {exc}".lower()

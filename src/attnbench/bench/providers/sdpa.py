@@ -22,6 +22,13 @@ from attnbench.bench.providers.base import (
 )
 from attnbench.bench.results import Workload
 
+# mode="max-autotune" also turns on inductor's CUDA graphs. A replay first copies every input that is not a
+# static address of the graph (here q, k, v, and dout in the backward) into the graph's own buffers, so the
+# timed call holds those device copies too (3 x 27 MB at the Flux shape: tens of microseconds). Inside a
+# compiled model the activations are produced in the graph and nothing is copied; rows say so.
+CUDAGRAPH_NOTE = ("max-autotune replays a CUDA graph: each call also copies q, k, v (and dout) into the "
+                  "graph's static buffers, inside the timed region")
+
 # SDPBackend member -> the torch.backends.cuda check that explains a refusal
 _CHECKS = {"FLASH_ATTENTION": "can_use_flash_attention", "EFFICIENT_ATTENTION": "can_use_efficient_attention",
            "CUDNN_ATTENTION": "can_use_cudnn_attention"}
@@ -119,6 +126,8 @@ class SdpaProvider(Provider):
             fn = compile_fn(_sdpa, mode=self.compile_mode)
             mark_seq_dynamic((q, k, v), 2)
             note = f"torch.compile(mode={self.compile_mode or 'default'}), torch picks the SDPA backend"
+            if self.compile_mode == "max-autotune":
+                note += "; " + CUDAGRAPH_NOTE
         else:
             fn = _sdpa
 

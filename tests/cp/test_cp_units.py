@@ -1,0 +1,146 @@
+"""Single-process pieces of attnbench.cp: layouts, block plans, LSE merge, the math kernel, the burst
+surrogate output, the registry. No process group needed."""
+
+import itertools
+
+import pytest
+import torch
+
+from attnbench import cp
+from attnbench.cp.blocks import contiguous_plan, zigzag_plan
+from attnbench.cp.layout import Layout
+from attnbench.cp.local import MathKernel, get_kernel
+from attnbench.cp.merge import LseAccumulator, rowdot, surrogate_out_
+
+
+def dense(q, k, v, causal):
+    logits = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n = logits.shape[-1]
+        logits = logits.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(logits, -1) @ v, torch.logsumexp(logits, -1)
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_zigzag_and_usp_indices():
+    zig = Layout.named("zigzag", 2)
+    assert zig.indices(8, 0).tolist() == [0, 1, 6, 7]
+    assert zig.indices(8, 1).tolist() == [2, 3, 4, 5]
+    assert Layout.named("contiguous", 4).indices(8, 2).tolist() == [4, 5]
+    usp = Layout.named("usp", 4, ulysses_degree=2)  # ring index 0: chunks 0 and 3 of 4, split in two
+    assert [usp.indices(16, r).tolist() for r in range(4)] == [[0, 1, 2, 3], [12, 13, 14, 15],
+                                                               [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+@pytest.mark.parametrize("kind,world,degree", [("contiguous", 3, None), ("zigzag", 4, None), ("usp", 8, 2),
+                                               ("usp", 8, 4)])
+def test_shard_unshard_round_trip(kind, world, degree):
+    layout = Layout.named(kind, world, degree)
+    x = randn(1, 2, 48, 3)
+    shards = [layout.shard(x, r) for r in range(world)]
+    assert sorted(torch.cat([layout.indices(48, r) for r in range(world)]).tolist()) == list(range(48))
+    assert torch.equal(layout.unshard(shards), x)
+
+
+def test_layout_rejects_indivisible_lengths():
+    with pytest.raises(ValueError, match="divisible by 8"):
+        Layout.named("zigzag", 4).indices(20, 0)
+    with pytest.raises(ValueError, match="must divide"):
+        Layout.named("usp", 4, ulysses_degree=3)
+
+
+@pytest.mark.parametrize("plan_fn,kind", [(contiguous_plan, "contiguous"), (zigzag_plan, "zigzag")])
+@pytest.mark.parametrize("causal", [True, False])
+def test_block_plans_cover_the_mask_exactly_once(plan_fn, kind, causal):
+    world, seq = 4, 32
+    layout = Layout.named(kind, world)
+    local = seq // world
+    covered = torch.zeros(seq, seq, dtype=torch.int64)
+    for q_pos, kv_pos in itertools.product(range(world), repeat=2):
+        q_idx, k_idx = layout.indices(seq, q_pos), layout.indices(seq, kv_pos)
+        for rows, keys, block_causal in plan_fn(causal, local)(q_pos, kv_pos):
+            qi, ki = q_idx[rows], k_idx[keys]
+            block = torch.ones(len(qi), len(ki), dtype=torch.int64)
+            if block_causal:
+                block = block.tril()
+            covered[qi.unsqueeze(1), ki.unsqueeze(0)] += block
+    expected = torch.ones(seq, seq, dtype=torch.int64)
+    assert torch.equal(covered, expected.tril() if causal else expected)
+
+
+def test_zigzag_plan_balances_causal_work():
+    world, local = 4, 8
+    plan = zigzag_plan(True, local)
+    for q_pos, kv_pos in itertools.product(range(world), repeat=2):
+        if q_pos != kv_pos:
+            (rows, keys, _), = plan(q_pos, kv_pos)
+            assert len(range(local)[rows]) * len(range(local)[keys]) == local * local // 2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_math_kernel_matches_dense_attention_and_its_gradients(causal):
+    q, k, v, dout = (randn(2, 3, 12, 8, seed=s) for s in range(4))
+    out, lse = MathKernel().forward(q, k, v, causal=causal, scale=8 ** -0.5)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref_out, ref_lse = dense(*leaves, causal)
+    ref_out.backward(dout)
+    torch.testing.assert_close(out, ref_out.detach())
+    torch.testing.assert_close(lse, ref_lse.detach())
+    grads = MathKernel().backward(dout, q, k, v, out, lse, causal=causal, scale=8 ** -0.5)
+    for got, leaf in zip(grads, leaves):
+        torch.testing.assert_close(got, leaf.grad)
+
+
+def test_merge_of_key_blocks_equals_attention_over_all_keys_and_backward_splits():
+    q, k, v, dout = (randn(1, 2, 6, 4, seed=s) for s in range(4))
+    kernel, scale = MathKernel(), 4 ** -0.5
+    acc = LseAccumulator(q)
+    for keys in (slice(0, 2), slice(2, 6)):
+        acc.add(slice(None), *kernel.forward(q, k[:, :, keys], v[:, :, keys], causal=False, scale=scale))
+    out, lse = acc.result()
+    ref_out, ref_lse = dense(q, k, v, False)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(lse, ref_lse)
+    # With the global out and LSE, per-block backward pieces sum to the full gradient.
+    full = kernel.backward(dout, q, k, v, out, lse, causal=False, scale=scale)
+    parts = [kernel.backward(dout, q, k[:, :, s], v[:, :, s], out, lse, causal=False, scale=scale)
+             for s in (slice(0, 2), slice(2, 6))]
+    torch.testing.assert_close(parts[0][0] + parts[1][0], full[0])
+    torch.testing.assert_close(torch.cat([parts[0][1], parts[1][1]], dim=2), full[1])
+
+
+def test_surrogate_out_has_the_same_row_sums_and_gives_the_same_gradients():
+    q, k, v, dout = (randn(1, 2, 6, 4, seed=s) for s in range(4))
+    dout[0, 0, 3] = 0.0  # a row with no gradient
+    kernel = MathKernel()
+    out, lse = kernel.forward(q, k, v, causal=True, scale=0.5)
+    delta = rowdot(dout, out)
+    surrogate = surrogate_out_(torch.empty_like(out), dout, delta)
+    torch.testing.assert_close(rowdot(dout, surrogate), delta)
+    assert torch.all(surrogate[0, 0, 3] == 0)
+    for a, b in zip(kernel.backward(dout, q, k, v, surrogate, lse, causal=True, scale=0.5),
+                    kernel.backward(dout, q, k, v, out, lse, causal=True, scale=0.5)):
+        torch.testing.assert_close(a, b)
+
+
+def test_causal_blocks_must_be_square():
+    x = randn(1, 1, 4, 2)
+    with pytest.raises(ValueError, match="square"):
+        MathKernel().forward(x, x[:, :, :2], x[:, :, :2], causal=True, scale=1.0)
+
+
+def test_registry_kernels_and_unavailable_reasons():
+    assert set(cp.STRATEGIES) == {"ring", "zigzag", "ulysses", "usp", "double_ring", "burst", "allgather",
+                                  "torch_cp"}
+    assert cp.layout_for("ulysses", 4).kind == "contiguous"
+    assert cp.layout_for("burst", 4).kind == "zigzag"
+    assert cp.layout_for("usp", 8, ulysses_degree=2).ring_degree == 4
+    assert get_kernel(None, torch.device("cpu")).name == "cpu_math"
+    for name in ("sdpa_flash", "cudnn"):
+        assert "CUDA" in get_kernel(name).unavailable(torch.device("cpu"), torch.bfloat16, 64)
+    assert "CUDA" in cp.get_strategy("torch_cp").unavailable(torch.device("cpu"), None)
+    with pytest.raises(ValueError, match="unknown context-parallel strategy"):
+        cp.get_strategy("nope")
