@@ -71,6 +71,11 @@ with open("sweep.json", "w") as f:
     json.dump(summary, f, indent=2)
 print(f"\n{len(rows)} rows in {elapsed:.1f} s: {summary['status_counts']}")
 print(summary["clock_report"])
+notes = {r.provider: r.extra["note"] for r in rows if r.extra.get("note")}
+if notes:
+    print("\nprovider notes (what the timed call is, where it is more than one kernel call):")
+    for provider, note in notes.items():
+        print(f"  {provider}: {note}")
 if peak_before and peak_after:
     drift = peak_after / peak_before - 1
     print(f"bf16 matmul peak after the sweep: {peak_after:.1f} TFLOP/s ({drift:+.1%} against before)"

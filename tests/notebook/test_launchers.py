@@ -15,6 +15,7 @@ from attnbench.notebook.launchers import (
     cell_environment,
     input_vars,
     missing_deps,
+    setup_command,
 )
 from attnbench.notebook.machine import Interpreter
 
@@ -131,6 +132,17 @@ def test_multi_node_needs_an_endpoint():
         cell_command(
             PY, "a.py", 2, DistOptions(nnodes="2", rdzv_endpoint="h:1", rdzv_backend="static"), NO_ENV, "py"
         )
+
+
+def test_setup_command_prepares_the_uv_environment_only():
+    assert setup_command(EnvSpec("uv"), "cells/n/a.py") == [
+        "uv",
+        "sync",
+        "--quiet",
+        "--script",
+        "cells/n/a.py",
+    ]
+    assert setup_command(PY, "cells/n/a.py") is None
 
 
 def test_uv_gpus_syncs_the_script_env_then_runs_torchrun_with_its_python():

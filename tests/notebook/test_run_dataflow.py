@@ -156,5 +156,6 @@ def test_uv_environment_runs_the_script_in_its_own_env(project):
     assert out.code == 0, out.err + (project.cell_dir("u", "a", "uv") / "stderr.txt").read_text()
     result = json.loads((project.cell_dir("u", "a", "uv") / "result.json").read_text())
     assert result["command"] == ["uv", "run", "--script", "cells/u/a.py"]
+    assert result["env_setup_s"] > 0  # `uv sync --script` ran first, outside the cell's timeout
     assert result["key_parts"]["env"]["kind"] == "uv"
     assert (project.cell_dir("u", "a", "uv") / "stdout.txt").read_text() == "True\n"

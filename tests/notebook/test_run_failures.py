@@ -214,3 +214,36 @@ def test_ctrl_c_during_a_timed_out_cells_grace_period_stops_the_run(project):
     assert not alive(pid)
     assert not (project.root / "ran").exists(), "the run went on after Ctrl-C"
     assert project.result("g", "stubborn")["status"] == "interrupted"
+
+
+def _cell_process(tmp_path: Path, argv: list[str], **kwargs):
+    from attnbench.notebook.execute import CellProcess
+
+    proc = CellProcess(
+        argv, cwd=tmp_path, env=dict(os.environ), stdout=tmp_path / "out", stderr=tmp_path / "err", **kwargs
+    )
+    deadline = time.monotonic() + 30
+    while (finished := proc.poll(0.05)) is None and time.monotonic() < deadline:
+        pass
+    return proc, finished
+
+
+def test_environment_setup_does_not_count_against_the_timeout(tmp_path):
+    # uv mode: a first `uv sync --script` may download torch for minutes; `timeout=` is the cell's own.
+    setup = [sys.executable, "-c", "import time; print('setup', flush=True); time.sleep(1.5)"]
+    proc, finished = _cell_process(
+        tmp_path, [sys.executable, "-c", "print('cell')"], timeout=1.0, setup=setup, grace=1
+    )
+    assert (finished.status, finished.reason) == ("ok", "")
+    assert proc.setup_s >= 1.5 and finished.duration_s >= proc.setup_s
+    assert (tmp_path / "out").read_text() == "setup\ncell\n"  # one stdout.txt: setup's lines, then the cell's
+
+
+def test_failed_environment_setup_fails_the_cell_without_running_it(tmp_path):
+    setup = [sys.executable, "-c", "import sys; sys.exit('no solution for torch==0.0.1')"]
+    proc, finished = _cell_process(
+        tmp_path, [sys.executable, "-c", "print('cell')"], timeout=None, setup=setup
+    )
+    assert proc.setup_s is not None and finished.status == "failed"
+    assert finished.reason == "environment setup failed (exit code 1: no solution for torch==0.0.1)"
+    assert (tmp_path / "out").read_text() == ""
