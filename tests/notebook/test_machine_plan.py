@@ -50,6 +50,29 @@ def test_probe_reads_versions_without_importing_torch():
     assert found.markers["sys_platform"] == sys.platform
 
 
+def test_probe_reads_torch_and_cuda_from_a_typed_version_file(tmp_path):
+    # torch's version.py annotates its fields (`cuda: Optional[str] = '13.0'`); the H200 run's
+    # run.json once said cuda: null because the probe only understood `cuda = '13.0'`.
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('the probe must not import torch')\n")
+    (fake / "version.py").write_text(
+        "from typing import Optional\n__version__ = '9.8.7+cu130'\ncuda: Optional[str] = '13.0'\n"
+    )
+    found = probe_interpreter(sys.executable, [], env={"PYTHONPATH": str(tmp_path / "site")})
+    assert found.cuda == "13.0"
+    assert found.torch in ("9.8.7+cu130", _installed_torch())
+
+
+def _installed_torch():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return None
+
+
 def test_an_interpreter_that_does_not_report_is_named(tmp_path):
     fake = tmp_path / "python-wrapper"
     fake.write_text("#!/bin/sh\necho 'not a python'\n")

@@ -108,6 +108,8 @@ class Notebook:
         for key, value in (overrides or {}).items():
             if key not in self.params:
                 known = ", ".join(sorted(self.params)) or "none"
-                raise NotebookError(self.path, line_of, f"unknown param {key!r} (-p {key}=...); params: {known}")
+                raise NotebookError(
+                    self.path, line_of, f"unknown param {key!r} (-p {key}=...); params: {known}"
+                )
             resolved[key] = value
         return resolved

@@ -149,10 +149,10 @@ try:
     if spec and spec.submodule_search_locations:
         import os
         text = open(os.path.join(list(spec.submodule_search_locations)[0], "version.py")).read()
-        m = re.search(r"^cuda\S*\s*=\s*['\"]([^'\"]+)", text, re.M)
+        m = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)", text, re.M)  # cuda: Optional[str] = '13.0'
         cuda = m.group(1) if m else None
         if torch is None:
-            m = re.search(r"^__version__\S*\s*=\s*['\"]([^'\"]+)", text, re.M)
+            m = re.search(r"^__version__\b[^=\n]*=\s*['\"]([^'\"]+)", text, re.M)
             torch = m.group(1) if m else None
 except Exception:
     pass
