@@ -78,10 +78,11 @@ def main() -> int:
     peak = flops.measure_matmul_peak("cuda")
     sheet = flops.datasheet_peak(info["gpu"])
     print(f"bf16 matmul peak measured {peak:.1f} TFLOP/s, datasheet {sheet}")
-    # a warm H100/H200 sustains ~0.75-0.85 of the datasheet in torch.mm; below 0.7 the GPU was not at its
-    # clocks (the first H200 run measured 673 of 989.5 before the warm-up was added)
-    check(sheet is None or 0.7 * sheet < peak <= 1.05 * sheet,
-          f"measured matmul peak is {peak / sheet:.0%} of the datasheet (expected 70-105 %)" if sheet else
+    # Sustained torch.mm medians sit well under the datasheet: on our H200 (2026-11-22) 673 TFLOP/s cold
+    # and 680 after a 0.5 s warm-up, stable before and after a 60 s sweep (69 % of 989.5; short bursts
+    # of 10 products elsewhere reached ~790). Below 0.6 the GPU is throttled or not at its clocks.
+    check(sheet is None or 0.6 * sheet < peak <= 1.05 * sheet,
+          f"measured matmul peak is {peak / sheet:.0%} of the datasheet (expected 60-105 %)" if sheet else
           "no datasheet peak for this GPU")
 
     attention_tflops = trust_check()
