@@ -18,7 +18,13 @@ from attnbench.notebook.machine import (
     probe_interpreter,
     slug,
 )
-from attnbench.notebook.plan import attnbench_sources_hash, cell_key, load_graph, stale_reasons
+from attnbench.notebook.plan import (
+    SourceIndex,
+    attnbench_sources_hash,
+    cell_key,
+    load_graph,
+    stale_reasons,
+)
 
 H200 = "NVIDIA H200, 570.86.15\n"
 
@@ -149,10 +155,39 @@ def test_sources_hash_ignores_the_engine(tmp_path):
     (package / "bench").mkdir()
     (package / "notebook" / "cli.py").write_text("x = 1\n")
     (package / "bench" / "timing.py").write_text("y = 1\n")
-    before = attnbench_sources_hash.__wrapped__(package)
+    before = attnbench_sources_hash(package)
     (package / "notebook" / "cli.py").write_text("x = 2\n")
-    assert attnbench_sources_hash.__wrapped__(package) == before
+    assert attnbench_sources_hash(package) == before
     (package / "bench" / "timing.py").write_text("y = 2\n")
-    assert attnbench_sources_hash.__wrapped__(package) != before
+    assert attnbench_sources_hash(package) != before
+    before = attnbench_sources_hash(package)
     (package / "bench" / "new.py").write_text("")
-    assert attnbench_sources_hash.__wrapped__(Path(package)) != before
+    assert attnbench_sources_hash(Path(package)) != before
+
+
+def test_a_cell_is_keyed_on_the_parts_it_imports_transitively(tmp_path):
+    package = tmp_path / "attnbench"
+    for part in ("bench", "cp", "kernels"):
+        (package / part).mkdir(parents=True)
+        (package / part / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("def inputs(cell): ...\n")
+    (package / "cp" / "ring.py").write_text("from attnbench.bench.flops import attention_flops\n")
+    flux = "import attnbench\nfrom attnbench.bench import sweep\n"
+    ring = "from attnbench import cp as context_parallel\nimport torch\n\nx = 1\n"
+    index = SourceIndex.of(package)
+    assert index.closure(flux) == ["__init__", "bench"]
+    assert index.closure(ring) == ["__init__", "bench", "cp"]  # cp uses bench
+    assert index.closure("from attnbench import (\n    inputs,\n    kernels,\n)\n") == ["__init__", "kernels"]
+    flux_key, ring_key = index.hash_for(flux), index.hash_for(ring)
+
+    (package / "cp" / "ring.py").write_text("from attnbench.bench.flops import attention_flops  # edited\n")
+    index = SourceIndex.of(package)
+    assert index.hash_for(flux) == flux_key  # editing cp/ leaves a bench-only cell cached
+    assert index.hash_for(ring) != ring_key
+    ring_key = index.hash_for(ring)
+
+    (package / "bench" / "flops.py").write_text("def attention_flops(): ...\n")
+    index = SourceIndex.of(package)
+    assert index.hash_for(flux) != flux_key and index.hash_for(ring) != ring_key
+    (package / "__init__.py").write_text("def inputs(cell): return 1\n")
+    assert SourceIndex.of(package).hash_for("print(1)") != index.hash_for("print(1)")

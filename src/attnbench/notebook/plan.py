@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +178,72 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@cache
-def attnbench_sources_hash(package_dir: Path) -> str:
-    """sha256 over src/attnbench/**/*.py (relative path + content), EXCLUDING notebook/: the engine
-    never runs inside a cell, so editing it must not invalidate results; the script template's own
-    changes are covered by SCRIPT_FORMAT."""
-    digest = hashlib.sha256()
-    for path in sorted(package_dir.rglob("*.py")):
-        rel = path.relative_to(package_dir).as_posix()
-        if rel.startswith("notebook/"):
-            continue
-        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+# `attnbench.<part>` or `from attnbench import <part>, ...`: how code names the parts it uses.
+_PART_REF = re.compile(r"\battnbench\.(\w+)|\bfrom[ \t]+attnbench[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)")
+
+
+def _referenced_parts(text: str) -> set[str]:
+    found = set()
+    for dotted, imported in _PART_REF.findall(text):
+        if dotted:
+            found.add(dotted)
+        else:  # "a, b as c" or "(a,\n b)"
+            found.update(name.split()[0] for name in imported.strip("()").split(",") if name.strip())
+    return found
+
+
+@dataclass(frozen=True)
+class SourceIndex:
+    """src/attnbench split into parts (each subpackage, each top-level module), EXCLUDING notebook/:
+    the engine never runs inside a cell, so editing it must not invalidate results (the script
+    template's own changes are covered by SCRIPT_FORMAT).
+
+    A cell's `attnbench` key part hashes only the parts its code imports and, transitively, the parts
+    those import: editing cp/ leaves the Flux results cached, editing bench/ (which cp/ uses) does
+    not. Parts are whole subpackages, so imports inside a subpackage, dynamic ones included, are covered.
+    """
+
+    hashes: dict[str, str]  # part -> sha256 of its files (relative path + content)
+    refs: dict[str, frozenset[str]]  # part -> the parts its code names
+
+    @classmethod
+    def of(cls, package_dir: Path) -> SourceIndex:
+        digests: dict[str, Any] = {}
+        refs: dict[str, set[str]] = {}
+        for path in sorted(package_dir.rglob("*.py")):
+            rel = path.relative_to(package_dir)
+            part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+            if part == "notebook":
+                continue
+            data = path.read_bytes()
+            digests.setdefault(part, hashlib.sha256()).update(rel.as_posix().encode() + b"\0" + data + b"\0")
+            refs.setdefault(part, set()).update(_referenced_parts(data.decode("utf-8", "replace")))
+        return cls({p: d.hexdigest() for p, d in digests.items()}, {p: frozenset(r) for p, r in refs.items()})
+
+    def closure(self, source: str) -> list[str]:
+        """The parts `source` uses: attnbench/__init__.py always, plus what it imports, transitively."""
+        todo, seen = ["__init__", *_referenced_parts(source)], set()
+        while todo:
+            part = todo.pop()
+            if part in seen or part not in self.hashes:
+                continue
+            seen.add(part)
+            todo.extend(self.refs[part])
+        return sorted(seen)
+
+    def hash_for(self, source: str) -> str:
+        digest = hashlib.sha256()
+        for part in self.closure(source):
+            digest.update(f"{part}={self.hashes[part]}\0".encode())
+        return digest.hexdigest()
+
+
+def attnbench_sources_hash(package_dir: Path, source: str | None = None) -> str:
+    """The `attnbench` key part: of the parts `source` uses, or of every part when source is None."""
+    index = SourceIndex.of(package_dir)
+    if source is None:
+        source = " ".join(f"attnbench.{part}" for part in index.hashes)
+    return index.hash_for(source)
 
 
 @dataclass(frozen=True)
@@ -230,7 +284,7 @@ def cache_keys(
     graph: Graph,
     nodes: list[NodeId],
     params: dict[str, dict[str, Any]],
-    attnbench: str,
+    sources: SourceIndex,
     env_of,  # (NodeId) -> env dict
     machine: str,
 ) -> dict[NodeId, CacheKey]:
@@ -239,6 +293,7 @@ def cache_keys(
     for node in nodes:
         cell = graph.cell(node)
         upstream = {str(need): keys[up].key for need, up in graph.upstream[node]}
+        attnbench = sources.hash_for(cell.source)
         keys[node] = cell_key(cell, params[node[0]], upstream, attnbench, env_of(node), machine)
     return keys
 

@@ -18,7 +18,7 @@ from attnbench.notebook.plan import (
     CacheKey,
     Graph,
     NodeId,
-    attnbench_sources_hash,
+    SourceIndex,
     cache_keys,
     load_graph,
     resolve_params,
@@ -134,6 +134,7 @@ def prepare(paths: list[Path], options: Options) -> Session:
                 envs[node] = {"kind": "uv", "python": versions[wanted]}
     except (ProbeError, LaunchError) as e:
         raise SetupError(str(e)) from None
-    source_hash = attnbench_sources_hash(package_dir)
-    keys = cache_keys(graph, all_nodes, params, source_hash, envs.__getitem__, machine.fingerprint)
+    keys = cache_keys(
+        graph, all_nodes, params, SourceIndex.of(package_dir), envs.__getitem__, machine.fingerprint
+    )
     return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, keys, src_dir)
