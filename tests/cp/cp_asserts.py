@@ -32,8 +32,11 @@ def assert_matches_reference(group: dict, case_id: str) -> None:
         checks = {r["metric"]: r for r in recs if r["kind"] == "check"}
         if set(checks) != set(METRICS):
             problems.append(f"rank {rank}: checked {sorted(checks)}, expected {METRICS}")
-        problems += [f"rank {rank} {m}: max err {c['err']} > {c['bound']:.3g} {c.get('note', '')}"
-                     for m, c in checks.items() if not c["ok"]]
+        problems += [
+            f"rank {rank} {m}: max err {c['err']} > {c['bound']:.3g} {c.get('note', '')}"
+            for m, c in checks.items()
+            if not c["ok"]
+        ]
     assert not problems, f"{case_id}:\n" + "\n".join(problems)
 
 

@@ -19,6 +19,9 @@ import pytest
 
 # Wall-clock limits for one spawned group (every rank must finish by then or the group is killed).
 GROUP_TIMEOUT_S = {2: 150, 4: 240, 8: 420}
+# What each world size's one spawned group runs (every test module asks for the same tuple, so the
+# group is spawned once per session).
+WORLD_SUITES = {2: ("correctness", "errors", "bench", "sweep"), 4: ("correctness", "errors")}
 _GROUPS: dict = {}
 
 
@@ -34,8 +37,10 @@ def run_group(world: int, suites: list[str], timeout_s: float) -> dict:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cp_test_") as tmp:
         port = free_port()
-        procs = [ctx.Process(target=cp_worker.main, args=(rank, world, port, suites, tmp), daemon=True)
-                 for rank in range(world)]
+        procs = [
+            ctx.Process(target=cp_worker.main, args=(rank, world, port, suites, tmp), daemon=True)
+            for rank in range(world)
+        ]
         try:
             for p in procs:
                 p.start()
@@ -49,8 +54,10 @@ def run_group(world: int, suites: list[str], timeout_s: float) -> dict:
                     p.kill()
                     p.join(5)
         if stuck:
-            raise AssertionError(f"world {world}: ranks {stuck} still running after {timeout_s:.0f}s "
-                                 f"(deadlock or far too slow)")
+            raise AssertionError(
+                f"world {world}: ranks {stuck} still running after {timeout_s:.0f}s "
+                f"(deadlock or far too slow)"
+            )
         bad = {rank: p.exitcode for rank, p in enumerate(procs) if p.exitcode != 0}
         records = []
         for rank in range(world):

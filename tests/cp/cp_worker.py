@@ -57,8 +57,12 @@ def strategy_configs(world: int) -> list[tuple[str, dict]]:
 
 
 def correctness_cases(world: int) -> list[Case]:
-    cases = [Case(name, causal, dtype, opts) for name, opts in strategy_configs(world)
-             for dtype in ("float64", "bfloat16") for causal in (True, False)]
+    cases = [
+        Case(name, causal, dtype, opts)
+        for name, opts in strategy_configs(world)
+        for dtype in ("float64", "bfloat16")
+        for causal in (True, False)
+    ]
     if world == 2:  # world size 1 through a one-rank group: the degenerate path of every strategy
         cases += [Case(name, True, "float64", opts, "single") for name, opts in strategy_configs(1)]
     if world == 4:  # 2-rank subgroups: global ranks differ from group ranks (what P2P peers must use)
@@ -81,8 +85,10 @@ def reference(q, k, v, dout, causal: bool):
 
 def global_inputs(dtype: str, heads: int = HEADS, seq: int = SEQ, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(BATCH, heads, seq, HEAD_DIM, generator=gen, dtype=torch.float64)
-            .to(getattr(torch, dtype)) for _ in range(4)]
+    return [
+        torch.randn(BATCH, heads, seq, HEAD_DIM, generator=gen, dtype=torch.float64).to(getattr(torch, dtype))
+        for _ in range(4)
+    ]
 
 
 class Recorder:
@@ -93,8 +99,13 @@ class Recorder:
         self.records.append(record)
 
     def exception(self, case_id: str, exc: BaseException) -> None:
-        self.add(case=case_id, kind="exception", type=type(exc).__name__, message=str(exc)[:2000],
-                 traceback=traceback.format_exc()[-3000:])
+        self.add(
+            case=case_id,
+            kind="exception",
+            type=type(exc).__name__,
+            message=str(exc)[:2000],
+            traceback=traceback.format_exc()[-3000:],
+        )
 
 
 def check_case(case: Case, rec: Recorder, groups: dict, case_id: str | None = None) -> None:
@@ -117,8 +128,15 @@ def check_case(case: Case, rec: Recorder, groups: dict, case_id: str | None = No
         expected = layout.shard(ref[metric], rank)
         got = ours[metric]
         if got is None or got.shape != expected.shape:
-            rec.add(case=case_id, kind="check", metric=metric, ok=False, err=None, bound=tol,
-                    note=f"shape {None if got is None else tuple(got.shape)} vs {tuple(expected.shape)}")
+            rec.add(
+                case=case_id,
+                kind="check",
+                metric=metric,
+                ok=False,
+                err=None,
+                bound=tol,
+                note=f"shape {None if got is None else tuple(got.shape)} vs {tuple(expected.shape)}",
+            )
             continue
         err = (got.detach().to(torch.float64) - expected).abs().max().item()
         bound = tol * max(1.0, expected.abs().max().item())
@@ -168,17 +186,24 @@ def run_bench_suite(rec: Recorder) -> None:
     from attnbench.cp import bench
     from attnbench.cp.local import MathKernel
 
-    small = {"seq_len": 32, "heads": 4, "head_dim": 16, "dtype": "float32", "min_reps": 2, "max_reps": 3,
-             "min_time_s": 0.0}
+    small = {
+        "seq_len": 32,
+        "heads": 4,
+        "head_dim": 16,
+        "dtype": "float32",
+        "min_reps": 2,
+        "max_reps": 3,
+        "min_time_s": 0.0,
+    }
     cases = {
         "bench-zigzag": lambda: bench.measure("zigzag", mask="causal", pass_="fwd_bwd", **small),
         "bench-ring-fwd": lambda: bench.measure("ring", mask="full", pass_="fwd", **small),
         "bench-burst-bwd": lambda: bench.measure("burst", mask="causal", pass_="bwd", **small),
         "bench-torch-cp": lambda: bench.measure("torch_cp", mask="causal", **small),
         "bench-ulysses-heads": lambda: bench.measure("ulysses", mask="causal", **{**small, "heads": 3}),
-        "bench-reference": lambda: bench.measure_reference(16, mask="causal", heads=4, head_dim=16,
-                                                           dtype="float32", min_reps=2, max_reps=3,
-                                                           min_time_s=0.0),
+        "bench-reference": lambda: bench.measure_reference(
+            16, mask="causal", heads=4, head_dim=16, dtype="float32", min_reps=2, max_reps=3, min_time_s=0.0
+        ),
     }
     for case_id, fn in cases.items():
         try:
@@ -206,8 +231,13 @@ def main(rank: int, world: int, port: int, suites: list[str], outdir: str) -> No
     torch.set_num_threads(1)  # many ranks share few cores
     rec = Recorder()
     try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=90))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=90),
+        )
         groups = {"world": None}
         if "correctness" in suites:
             if world == 2:
@@ -230,11 +260,20 @@ def main(rank: int, world: int, port: int, suites: list[str], outdir: str) -> No
                 rec.exception("after-errors", exc)
         if "bench" in suites:
             run_bench_suite(rec)
+        if "sweep" in suites:
+            from cp_worker_sweep import run_sweep_suite
+
+            run_sweep_suite(rec)
         dist.barrier()
         dist.destroy_process_group()
     except Exception as exc:
-        rec.add(case="*", kind="crash", type=type(exc).__name__, message=str(exc)[:2000],
-                traceback=traceback.format_exc()[-3000:])
+        rec.add(
+            case="*",
+            kind="crash",
+            type=type(exc).__name__,
+            message=str(exc)[:2000],
+            traceback=traceback.format_exc()[-3000:],
+        )
         Path(outdir, f"rank{rank}.json").write_text(json.dumps(rec.records))
         raise
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(rec.records))

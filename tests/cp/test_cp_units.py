@@ -31,12 +31,17 @@ def test_zigzag_and_usp_indices():
     assert zig.indices(8, 1).tolist() == [2, 3, 4, 5]
     assert Layout.named("contiguous", 4).indices(8, 2).tolist() == [4, 5]
     usp = Layout.named("usp", 4, ulysses_degree=2)  # ring index 0: chunks 0 and 3 of 4, split in two
-    assert [usp.indices(16, r).tolist() for r in range(4)] == [[0, 1, 2, 3], [12, 13, 14, 15],
-                                                               [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert [usp.indices(16, r).tolist() for r in range(4)] == [
+        [0, 1, 2, 3],
+        [12, 13, 14, 15],
+        [4, 5, 6, 7],
+        [8, 9, 10, 11],
+    ]
 
 
-@pytest.mark.parametrize("kind,world,degree", [("contiguous", 3, None), ("zigzag", 4, None), ("usp", 8, 2),
-                                               ("usp", 8, 4)])
+@pytest.mark.parametrize(
+    "kind,world,degree", [("contiguous", 3, None), ("zigzag", 4, None), ("usp", 8, 2), ("usp", 8, 4)]
+)
 def test_shard_unshard_round_trip(kind, world, degree):
     layout = Layout.named(kind, world, degree)
     x = randn(1, 2, 48, 3)
@@ -76,27 +81,27 @@ def test_zigzag_plan_balances_causal_work():
     plan = zigzag_plan(True, local)
     for q_pos, kv_pos in itertools.product(range(world), repeat=2):
         if q_pos != kv_pos:
-            (rows, keys, _), = plan(q_pos, kv_pos)
+            ((rows, keys, _),) = plan(q_pos, kv_pos)
             assert len(range(local)[rows]) * len(range(local)[keys]) == local * local // 2
 
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_math_kernel_matches_dense_attention_and_its_gradients(causal):
     q, k, v, dout = (randn(2, 3, 12, 8, seed=s) for s in range(4))
-    out, lse = MathKernel().forward(q, k, v, causal=causal, scale=8 ** -0.5)
+    out, lse = MathKernel().forward(q, k, v, causal=causal, scale=8**-0.5)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     ref_out, ref_lse = dense(*leaves, causal)
     ref_out.backward(dout)
     torch.testing.assert_close(out, ref_out.detach())
     torch.testing.assert_close(lse, ref_lse.detach())
-    grads = MathKernel().backward(dout, q, k, v, out, lse, causal=causal, scale=8 ** -0.5)
+    grads = MathKernel().backward(dout, q, k, v, out, lse, causal=causal, scale=8**-0.5)
     for got, leaf in zip(grads, leaves):
         torch.testing.assert_close(got, leaf.grad)
 
 
 def test_merge_of_key_blocks_equals_attention_over_all_keys_and_backward_splits():
     q, k, v, dout = (randn(1, 2, 6, 4, seed=s) for s in range(4))
-    kernel, scale = MathKernel(), 4 ** -0.5
+    kernel, scale = MathKernel(), 4**-0.5
     acc = LseAccumulator(q)
     for keys in (slice(0, 2), slice(2, 6)):
         acc.add(slice(None), *kernel.forward(q, k[:, :, keys], v[:, :, keys], causal=False, scale=scale))
@@ -106,8 +111,10 @@ def test_merge_of_key_blocks_equals_attention_over_all_keys_and_backward_splits(
     torch.testing.assert_close(lse, ref_lse)
     # With the global out and LSE, per-block backward pieces sum to the full gradient.
     full = kernel.backward(dout, q, k, v, out, lse, causal=False, scale=scale)
-    parts = [kernel.backward(dout, q, k[:, :, s], v[:, :, s], out, lse, causal=False, scale=scale)
-             for s in (slice(0, 2), slice(2, 6))]
+    parts = [
+        kernel.backward(dout, q, k[:, :, s], v[:, :, s], out, lse, causal=False, scale=scale)
+        for s in (slice(0, 2), slice(2, 6))
+    ]
     torch.testing.assert_close(parts[0][0] + parts[1][0], full[0])
     torch.testing.assert_close(torch.cat([parts[0][1], parts[1][1]], dim=2), full[1])
 
@@ -121,8 +128,10 @@ def test_surrogate_out_has_the_same_row_sums_and_gives_the_same_gradients():
     surrogate = surrogate_out_(torch.empty_like(out), dout, delta)
     torch.testing.assert_close(rowdot(dout, surrogate), delta)
     assert torch.all(surrogate[0, 0, 3] == 0)
-    for a, b in zip(kernel.backward(dout, q, k, v, surrogate, lse, causal=True, scale=0.5),
-                    kernel.backward(dout, q, k, v, out, lse, causal=True, scale=0.5)):
+    for a, b in zip(
+        kernel.backward(dout, q, k, v, surrogate, lse, causal=True, scale=0.5),
+        kernel.backward(dout, q, k, v, out, lse, causal=True, scale=0.5),
+    ):
         torch.testing.assert_close(a, b)
 
 
@@ -133,8 +142,16 @@ def test_causal_blocks_must_be_square():
 
 
 def test_registry_kernels_and_unavailable_reasons():
-    assert set(cp.STRATEGIES) == {"ring", "zigzag", "ulysses", "usp", "double_ring", "burst", "allgather",
-                                  "torch_cp"}
+    assert set(cp.STRATEGIES) == {
+        "ring",
+        "zigzag",
+        "ulysses",
+        "usp",
+        "double_ring",
+        "burst",
+        "allgather",
+        "torch_cp",
+    }
     assert cp.layout_for("ulysses", 4).kind == "contiguous"
     assert cp.layout_for("burst", 4).kind == "zigzag"
     assert cp.layout_for("usp", 8, ulysses_degree=2).ring_degree == 4

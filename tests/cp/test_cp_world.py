@@ -6,13 +6,17 @@ each test reads its case's records. A group that hangs is killed at its timeout 
 
 import pytest
 from cp_asserts import EXPECTED_ERRORS, assert_matches_reference, assert_same_error_everywhere, rows
+from cp_harness import WORLD_SUITES as SUITES
 from cp_harness import spawned
 from cp_worker import correctness_cases
 
-SUITES = {2: ("correctness", "errors", "bench"), 4: ("correctness", "errors")}
 CASES = [(world, case.id) for world in (2, 4) for case in correctness_cases(world)]
-ERRORS = [(world, case_id) for world in (2, 4) for case_id in EXPECTED_ERRORS
-          if case_id != "err-usp-heads" or world >= 4]
+ERRORS = [
+    (world, case_id)
+    for world in (2, 4)
+    for case_id in EXPECTED_ERRORS
+    if case_id != "err-usp-heads" or world >= 4
+]
 
 
 @pytest.mark.timeout(400)

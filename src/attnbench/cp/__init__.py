@@ -54,21 +54,42 @@ class Strategy:
         return Layout.named("usp", world, degree)
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("ring", ring_attention, "contiguous", "ring, P2P K/V rotation, contiguous layout"),
-    Strategy("zigzag", zigzag_attention, "zigzag", "zigzag ring, causal-balanced"),
-    Strategy("ulysses", ulysses_attention, "contiguous", "all-to-all heads <-> sequence"),
-    Strategy("usp", usp_attention, "usp", "Ulysses inside groups x zigzag ring across",
-             options=("ulysses_degree", "ring_degree")),
-    Strategy("double_ring", double_ring_attention, "zigzag", "LoongTrain inner/outer ring",
-             options=("window",)),
-    Strategy("burst", burst_attention, "zigzag", "double ring; backward circulates Q, dO, LSE, delta",
-             options=("window",)),
-    Strategy("allgather", allgather_attention, "zigzag", "Llama 3 all-gather K/V, reduce-scatter dK/dV"),
-    Strategy("torch_cp", _torch_cp.torch_cp_attention, "zigzag", "PyTorch context_parallel (ring SDPA)",
-             options=("rotate_method",), returns_lse=False, unavailable=_torch_cp.unavailable,
-             rehearsable=False),
-)}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("ring", ring_attention, "contiguous", "ring, P2P K/V rotation, contiguous layout"),
+        Strategy("zigzag", zigzag_attention, "zigzag", "zigzag ring, causal-balanced"),
+        Strategy("ulysses", ulysses_attention, "contiguous", "all-to-all heads <-> sequence"),
+        Strategy(
+            "usp",
+            usp_attention,
+            "usp",
+            "Ulysses inside groups x zigzag ring across",
+            options=("ulysses_degree", "ring_degree"),
+        ),
+        Strategy(
+            "double_ring", double_ring_attention, "zigzag", "LoongTrain inner/outer ring", options=("window",)
+        ),
+        Strategy(
+            "burst",
+            burst_attention,
+            "zigzag",
+            "double ring; backward circulates Q, dO, LSE, delta",
+            options=("window",),
+        ),
+        Strategy("allgather", allgather_attention, "zigzag", "Llama 3 all-gather K/V, reduce-scatter dK/dV"),
+        Strategy(
+            "torch_cp",
+            _torch_cp.torch_cp_attention,
+            "zigzag",
+            "PyTorch context_parallel (ring SDPA)",
+            options=("rotate_method",),
+            returns_lse=False,
+            unavailable=_torch_cp.unavailable,
+            rehearsable=False,
+        ),
+    )
+}
 
 
 def get_strategy(name: str) -> Strategy:
@@ -82,16 +103,36 @@ def layout_for(strategy: str, world: int, heads: int | None = None, **options) -
     return get_strategy(strategy).layout(world, heads, **options)
 
 
-def attention(q, k, v, *, strategy: str, causal: bool = False, group=None, kernel=None, scale=None,
-              check_ranks: bool = True, **options):
+def attention(
+    q,
+    k,
+    v,
+    *,
+    strategy: str,
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+    **options,
+):
     """Context-parallel attention with the named strategy. Returns (out, lse)."""
     spec = get_strategy(strategy)
     unknown = set(options) - set(spec.options)
     if unknown:
         raise ValueError(f"{strategy}: unknown options {sorted(unknown)}; it takes {list(spec.options)}")
-    return spec.fn(q, k, v, causal=causal, group=group, kernel=kernel, scale=scale, check_ranks=check_ranks,
-                   **options)
+    return spec.fn(
+        q, k, v, causal=causal, group=group, kernel=kernel, scale=scale, check_ranks=check_ranks, **options
+    )
 
 
-__all__ = ["KERNELS", "STRATEGIES", "Layout", "Strategy", "attention", "get_kernel", "get_strategy",
-           "layout_for"]
+__all__ = [
+    "KERNELS",
+    "STRATEGIES",
+    "Layout",
+    "Strategy",
+    "attention",
+    "get_kernel",
+    "get_strategy",
+    "layout_for",
+]

@@ -33,7 +33,7 @@ class AllGatherCore:
         parts = []
         for g in range(2 * p):
             r, half = _chunk_slot(g, p)
-            parts.append(gathered[r, :, :, :, half * c:(half + 1) * c])
+            parts.append(gathered[r, :, :, :, half * c : (half + 1) * c])
         return torch.cat(parts, dim=-2)  # [2, B, H, S, D] in sequence order
 
     def _blocks(self, local_len: int):
@@ -53,8 +53,9 @@ class AllGatherCore:
         kv = self._gather_kv(k, v)
         acc = LseAccumulator(q)
         for rows, keys, causal in self._blocks(q.shape[2]):
-            out, lse = self.kernel.forward(q[:, :, rows], kv[0][:, :, keys], kv[1][:, :, keys],
-                                           causal=causal, scale=self.scale)
+            out, lse = self.kernel.forward(
+                q[:, :, rows], kv[0][:, :, keys], kv[1][:, :, keys], causal=causal, scale=self.scale
+            )
             acc.add(rows, out, lse)
         out, lse = acc.result()
         return out, lse, (q, k, v, out, lse)
@@ -66,9 +67,16 @@ class AllGatherCore:
         dq = torch.zeros(q.shape, dtype=acc, device=q.device)
         dkv = torch.zeros(kv.shape, dtype=acc, device=q.device)
         for rows, keys, causal in self._blocks(q.shape[2]):
-            dq_b, dk_b, dv_b = self.kernel.backward(dout[:, :, rows], q[:, :, rows], kv[0][:, :, keys],
-                                                    kv[1][:, :, keys], out[:, :, rows], lse[:, :, rows],
-                                                    causal=causal, scale=self.scale)
+            dq_b, dk_b, dv_b = self.kernel.backward(
+                dout[:, :, rows],
+                q[:, :, rows],
+                kv[0][:, :, keys],
+                kv[1][:, :, keys],
+                out[:, :, rows],
+                lse[:, :, rows],
+                causal=causal,
+                scale=self.scale,
+            )
             dq[:, :, rows] += dq_b
             dkv[0][:, :, keys] += dk_b
             dkv[1][:, :, keys] += dv_b
@@ -77,16 +85,26 @@ class AllGatherCore:
         ranked = torch.empty((p, *dkv.shape[:3], 2 * c, dkv.shape[-1]), dtype=acc, device=q.device)
         for g in range(2 * p):
             r, half = _chunk_slot(g, p)
-            ranked[r, :, :, :, half * c:(half + 1) * c] = dkv[:, :, :, g * c:(g + 1) * c]
+            ranked[r, :, :, :, half * c : (half + 1) * c] = dkv[:, :, :, g * c : (g + 1) * c]
         del dkv
         mine = comm.reduce_scatter_stacked(ranked, self.group)  # [2, B, H, 2c, D]
         return dq.to(q.dtype), mine[0].to(k.dtype), mine[1].to(v.dtype)
 
 
-def allgather_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                        check_ranks: bool = True):
+def allgather_attention(
+    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
+):
     """All-gather K/V attention. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout."""
-    kernel_obj, scale = prepare("allgather", q, k, v, group=group, kernel=kernel, scale=scale,
-                                check_ranks=check_ranks, options={"causal": int(causal)},
-                                requirements=ring_requirements("zigzag"))
+    kernel_obj, scale = prepare(
+        "allgather",
+        q,
+        k,
+        v,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
+        options={"causal": int(causal)},
+        requirements=ring_requirements("zigzag"),
+    )
     return run_core(AllGatherCore(group, kernel_obj, causal, scale), q, k, v)

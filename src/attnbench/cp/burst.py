@@ -33,9 +33,16 @@ def q_backward(core, dout, q, k, v, out, lse):
             surrogate_out_(surrogate, dout_src, delta_src)
         contributions = []
         for rows, keys, causal in blocks:
-            dq_b, dk_b, dv_b = kernel.backward(dout_src[:, :, rows], q_src[:, :, rows], k[:, :, keys],
-                                               v[:, :, keys], surrogate[:, :, rows], lse_src[:, :, rows],
-                                               causal=causal, scale=core.scale)
+            dq_b, dk_b, dv_b = kernel.backward(
+                dout_src[:, :, rows],
+                q_src[:, :, rows],
+                k[:, :, keys],
+                v[:, :, keys],
+                surrogate[:, :, rows],
+                lse_src[:, :, rows],
+                causal=causal,
+                scale=core.scale,
+            )
             dk[:, :, keys] += dk_b
             dv[:, :, keys] += dv_b
             contributions.append((rows, (dq_b,)))
@@ -45,10 +52,31 @@ def q_backward(core, dout, q, k, v, out, lse):
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
-def burst_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                    check_ranks: bool = True, window: int | None = None):
+def burst_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+    window: int | None = None,
+):
     """Burst-style attention. window: inner ring size (divides P; default: GPUs per node)."""
     window = default_window(group) if window is None else int(window)
-    return kv_ring_attention(q, k, v, strategy="burst", layout="zigzag", causal=causal, group=group,
-                             kernel=kernel, scale=scale, check_ranks=check_ranks, window=window,
-                             backward=q_backward)
+    return kv_ring_attention(
+        q,
+        k,
+        v,
+        strategy="burst",
+        layout="zigzag",
+        causal=causal,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
+        window=window,
+        backward=q_backward,
+    )

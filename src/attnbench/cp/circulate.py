@@ -78,8 +78,12 @@ def _add(grads, contributions) -> None:
             g[:, :, rows] += part
 
 
-def circulate(topo: RingTopology, data: Sequence[torch.Tensor], step: StepFn,
-              grad_like: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor] | None:
+def circulate(
+    topo: RingTopology,
+    data: Sequence[torch.Tensor],
+    step: StepFn,
+    grad_like: Sequence[torch.Tensor] | None = None,
+) -> list[torch.Tensor] | None:
     """Call `step` once for every position's `data`; return the summed gradients for my own data.
 
     `data` are this rank's tensors (contiguous, never written). Gradients accumulate in float32

@@ -80,8 +80,9 @@ class Exchange:
                 r.copy_(s)
             return _Pending([])
         ops = [dist.P2POp(dist.isend, t, self.send_to, self.group, tag=tag + j) for j, t in enumerate(send)]
-        ops += [dist.P2POp(dist.irecv, t, self.recv_from, self.group, tag=tag + j)
-                for j, t in enumerate(recv)]
+        ops += [
+            dist.P2POp(dist.irecv, t, self.recv_from, self.group, tag=tag + j) for j, t in enumerate(recv)
+        ]
         return _Pending(dist.batch_isend_irecv(ops))
 
 
@@ -113,8 +114,13 @@ def seq_to_heads(tensors: Sequence[torch.Tensor], group) -> list[torch.Tensor]:
     for j, t in enumerate(tensors):  # send[i] goes to rank i: head group i of my sequence chunk
         send[:, j].copy_(_as4d(t).reshape(b, p, h // p, s, d).transpose(0, 1))
     recv = _all_to_all(send, group)  # recv[i]: sequence chunk i of my head group
-    return [recv[:, j].permute(1, 2, 0, 3, 4).reshape(b, h // p, p * s, d).reshape(
-        (b, h // p, p * s, d) if t.dim() == 4 else (b, h // p, p * s)) for j, t in enumerate(tensors)]
+    return [
+        recv[:, j]
+        .permute(1, 2, 0, 3, 4)
+        .reshape(b, h // p, p * s, d)
+        .reshape((b, h // p, p * s, d) if t.dim() == 4 else (b, h // p, p * s))
+        for j, t in enumerate(tensors)
+    ]
 
 
 def heads_to_seq(tensors: Sequence[torch.Tensor], group) -> list[torch.Tensor]:
@@ -126,8 +132,13 @@ def heads_to_seq(tensors: Sequence[torch.Tensor], group) -> list[torch.Tensor]:
     for j, t in enumerate(tensors):  # send[i] goes to rank i: its sequence chunk of my head group
         send[:, j].copy_(_as4d(t).reshape(b, h, p, s, d).permute(2, 0, 1, 3, 4))
     recv = _all_to_all(send, group)  # recv[i]: head group i of my sequence chunk
-    return [recv[:, j].transpose(0, 1).reshape(b, p * h, s, d).reshape(
-        (b, p * h, s, d) if t.dim() == 4 else (b, p * h, s)) for j, t in enumerate(tensors)]
+    return [
+        recv[:, j]
+        .transpose(0, 1)
+        .reshape(b, p * h, s, d)
+        .reshape((b, p * h, s, d) if t.dim() == 4 else (b, p * h, s))
+        for j, t in enumerate(tensors)
+    ]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -191,6 +202,6 @@ def grid_groups(parent, inner: int) -> tuple[object, object, list[int], list[int
         raise ValueError(f"inner size {inner} does not divide the group size {p}")
     position = ranks.index(dist.get_rank())
     row_start = position - position % inner
-    my_row = tuple(ranks[row_start:row_start + inner])
-    my_col = tuple(ranks[position % inner::inner])
+    my_row = tuple(ranks[row_start : row_start + inner])
+    my_col = tuple(ranks[position % inner :: inner])
     return _subgroup(my_row, parent), _subgroup(my_col, parent), list(my_row), list(my_col)

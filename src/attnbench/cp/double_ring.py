@@ -17,9 +17,30 @@ def default_window(group) -> int:
     return local if 0 < local <= world and world % local == 0 else world
 
 
-def double_ring_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                          check_ranks: bool = True, window: int | None = None):
+def double_ring_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+    window: int | None = None,
+):
     """Double ring attention. window: inner ring size (divides P; default: GPUs per node)."""
     window = default_window(group) if window is None else int(window)
-    return kv_ring_attention(q, k, v, strategy="double_ring", layout="zigzag", causal=causal, group=group,
-                             kernel=kernel, scale=scale, check_ranks=check_ranks, window=window)
+    return kv_ring_attention(
+        q,
+        k,
+        v,
+        strategy="double_ring",
+        layout="zigzag",
+        causal=causal,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
+        window=window,
+    )

@@ -46,12 +46,32 @@ class LocalCore:
         return self.kernel.backward(dout, q, k, v, out, lse, causal=self.causal, scale=self.scale)
 
 
-def prepare(strategy: str, q, k, v, *, group, kernel, scale, check_ranks: bool,
-            requirements: Requirements, options: Mapping[str, int] | None = None):
+def prepare(
+    strategy: str,
+    q,
+    k,
+    v,
+    *,
+    group,
+    kernel,
+    scale,
+    check_ranks: bool,
+    requirements: Requirements,
+    options: Mapping[str, int] | None = None,
+):
     """Validate (one tiny collective) and resolve the kernel and scale. Returns (kernel, scale)."""
     kernel_obj = get_kernel(kernel, q.device if isinstance(q, torch.Tensor) else None)
-    validate(q, k, v, group, strategy=strategy, kernel=kernel_obj, requirements=requirements,
-             options=options, check_ranks=check_ranks)
+    validate(
+        q,
+        k,
+        v,
+        group,
+        strategy=strategy,
+        kernel=kernel_obj,
+        requirements=requirements,
+        options=options,
+        check_ranks=check_ranks,
+    )
     return kernel_obj, (default_scale(q.shape[-1]) if scale is None else float(scale))
 
 

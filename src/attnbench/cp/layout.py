@@ -42,8 +42,10 @@ class Layout:
     def check(self, seq_len: int) -> None:
         need = self.world if self.ring_degree == 1 else 2 * self.world
         if seq_len % need:
-            raise ValueError(f"{self.kind} layout over {self.world} ranks needs the total sequence length "
-                             f"divisible by {need}, got {seq_len}")
+            raise ValueError(
+                f"{self.kind} layout over {self.world} ranks needs the total sequence length "
+                f"divisible by {need}, got {seq_len}"
+            )
 
     def indices(self, seq_len: int, rank: int) -> torch.Tensor:
         """Global positions held by `rank`, in its local order."""
@@ -57,7 +59,7 @@ class Layout:
             last = (2 * self.ring_degree - 1 - ring_index) * chunk
             segment = torch.cat([torch.arange(first, first + chunk), torch.arange(last, last + chunk)])
         part = segment.numel() // self.ulysses_degree
-        return segment[ulysses_index * part:(ulysses_index + 1) * part]
+        return segment[ulysses_index * part : (ulysses_index + 1) * part]
 
     def shard(self, x: torch.Tensor, rank: int, dim: int = 2) -> torch.Tensor:
         """This rank's shard of the global tensor `x` (a copy)."""

@@ -144,8 +144,12 @@ def _last_dim_contiguous(t):
 
 class SdpaFlashKernel(_ProbedKernel):
     name = "sdpa_flash"
-    seeds = _SeedCache(lambda device: (torch.empty(2, dtype=torch.uint64, device=device),
-                                       torch.empty((), dtype=torch.uint64, device=device)))
+    seeds = _SeedCache(
+        lambda device: (
+            torch.empty(2, dtype=torch.uint64, device=device),
+            torch.empty((), dtype=torch.uint64, device=device),
+        )
+    )
 
     def forward(self, q, k, v, *, causal, scale):
         _check_square(q, k, causal)
@@ -159,8 +163,22 @@ class SdpaFlashKernel(_ProbedKernel):
         dout, q, k, v, out = (_last_dim_contiguous(t) for t in (dout, q, k, v, out))
         seed, offset = self.seeds.get(q.device)
         dq, dk, dv = aten._scaled_dot_product_flash_attention_backward(
-            dout, q, k, v, out, lse.float().contiguous(), None, None, q.shape[-2], k.shape[-2], 0.0, causal,
-            seed, offset, scale=scale)
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse.float().contiguous(),
+            None,
+            None,
+            q.shape[-2],
+            k.shape[-2],
+            0.0,
+            causal,
+            seed,
+            offset,
+            scale=scale,
+        )
         return dq, dk, dv
 
 
@@ -185,8 +203,23 @@ class CudnnKernel(_ProbedKernel):
         seed, offset = self.seeds.get(q.device)
         lse4 = lse.float().contiguous().unsqueeze(-1)
         dq, dk, dv = aten._scaled_dot_product_cudnn_attention_backward(
-            dout, q, k, v, out, lse4, seed, offset, None, None, None, q.shape[-2], k.shape[-2], 0.0, causal,
-            scale=scale)
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse4,
+            seed,
+            offset,
+            None,
+            None,
+            None,
+            q.shape[-2],
+            k.shape[-2],
+            0.0,
+            causal,
+            scale=scale,
+        )
         return dq, dk, dv
 
 

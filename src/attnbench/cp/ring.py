@@ -26,8 +26,9 @@ def ring_forward(core: RingCore, q, k, v):
     def step(source: int, data):
         k_src, v_src = data
         for rows, keys, causal in plan(topo.position, source):
-            out, lse = kernel.forward(q[:, :, rows], k_src[:, :, keys], v_src[:, :, keys],
-                                      causal=causal, scale=core.scale)
+            out, lse = kernel.forward(
+                q[:, :, rows], k_src[:, :, keys], v_src[:, :, keys], causal=causal, scale=core.scale
+            )
             acc.add(rows, out, lse)
         return []
 
@@ -44,9 +45,16 @@ def kv_backward(core: RingCore, dout, q, k, v, out, lse):
         k_src, v_src = data
         contributions = []
         for rows, keys, causal in plan(topo.position, source):
-            dq_b, dk_b, dv_b = kernel.backward(dout[:, :, rows], q[:, :, rows], k_src[:, :, keys],
-                                               v_src[:, :, keys], out[:, :, rows], lse[:, :, rows],
-                                               causal=causal, scale=core.scale)
+            dq_b, dk_b, dv_b = kernel.backward(
+                dout[:, :, rows],
+                q[:, :, rows],
+                k_src[:, :, keys],
+                v_src[:, :, keys],
+                out[:, :, rows],
+                lse[:, :, rows],
+                causal=causal,
+                scale=core.scale,
+            )
             dq[:, :, rows] += dq_b
             contributions.append((keys, (dk_b, dv_b)))
         return contributions
@@ -56,8 +64,9 @@ def kv_backward(core: RingCore, dout, q, k, v, out, lse):
 
 
 class RingCore:
-    def __init__(self, topo: RingTopology, plan, kernel: LocalKernel, scale: float,
-                 backward: Callable = kv_backward):
+    def __init__(
+        self, topo: RingTopology, plan, kernel: LocalKernel, scale: float, backward: Callable = kv_backward
+    ):
         self.topo, self.plan, self.kernel, self.scale, self._backward = topo, plan, kernel, scale, backward
 
     def forward(self, q, k, v):
@@ -72,8 +81,10 @@ def ring_requirements(layout: str, window: int | None = None):
     def check(shape, world):
         unmet = []
         if layout == "zigzag" and shape[2] % 2:
-            unmet.append(f"the zigzag layout needs an even seq_local (total divisible by 2*world = "
-                         f"{2 * world}), got seq_local={shape[2]}")
+            unmet.append(
+                f"the zigzag layout needs an even seq_local (total divisible by 2*world = "
+                f"{2 * world}), got seq_local={shape[2]}"
+            )
         if window is not None and (window < 1 or world % window):
             unmet.append(f"window={window} must divide the world size {world}")
         return unmet
@@ -81,20 +92,53 @@ def ring_requirements(layout: str, window: int | None = None):
     return check
 
 
-def kv_ring_attention(q, k, v, *, strategy: str, layout: str, causal: bool, group, kernel, scale,
-                      check_ranks: bool, window: int | None = None, backward: Callable = kv_backward):
+def kv_ring_attention(
+    q,
+    k,
+    v,
+    *,
+    strategy: str,
+    layout: str,
+    causal: bool,
+    group,
+    kernel,
+    scale,
+    check_ranks: bool,
+    window: int | None = None,
+    backward: Callable = kv_backward,
+):
     """The shared entry of ring, zigzag, double ring and burst."""
     options = {"causal": int(causal)} | ({"window": window} if window is not None else {})
-    kernel_obj, scale = prepare(strategy, q, k, v, group=group, kernel=kernel, scale=scale,
-                                check_ranks=check_ranks, requirements=ring_requirements(layout, window),
-                                options=options)
+    kernel_obj, scale = prepare(
+        strategy,
+        q,
+        k,
+        v,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
+        requirements=ring_requirements(layout, window),
+        options=options,
+    )
     topo = make_topology(group, window)
     core = RingCore(topo, PLANS[layout](causal, q.shape[2]), kernel_obj, scale, backward)
     return run_core(core, q, k, v)
 
 
-def ring_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                   check_ranks: bool = True):
+def ring_attention(
+    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
+):
     """Ring attention, contiguous layout. q/k/v: [batch, heads, seq_local, head_dim]. -> (out, lse)."""
-    return kv_ring_attention(q, k, v, strategy="ring", layout="contiguous", causal=causal, group=group,
-                             kernel=kernel, scale=scale, check_ranks=check_ranks)
+    return kv_ring_attention(
+        q,
+        k,
+        v,
+        strategy="ring",
+        layout="contiguous",
+        causal=causal,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
+    )

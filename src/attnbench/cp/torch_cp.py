@@ -8,6 +8,14 @@ uses the head-tail load balancer, which is our zigzag layout, so shards are inte
 the zigzag strategy. We pass a dummy [1, S] buffer only so the context knows S; forward and backward
 both run inside the context (the backward ops need its handlers). No LSE is returned (None).
 
+Two fixes around PyTorch's prototype (found on torch 2.11, 2x H200):
+- Its head-tail load balancing (`_cp_options.enable_load_balance`, on by default) is causal-only: a
+  full mask raised "Load balancing requires `is_causal=True`". We switch it off for non-causal calls
+  (every block is then a plain full block; the full mask does not care where keys sit) and restore it.
+- torch <= 2.11's `context_parallel` does not undo its SDPA monkey-patch when the body raises, so
+  one failure left every later F.scaled_dot_product_attention in the process dispatching to the ring
+  (the next single-GPU reference then failed too). We restore it ourselves (`_sdpa_restored`).
+
 Unavailable on CPU: only the CUDA SDPA ops (flash, efficient, cuDNN) have context-parallel handlers.
 """
 
@@ -29,9 +37,11 @@ ROTATE_METHODS = ("allgather", "alltoall")
 def unavailable(device: torch.device | str, kernel: str | None = None) -> str | None:
     device = torch.device(device)
     if device.type != "cuda":
-        return ("PyTorch's context_parallel dispatches only the CUDA SDPA ops (flash, efficient, cuDNN) "
-                "to its ring implementation; on CPU SDPA runs "
-                "aten._scaled_dot_product_flash_attention_for_cpu, which has no context-parallel handler")
+        return (
+            "PyTorch's context_parallel dispatches only the CUDA SDPA ops (flash, efficient, cuDNN) "
+            "to its ring implementation; on CPU SDPA runs "
+            "aten._scaled_dot_product_flash_attention_for_cpu, which has no context-parallel handler"
+        )
     try:
         from torch.distributed.tensor.experimental import context_parallel  # noqa: F401
         from torch.distributed.tensor.experimental._attention import set_rotate_method  # noqa: F401
@@ -40,6 +50,43 @@ def unavailable(device: torch.device | str, kernel: str | None = None) -> str | 
     if kernel not in (None, "cudnn", "sdpa_flash"):
         return f"kernel {kernel!r}: torch_cp runs SDPA's own CUDA backends (cudnn or sdpa_flash)"
     return None
+
+
+def cp_module():
+    """The module holding PyTorch's context-parallel options and dispatcher (its path moved in 2.9)."""
+    try:
+        from torch.distributed.tensor.experimental._context_parallel import _attention as module
+    except ImportError:
+        from torch.distributed.tensor.experimental import _attention as module
+    return module
+
+
+@contextlib.contextmanager
+def _options_set(module, *, rotate_method: str, load_balance: bool):
+    """Rotate method and head-tail load balancing for one call; the previous values come back after."""
+    options = module._cp_options
+    previous = (options.rotate_method, options.enable_load_balance)
+    module.set_rotate_method(rotate_method)
+    options.enable_load_balance = load_balance  # causal only: PyTorch refuses it for a full mask
+    try:
+        yield
+    finally:
+        options.rotate_method, options.enable_load_balance = previous
+
+
+@contextlib.contextmanager
+def _sdpa_restored(module):
+    """Put back the original F.scaled_dot_product_attention if context_parallel left its patch behind
+    (torch <= 2.11 skips its clean-up when the body raises)."""
+    original = F.scaled_dot_product_attention
+    try:
+        yield
+    finally:
+        if F.scaled_dot_product_attention is not original:
+            disable = getattr(module, "_disable_context_parallel_dispatcher_impl", None)
+            if disable is not None:
+                disable()
+            F.scaled_dot_product_attention = original
 
 
 class _SdpaBackendKernel(LocalKernel):
@@ -65,8 +112,9 @@ class _TorchCP(torch.autograd.Function):
 
 
 class TorchCPCore:
-    def __init__(self, group, causal: bool, kernel: str | None, scale: float, rotate_method: str,
-                 seq_total: int):
+    def __init__(
+        self, group, causal: bool, kernel: str | None, scale: float, rotate_method: str, seq_total: int
+    ):
         self.group, self.causal, self.kernel, self.scale = group, causal, kernel or "cudnn", scale
         self.rotate_method, self.seq_total = rotate_method, seq_total
         self.graph = None
@@ -74,24 +122,21 @@ class TorchCPCore:
     @contextlib.contextmanager
     def _context(self, device):
         from torch.distributed.device_mesh import DeviceMesh
-        from torch.distributed.tensor.experimental import _attention as cp_attention
         from torch.distributed.tensor.experimental import context_parallel
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}[self.kernel]
         group = self.group if self.group is not None else torch.distributed.group.WORLD
         mesh = DeviceMesh.from_group(group, "cuda")
-        options = getattr(cp_attention, "_cp_options", None)
-        previous = getattr(options, "rotate_method", None)
+        module = cp_module()
         dummy = torch.zeros((1, self.seq_total), dtype=torch.int8, device=device)
-        cp_attention.set_rotate_method(self.rotate_method)
-        try:
-            with context_parallel(mesh, buffers=[dummy], buffer_seq_dims=[1], no_restore_buffers={dummy}), \
-                    sdpa_kernel([backend]):
-                yield
-        finally:
-            if previous is not None:
-                options.rotate_method = previous
+        with (
+            _options_set(module, rotate_method=self.rotate_method, load_balance=self.causal),
+            _sdpa_restored(module),
+            context_parallel(mesh, buffers=[dummy], buffer_seq_dims=[1], no_restore_buffers={dummy}),
+            sdpa_kernel([backend]),
+        ):
+            yield
 
     def forward(self, q, k, v):
         with self._context(q.device), torch.enable_grad():
@@ -108,17 +153,36 @@ class TorchCPCore:
         return grads
 
 
-def torch_cp_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                       check_ranks: bool = True, rotate_method: str = "allgather"):
+def torch_cp_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+    rotate_method: str = "allgather",
+):
     """PyTorch context_parallel. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout.
 
     Returns (out, None): PyTorch's SDPA path does not return the LSE.
     """
     if rotate_method not in ROTATE_METHODS:
         raise ValueError(f"torch_cp: rotate_method {rotate_method!r} is not one of {ROTATE_METHODS}")
-    _, scale = prepare("torch_cp", q, k, v, group=group, kernel=_SdpaBackendKernel(kernel), scale=scale,
-                       check_ranks=check_ranks, options={"causal": int(causal)},
-                       requirements=ring_requirements("zigzag"))
+    _, scale = prepare(
+        "torch_cp",
+        q,
+        k,
+        v,
+        group=group,
+        kernel=_SdpaBackendKernel(kernel),
+        scale=scale,
+        check_ranks=check_ranks,
+        options={"causal": int(causal)},
+        requirements=ring_requirements("zigzag"),
+    )
     if comm.in_rehearsal():
         raise ValueError("torch_cp cannot rehearse: its communication is inside PyTorch")
     core = TorchCPCore(group, causal, kernel, scale, rotate_method, q.shape[2] * comm.group_size(group))

@@ -30,21 +30,35 @@ def usp_requirements(ulysses_degree: int, ring_degree: int):
     def check(shape, world):
         unmet = []
         if ulysses_degree < 1 or ring_degree < 1 or ulysses_degree * ring_degree != world:
-            unmet.append(f"ulysses_degree={ulysses_degree} x ring_degree={ring_degree} must equal the "
-                         f"world size {world}")
+            unmet.append(
+                f"ulysses_degree={ulysses_degree} x ring_degree={ring_degree} must equal the "
+                f"world size {world}"
+            )
             return unmet
         unmet += heads_requirement(shape[1], ulysses_degree, "ulysses_degree")
         if ring_degree > 1 and (ulysses_degree * shape[2]) % 2:
-            unmet.append(f"the zigzag ring needs ulysses_degree*seq_local even (total divisible by "
-                         f"2*world={2 * world}), got seq_local={shape[2]}")
+            unmet.append(
+                f"the zigzag ring needs ulysses_degree*seq_local even (total divisible by "
+                f"2*world={2 * world}), got seq_local={shape[2]}"
+            )
         return unmet
 
     return check
 
 
-def usp_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None,
-                  check_ranks: bool = True, ulysses_degree: int | None = None,
-                  ring_degree: int | None = None):
+def usp_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+    ulysses_degree: int | None = None,
+    ring_degree: int | None = None,
+):
     """USP attention. Degrees default to default_degrees(); give one and the other follows."""
     world = comm.group_size(group)
     if ulysses_degree is None and ring_degree is None:
@@ -55,9 +69,17 @@ def usp_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, sca
         ring_degree = world // ulysses_degree if ulysses_degree and world % ulysses_degree == 0 else 0
     ulysses_degree, ring_degree = int(ulysses_degree), int(ring_degree)
     kernel_obj, scale = prepare(
-        "usp", q, k, v, group=group, kernel=kernel, scale=scale, check_ranks=check_ranks,
+        "usp",
+        q,
+        k,
+        v,
+        group=group,
+        kernel=kernel,
+        scale=scale,
+        check_ranks=check_ranks,
         options={"causal": int(causal), "ulysses_degree": ulysses_degree, "ring_degree": ring_degree},
-        requirements=usp_requirements(ulysses_degree, ring_degree))
+        requirements=usp_requirements(ulysses_degree, ring_degree),
+    )
     ulysses_group, ring_group, _, _ = comm.grid_groups(group, ulysses_degree)
     if ring_degree > 1:
         topo = make_topology(ring_group)
@@ -66,4 +88,3 @@ def usp_attention(q, k, v, *, causal: bool = False, group=None, kernel=None, sca
         inner = LocalCore(kernel_obj, causal, scale)
     core = UlyssesCore(ulysses_group, inner) if ulysses_degree > 1 else inner
     return run_core(core, q, k, v)
-

@@ -33,11 +33,14 @@ def _local_problems(q, k, v, kernel: LocalKernel, backend: str) -> list[str]:
             return [f"{name} must be [batch, heads, seq_local, head_dim], got shape {tuple(t.shape)}"]
     problems = []
     if not (q.shape == k.shape == v.shape):
-        problems.append(f"q, k and v must have the same shape (no GQA), got q {tuple(q.shape)} "
-                        f"k {tuple(k.shape)} v {tuple(v.shape)}")
+        problems.append(
+            f"q, k and v must have the same shape (no GQA), got q {tuple(q.shape)} "
+            f"k {tuple(k.shape)} v {tuple(v.shape)}"
+        )
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
-        problems.append(f"q, k and v must share one floating dtype of {DTYPES}, "
-                        f"got {q.dtype}/{k.dtype}/{v.dtype}")
+        problems.append(
+            f"q, k and v must share one floating dtype of {DTYPES}, got {q.dtype}/{k.dtype}/{v.dtype}"
+        )
     if not (q.device == k.device == v.device):
         problems.append(f"q, k and v are on different devices: {q.device}/{k.device}/{v.device}")
     want = "cuda" if backend == "nccl" else "cpu" if backend == "gloo" else None
@@ -51,14 +54,24 @@ def _local_problems(q, k, v, kernel: LocalKernel, backend: str) -> list[str]:
 
 
 def _summary(shapes: list[int], options: Mapping[str, int]) -> str:
-    q, k, v = (tuple(x for x in shapes[i:i + 4] if x >= 0) for i in (1, 5, 9))
+    q, k, v = (tuple(x for x in shapes[i : i + 4] if x >= 0) for i in (1, 5, 9))
     dtype = DTYPES[shapes[13]] if 0 <= shapes[13] < len(DTYPES) else "?"
     opts = "".join(f" {name}={val}" for name, val in zip(options, shapes[14:]))
     return f"q {q} k {k} v {v} {str(dtype).replace('torch.', '')}{opts}"
 
 
-def validate(q, k, v, group, *, strategy: str, kernel: LocalKernel, requirements: Requirements,
-             options: Mapping[str, int] | None = None, check_ranks: bool = True) -> None:
+def validate(
+    q,
+    k,
+    v,
+    group,
+    *,
+    strategy: str,
+    kernel: LocalKernel,
+    requirements: Requirements,
+    options: Mapping[str, int] | None = None,
+    check_ranks: bool = True,
+) -> None:
     """Raise the same ValueError on every rank for bad or inconsistent inputs; return None if fine."""
     options = dict(options or {})
     world = comm.group_size(group)
@@ -77,11 +90,15 @@ def validate(q, k, v, group, *, strategy: str, kernel: LocalKernel, requirements
             raise ValueError(f"{strategy}: bad inputs on {detail}")
         if any(r[1:] != rows[0][1:] for r in rows):
             detail = "; ".join(f"rank {r}: {_summary(row, options)}" for r, row in enumerate(rows))
-            raise ValueError(f"{strategy}: inputs differ across ranks (every rank needs the same "
-                             f"[batch, heads, seq_local, head_dim], dtype and options): {detail}")
+            raise ValueError(
+                f"{strategy}: inputs differ across ranks (every rank needs the same "
+                f"[batch, heads, seq_local, head_dim], dtype and options): {detail}"
+            )
     elif problems:
         raise ValueError(f"{strategy}: bad inputs: {'; '.join(problems)}")
     unmet = requirements(tuple(q.shape), world)
     if unmet:
-        raise ValueError(f"{strategy}: {'; '.join(unmet)} (layout [batch, heads, seq_local, head_dim], "
-                         f"shape {tuple(q.shape)}, world {world})")
+        raise ValueError(
+            f"{strategy}: {'; '.join(unmet)} (layout [batch, heads, seq_local, head_dim], "
+            f"shape {tuple(q.shape)}, world {world})"
+        )

@@ -1,0 +1,371 @@
+"""Single-process pieces of the context-parallel report: profiles and their cost estimate, the torch_cp
+guards (load balancing, the SDPA patch left behind by torch <= 2.11), the predicted-OOM skip, the
+warm-up's clock line, the targets and breakdown sentences, the published table, the figure, and the
+notebook itself (it parses and its distributed cells are gpus= cells)."""
+
+import contextlib
+import types
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbench.bench.results import Result, Workload
+from attnbench.cp import STRATEGIES, profiles, torch_cp
+from attnbench.cp.bench import predicted_oom
+from attnbench.cp.figures import plot_tflops
+from attnbench.cp.local import MathKernel
+from attnbench.cp.overlap import NoopKernel, TimedKernel
+from attnbench.cp.report import bench_table, overlap_findings, overlap_table, published_table, targets, text
+from attnbench.cp.warmup import report_line
+
+NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "context_parallel.md"
+GIB = 2**30
+
+
+def cp_row(strategy, seq, mask, pass_, tflops, status="ok", world=2, ms=100.0, reason=""):
+    return Result(
+        provider=f"cp_{strategy}",
+        family="cp",
+        status=status,
+        reason=reason,
+        pass_=pass_,
+        workload=Workload(1, seq, seq, 40, 40, 128, "bfloat16", mask),
+        tflops=tflops,
+        ms_median=ms if status == "ok" else None,
+        peak_mem_bytes=10 * GIB,
+        extra={"world_size": world, "seq_per_gpu": seq // world},
+    )
+
+
+def ref_row(seq, mask, pass_, tflops):
+    return Result(
+        provider="single_gpu_cudnn",
+        family="cp",
+        status="ok",
+        pass_=pass_,
+        tflops=tflops,
+        ms_median=50.0,
+        workload=Workload(1, seq, seq, 40, 40, 128, "bfloat16", mask),
+        extra={"world_size": 1},
+    )
+
+
+def ranks(strategy, seq, totals, kernels, comms, shares):
+    return [
+        {
+            "strategy": strategy,
+            "seq_len": seq,
+            "mask": "causal",
+            "pass": "fwd_bwd",
+            "rank": r,
+            "status": "ok",
+            "total_ms": t,
+            "kernel_ms": k,
+            "comm_ms": c,
+            "work_share": s,
+        }
+        for r, (t, k, c, s) in enumerate(zip(totals, kernels, comms, shares))
+    ]
+
+
+# --- profiles -------------------------------------------------------------------------------------
+
+
+def test_profile_resolution_and_cpu_smoke():
+    assert profiles.resolve("auto", cuda=False)["profile"] == "smoke"
+    assert profiles.resolve("auto", cuda=True)["profile"] == "default"
+    smoke = profiles.resolve("smoke", cuda=False)
+    assert (
+        smoke["device"] == "cpu"
+        and smoke["kernel"] == "cpu_math"
+        and "not a GPU measurement" in smoke["label"]
+    )
+    with pytest.raises(ValueError, match="needs CUDA"):
+        profiles.resolve("default", cuda=False)
+    with pytest.raises(ValueError, match="got 'huge'"):
+        profiles.resolve("huge", cuda=True)
+
+
+def test_default_profile_fits_one_device_call_on_two_h200():
+    config = profiles.PROFILES["default"]
+    points = {tuple(p) for p in config["points"]}
+    assert points == {(131072, "causal"), (131072, "full"), (262144, "causal")}  # 256k causal: the target
+    assert config["timing"]["min_reps"] == 3 and config["timing"]["min_time_s"] == 1.0
+    estimate = profiles.estimate_seconds(config, list(STRATEGIES), world=2)
+    assert 180 <= estimate["bench_s"] <= 330  # about 4-5 minutes of benchmark
+    assert estimate["notebook_s"] <= 7.5 * 60  # one device call may run at most ~8 minutes in all
+    for seq in (131072, 262144, 524288, 1048576):  # every length splits into 2P zigzag chunks at P <= 8
+        assert seq % 16 == 0
+
+
+def test_cost_model_scales_with_length_mask_and_the_ring_imbalance():
+    base = profiles.call_ms("zigzag", 131072, "causal", "fwd_bwd", 2)
+    assert base == pytest.approx(580.0)
+    assert profiles.call_ms("zigzag", 262144, "causal", "fwd_bwd", 2) == pytest.approx(4 * base)
+    assert profiles.call_ms("zigzag", 131072, "full", "fwd_bwd", 2) == pytest.approx(2 * base)
+    assert profiles.call_ms("ring", 131072, "causal", "fwd_bwd", 2) == pytest.approx(854.0)
+    assert profiles.call_ms("zigzag", 131072, "causal", "fwd_bwd", 4) == pytest.approx(base / 2)
+
+
+# --- torch_cp guards (torch <= 2.11 behaviour simulated) -------------------------------------------
+
+
+def fake_cp_module(calls):
+    options = types.SimpleNamespace(rotate_method="gather", enable_load_balance=True)
+
+    def set_rotate_method(method):
+        options.rotate_method = method
+
+    def disable():
+        calls.append("disable")
+
+    return types.SimpleNamespace(
+        _cp_options=options,
+        set_rotate_method=set_rotate_method,
+        _disable_context_parallel_dispatcher_impl=disable,
+    )
+
+
+@contextlib.contextmanager
+def leaky_patch():
+    """Like torch 2.11's context_parallel: patches SDPA, and skips its clean-up when the body raises."""
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = lambda *a, **k: "ring"
+    yield
+    F.scaled_dot_product_attention = original
+
+
+def test_torch_cp_restores_sdpa_and_options_after_a_failure():
+    calls, original = [], F.scaled_dot_product_attention
+    module = fake_cp_module(calls)
+    seen = {}
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        torch_cp._options_set(module, rotate_method="alltoall", load_balance=False),
+        torch_cp._sdpa_restored(module),
+        leaky_patch(),
+    ):
+        seen["balance"], seen["rotate"] = (
+            module._cp_options.enable_load_balance,
+            module._cp_options.rotate_method,
+        )
+        raise RuntimeError("boom")
+    assert seen == {"balance": False, "rotate": "alltoall"}  # full mask: load balancing off inside
+    assert F.scaled_dot_product_attention is original and calls == ["disable"]
+    assert module._cp_options.enable_load_balance is True and module._cp_options.rotate_method == "gather"
+
+
+def test_torch_cp_leaves_a_clean_exit_alone():
+    calls = []
+    module = fake_cp_module(calls)
+    with (
+        torch_cp._options_set(module, rotate_method="allgather", load_balance=True),
+        torch_cp._sdpa_restored(module),
+    ):
+        assert module._cp_options.enable_load_balance is True
+    assert calls == []
+
+
+def test_torch_cp_module_has_the_options_we_set():
+    module = torch_cp.cp_module()
+    assert hasattr(module._cp_options, "enable_load_balance") and hasattr(module._cp_options, "rotate_method")
+    assert callable(module.set_rotate_method) and callable(module._disable_context_parallel_dispatcher_impl)
+
+
+# --- predicted OOM, warm-up line -----------------------------------------------------------------
+
+
+def test_predicted_oom_extrapolates_linearly():
+    key = ("cp_torch_cp", "causal", "fwd_bwd")
+    history = {key: (131072, 20 * GIB)}
+    assert predicted_oom({}, key, 1048576, 141 * GIB) is None  # nothing measured yet: run it
+    assert predicted_oom(history, key, 524288, 141 * GIB) is None  # 80 GiB fits
+    why = predicted_oom(history, key, 1048576, 141 * GIB)
+    assert why.startswith("not run: predicted peak 160 GiB") and "cannot rehearse" in why
+    assert predicted_oom(history, key, 1048576, None) is None  # CPU: no device memory to exceed
+
+
+def test_warm_up_clock_line():
+    def snap(mhz):
+        return {"sm_mhz": mhz, "max_sm_mhz": [1980.0] * len(mhz), "reason": None}
+
+    nodes = [{"before": snap([345.0, 345.0]), "after": snap([1980.0, 1965.0])}]
+    assert report_line(nodes) == (
+        "SM clock before warm-up 345 MHz, under load at its end 1965-1980 MHz (max 1980 MHz)"
+    )
+    unread = {"sm_mhz": None, "max_sm_mhz": None, "reason": "nvidia-smi not found on PATH"}
+    assert (
+        report_line([{"before": unread, "after": unread}])
+        == "SM clock not read (nvidia-smi not found on PATH)"
+    )
+
+
+# --- kernels of the breakdown ---------------------------------------------------------------------
+
+
+def test_timed_kernel_counts_pairs_and_noop_kernel_has_the_shapes():
+    q = torch.randn(1, 2, 8, 4)
+    k = torch.randn(1, 2, 6, 4)
+    timed = TimedKernel(MathKernel(), torch.device("cpu"))
+    timed.forward(q, q, q, causal=True, scale=0.5)
+    timed.forward(q, k, k, causal=False, scale=0.5)
+    assert timed.pairs == 2 * (8 * 9 // 2) + 2 * 8 * 6
+    assert timed.watch.take_ms() > 0 and timed.watch.take_ms() == 0
+    out, lse = NoopKernel().forward(q, k, k, causal=False, scale=0.5)
+    assert out.shape == q.shape and lse.shape == (1, 2, 8) and lse.dtype == torch.float32
+    assert [g.shape for g in NoopKernel().backward(q, q, k, k, out, lse, causal=False, scale=0.5)] == [
+        q.shape,
+        k.shape,
+        k.shape,
+    ]
+
+
+# --- targets, findings, tables --------------------------------------------------------------------
+
+
+def sample_rows():
+    rows = [ref_row(65536, "causal", "fwd_bwd", 560.0), ref_row(131072, "causal", "fwd_bwd", 600.0)]
+    for seq in (131072, 262144):
+        rows += [
+            cp_row("zigzag", seq, "causal", "fwd_bwd", 530.0 if seq == 131072 else 500.0),
+            cp_row("ulysses", seq, "causal", "fwd_bwd", 480.0),
+            cp_row("ring", seq, "causal", "fwd_bwd", 360.0),
+        ]
+    return rows
+
+
+def test_targets_pass_fail_and_the_measured_why():
+    overlap = ranks("ring", 262144, [3400.0, 3390.0], [1100.0, 3300.0], [40.0, 41.0], [0.5, 1.5])
+    lines = targets(sample_rows(), overlap, target_seq=262144)
+    by = {(line["target"][:4], line["strategy"], line["seq_len"]): line for line in lines}
+    zig = by[(">= 9", "zigzag", 131072)]
+    assert zig["verdict"] == "pass" and zig["measured"] == pytest.approx(530 / 560)
+    uly = by[(">= 9", "ulysses", 131072)]
+    assert uly["verdict"] == "FAIL" and "short by" in uly["why"] and "no comm/compute breakdown" in uly["why"]
+    ring = by[(">= 4", "ring", 262144)]
+    assert ring["verdict"] == "FAIL" and ring["measured"] == 360.0
+    assert "short by 10.0%" in ring["why"] and "work imbalance" in ring["why"] and "1.50x" in ring["why"]
+    # kernels 1100 and 3300 ms: balanced 2200 each, so 3400 - 1100 ms: 360 x 3400 / 2300 TFLOP/s
+    assert "balanced, about 532 TFLOP/s per GPU (estimate)" in ring["why"]
+    assert by[(">= 4", "zigzag", 262144)]["verdict"] == "pass"
+
+
+def test_targets_fail_an_incorrect_strategy_and_name_missing_lengths():
+    checks = [
+        {"strategy": "zigzag", "mask": "causal", "status": "incorrect", "reason": "beyond tolerance: dq"}
+    ]
+    lines = targets(sample_rows(), [], checks, target_seq=524288)
+    assert all(
+        line["verdict"] == "FAIL" and "correctness" in line["why"]
+        for line in lines
+        if line["strategy"] == "zigzag" and line["measured"] is not None
+    )
+    assert {line["verdict"] for line in lines if line["target"].startswith(">= 400")} == {"not measured"}
+
+
+def test_overlap_findings_name_the_cause_from_the_numbers():
+    imbalance = ranks("ring", 131072, [850.0, 845.0], [280.0, 820.0], [20.0, 20.0], [0.5, 1.5])
+    balanced = ranks("zigzag", 131072, [580.0, 578.0], [560.0, 556.0], [20.0, 21.0], [1.0, 1.0])
+    comm_bound = ranks("ulysses", 131072, [100.0, 100.0], [40.0, 40.0], [55.0, 55.0], [1.0, 1.0])
+    ring, zigzag, ulysses = overlap_findings(imbalance + balanced + comm_bound)
+    assert "work imbalance" in ring and "1.50x" in ring and "about 550 ms" in ring
+    assert "kernels themselves" in zigzag and "(97%)" in zigzag
+    assert "communication that the kernels do not hide" in ulysses
+
+
+def test_overlap_table_bandwidth_of_one_exchange():
+    rows = ranks("ring", 131072, [850.0, 845.0], [280.0, 820.0], [20.0, 20.0], [0.5, 1.5])
+    rows[0].update(exchange_ms=4.0, exchange_bytes=1_342_177_280)
+    table = overlap_table(rows)
+    assert table.exchange_GBps[0] == pytest.approx(335.5, rel=1e-3) and pd.isna(table.exchange_GBps[1])
+    assert list(table.work_share) == [0.5, 1.5]
+
+
+def test_bench_table_ratio_to_the_reference_and_correctness_column():
+    checks = [{"strategy": "ring", "mask": "causal", "status": "incorrect", "reason": "beyond tolerance: dk"}]
+    table = bench_table(sample_rows(), checks)
+    ring = table[(table.strategy == "ring") & (table.seq_len == 131072)].iloc[0]
+    assert ring.vs_single_gpu == pytest.approx(360 / 560) and ring.peak_gib == 10.0
+    assert ring.correctness == "INCORRECT: beyond tolerance: dk"
+    assert "64.3%" in text(table)
+    assert "correctness" not in bench_table(sample_rows()).columns  # not claimed "not checked" when not given
+
+
+def test_published_table_sets_ours_beside_theirs():
+    table = published_table(sample_rows(), our_peak_tflops=989.0, world=2)
+    burst = table[(table["published method"] == "BurstAttention") & (table.seq_len == 131072)].iloc[0]
+    assert burst["published TFLOP/s/GPU"] == 128.76 and burst["published % peak"] == pytest.approx(
+        128.76 / 312
+    )
+    assert burst["our status"] == "not in this profile" and burst["published tokens/GPU"] == 4096
+    zig = table[(table["published method"] == "TE ring (P2P)") & (table.seq_len == 262144)].iloc[0]
+    assert zig["our TFLOP/s/GPU"] == 500.0 and zig["our % peak"] == pytest.approx(500 / 989)
+    assert zig["our strategy"] == "zigzag" and zig["our tokens/GPU"] == 131072
+    te_1m = table[(table["published method"] == "TE ring (P2P)") & (table.seq_len == 1048576)].iloc[0]
+    assert pd.isna(te_1m["published TFLOP/s/GPU"])  # "x" in the source: no number
+
+
+def test_figure_draws_strategies_and_the_reference(tmp_path):
+    rows = sample_rows() + [
+        cp_row(
+            "torch_cp",
+            262144,
+            "causal",
+            "fwd_bwd",
+            None,
+            status="oom",
+            reason="not run: predicted peak 160 GiB",
+        )
+    ]
+    checks = [{"strategy": "ring", "mask": "causal", "status": "incorrect", "reason": "x"}]
+    missing = plot_tflops(rows, tmp_path / "t.svg", title="test", correctness=checks)
+    svg = (tmp_path / "t.svg").read_text()
+    for gid in ("series-zigzag", "series-ulysses", "series-ring", "series-reference"):
+        assert f'id="{gid}' in svg
+    assert "ring (incorrect)" in svg and "single GPU (cudnn) at seq/2 tokens" in svg
+    assert missing == ["cp_torch_cp: oom: not run: predicted peak 160 GiB (S=262144)"]
+
+
+# --- the notebook ---------------------------------------------------------------------------------
+
+
+def test_notebook_parses_with_distributed_cells():
+    from attnbench.notebook.parse import parse_notebook
+    from attnbench.notebook.plan import load_graph
+
+    notebook = parse_notebook(NOTEBOOK)
+    assert NOTEBOOK.read_text().startswith("#!/usr/bin/env -S uv run attnbench run\n")
+    cells = {c.id: c for c in notebook.cells}
+    assert list(cells) == ["gpu", "correctness", "bench", "overlap", "plot", "targets", "published"]
+    assert {i for i, c in cells.items() if c.gpus} == {"correctness", "bench", "overlap"}
+    assert all(cells[i].gpus == 2 for i in ("correctness", "bench", "overlap"))
+    assert set(notebook.front_matter["params"]) == {"profile", "strategies", "strategy_options"}
+    load_graph([NOTEBOOK])  # every `needs` names a cell, no cycle
+
+
+@pytest.mark.timeout(120)
+def test_a_distributed_cell_started_alone_runs_as_one_process(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "alone.py"
+    script.write_text(
+        "from attnbench.cp.bench import init_distributed, run_sweep, grid\n"
+        "rank, world, device = init_distributed()\n"
+        "sweep = run_sweep(['zigzag'], grid([16], ['causal']), passes=('fwd',), warmup_s=0, kernel='cpu_math',\n"
+        "                  heads=2, head_dim=8, dtype='float32', min_reps=1, max_reps=1, min_time_s=0)\n"
+        "print(rank, world, [r.status for r in sweep.rows])\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=100, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0 1 ['ok', 'ok']"

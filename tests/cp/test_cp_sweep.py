@@ -1,0 +1,80 @@
+"""The benchmark driver at 2 gloo ranks (the CPU part of the GPU fixes): warm-up before the first timed
+row, a failed first call as a row, the per-rank time breakdown, the correctness check's verdicts.
+The records come from cp_worker_sweep.py, run in the shared 2-rank group."""
+
+import pytest
+from cp_harness import WORLD_SUITES, by_case, spawned
+
+
+def values(case_id: str) -> list:
+    per_rank = by_case(spawned(2, WORLD_SUITES[2]), case_id)
+    out = []
+    for rank, recs in enumerate(per_rank):
+        assert len(recs) == 1, f"{case_id}: rank {rank} recorded {recs}"
+        rec = recs[0]
+        assert rec["kind"] == "value", (
+            f"{case_id}: rank {rank}: {rec.get('type')}: {rec.get('message')}\n{rec.get('traceback', '')}"
+        )
+        out.append(rec["value"])
+    return out
+
+
+@pytest.mark.timeout(400)
+def test_sweep_warms_up_before_the_first_timed_row():
+    rank0, rank1 = values("sweep-order")
+    for v in (rank0, rank1):
+        assert v["order"] == ["warm_up", "reference", "measure", "measure"], v["order"]
+        assert v["warmup_gap_s"] >= 0.2  # the first row starts only after the warm-up's seconds
+    warm = rank0["warmup"]
+    assert warm == rank1["warmup"]  # agreed: every rank returns the same record
+    assert [r["rank"] for r in warm["ranks"]] == [0, 1]
+    assert all(r["seconds"] >= 0.2 and r["matmuls"] > 0 for r in warm["ranks"])
+    assert warm["clocks_before"] and warm["clocks_after_under_load"]  # read once per node (local rank 0)
+    assert "SM clock" in warm["report"]  # no nvidia-smi here: says so instead of a number
+    assert rank0["statuses"] == ["ok", "ok", "ok"]
+    assert rank0["providers"] == ["single_gpu_math", "cp_ring", "cp_zigzag"]
+
+
+@pytest.mark.timeout(400)
+def test_failed_first_call_is_a_row_and_the_group_goes_on():
+    rank0, rank1 = values("first-call-error")
+    assert rank0 == rank1
+    failed = rank0["failed"]
+    assert failed["status"] == "error", failed
+    assert "Load balancing requires" in failed["reason"] and "rank 0" in failed["reason"]
+    assert rank0["after"]["status"] == "ok"
+
+
+@pytest.mark.timeout(400)
+def test_breakdown_measures_work_imbalance_and_times_per_rank():
+    rank0, rank1 = values("breakdown")
+    assert rank0 == rank1
+    ring, zigzag, ulysses = rank0["ring"], rank0["zigzag"], rank0["ulysses"]
+    assert [r["rank"] for r in ring] == [0, 1] and all(r["status"] == "ok" for r in ring + zigzag + ulysses)
+    # contiguous causal ring at 2 ranks, 32 local rows: rank 0 the diagonal (528 pairs per head),
+    # rank 1 the diagonal + one full block (528 + 1024): shares 0.508 and 1.492
+    assert [r["work_pairs"] for r in ring] == [4 * 528, 4 * (528 + 1024)]
+    assert ring[1]["work_share"] == pytest.approx(1552 / 1040)
+    assert [r["work_share"] for r in zigzag] == [1.0, 1.0]
+    assert [r["work_share"] for r in ulysses] == [1.0, 1.0]
+    for r in ring + zigzag + ulysses:
+        assert r["kernel_ms"] > 0 and r["comm_ms"] > 0 and r["total_ms"] > 0
+    assert all(r["exchange_ms"] > 0 and r["exchange_bytes"] == 2 * 4 * 32 * 16 * 4 for r in ring)
+    assert "exchange_ms" not in ulysses[0]
+
+
+@pytest.mark.timeout(400)
+def test_verify_passes_good_strategies_and_fails_a_wrong_rank():
+    rank0, rank1 = values("verify")
+    assert rank0 == rank1
+    good = {(c["strategy"], c["mask"]): c for c in rank0["good"]}
+    for name in ("ring", "ulysses"):
+        for mask in ("causal", "full"):
+            c = good[(name, mask)]
+            assert c["status"] == "ok" and c["ok"], c
+            assert set(c["errors"]) == {"out", "dq", "dk", "dv"} and c["lse_err"] < 1e-3
+    assert good[("torch_cp", "causal")]["status"] == "unavailable"
+    bad = {c["mask"]: c for c in rank0["bad"]}
+    for mask in ("causal", "full"):
+        assert bad[mask]["status"] == "incorrect" and not bad[mask]["ok"]
+        assert bad[mask]["reason"] == "beyond tolerance: dq"  # wrong on rank 1 only, failed on both
