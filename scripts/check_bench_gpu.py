@@ -61,9 +61,11 @@ def trust_check() -> float:
     bare = timing.bare_event_loop(cudnn, reps=200)
     gap = abs(harness.ms_median - bare) / bare
     tf = flops.tflops(flops.attention_flops(FLUX), harness.ms_median)
-    print(f"cuDNN S=4352: setup {setup_ms:.1f} ms; harness {harness.ms_median:.4f} ms "
-          f"(p20 {harness.ms_p20:.4f}, p80 {harness.ms_p80:.4f}, {harness.reps} reps, flush {harness.flush_bytes} B); "
-          f"bare loop {bare:.4f} ms; {tf:.1f} TFLOP/s")
+    print(
+        f"cuDNN S=4352: setup {setup_ms:.1f} ms; harness {harness.ms_median:.4f} ms "
+        f"(p20 {harness.ms_p20:.4f}, p80 {harness.ms_p80:.4f}, {harness.reps} reps, flush {harness.flush_bytes} B); "
+        f"bare loop {bare:.4f} ms; {tf:.1f} TFLOP/s"
+    )
     check(gap < 0.03, f"trust check: harness vs bare event loop differ by {gap:.2%} (< 3 %)")
     check(tf >= 550, f"cuDNN forward at S=4352 reaches {tf:.0f} TFLOP/s (>= 550)")
     return tf
@@ -71,8 +73,26 @@ def trust_check() -> float:
 
 def main() -> int:
     info = env.collect_env()
-    print(json.dumps({k: info[k] for k in ("gpu", "sm_count", "l2_bytes", "driver", "cuda", "cudnn", "torch",
-                                           "sm_clock_mhz", "max_sm_clock_mhz", "machine_id")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: info[k]
+                for k in (
+                    "gpu",
+                    "sm_count",
+                    "l2_bytes",
+                    "driver",
+                    "cuda",
+                    "cudnn",
+                    "torch",
+                    "sm_clock_mhz",
+                    "max_sm_clock_mhz",
+                    "machine_id",
+                )
+            },
+            indent=1,
+        )
+    )
     before = env.clock_snapshot()
 
     peak = flops.measure_matmul_peak("cuda")
@@ -81,37 +101,61 @@ def main() -> int:
     # Sustained torch.mm medians sit well under the datasheet: on our H200 (2026-11-22) 673 TFLOP/s cold
     # and 680 after a 0.5 s warm-up, stable before and after a 60 s sweep (69 % of 989.5; short bursts
     # of 10 products elsewhere reached ~790). Below 0.6 the GPU is throttled or not at its clocks.
-    check(sheet is None or 0.6 * sheet < peak <= 1.05 * sheet,
-          f"measured matmul peak is {peak / sheet:.0%} of the datasheet (expected 60-105 %)" if sheet else
-          "no datasheet peak for this GPU")
+    check(
+        sheet is None or 0.6 * sheet < peak <= 1.05 * sheet,
+        f"measured matmul peak is {peak / sheet:.0%} of the datasheet (expected 60-105 %)"
+        if sheet
+        else "no datasheet peak for this GPU",
+    )
 
     attention_tflops = trust_check()
     # attention spends issue slots on softmax that a matmul does not: at or above the matmul, the
     # denominator is wrong (cold clocks while measuring it), not the kernel brilliant
-    check(attention_tflops < peak, f"cuDNN attention ({attention_tflops:.0f}) stays below the measured matmul "
-                                   f"peak ({peak:.0f} TFLOP/s), so MFU < 100 %")
+    check(
+        attention_tflops < peak,
+        f"cuDNN attention ({attention_tflops:.0f}) stays below the measured matmul "
+        f"peak ({peak:.0f} TFLOP/s), so MFU < 100 %",
+    )
 
     small = torch.randn(4 << 20, device="cuda")  # 16 MiB: fits in L2, so a warm L2 helps
     warm = timing.measure(lambda: small * 2, device="cuda", flush_l2=False, min_reps=50, min_time_ms=50.0)
     cold = timing.measure(lambda: small * 2, device="cuda", flush_l2=True, min_reps=50, min_time_ms=50.0)
     print(f"16 MiB scale: warm L2 {warm.ms_median * 1e3:.1f} us, cold L2 {cold.ms_median * 1e3:.1f} us")
-    check(cold.ms_median >= 0.95 * warm.ms_median, "flushing the L2 does not make a memory-bound kernel faster")
+    check(
+        cold.ms_median >= 0.95 * warm.ms_median, "flushing the L2 does not make a memory-bound kernel faster"
+    )
 
     gib = 1 << 30
-    mem = timing.measure(lambda: torch.empty(gib, dtype=torch.uint8, device="cuda"), device="cuda",
-                         min_reps=5, min_time_ms=0.0)
-    check(gib <= mem.peak_mem_bytes < gib + (64 << 20), f"peak memory of a 1 GiB allocation: {mem.peak_mem_bytes} B")
+    mem = timing.measure(
+        lambda: torch.empty(gib, dtype=torch.uint8, device="cuda"), device="cuda", min_reps=5, min_time_ms=0.0
+    )
+    check(
+        gib <= mem.peak_mem_bytes < gib + (64 << 20),
+        f"peak memory of a 1 GiB allocation: {mem.peak_mem_bytes} B",
+    )
 
     providers = [Hog(), *_sdpa_providers()]
     start = time.perf_counter()
-    rows = sweep.run_sweep(providers, [FLUX, Workload(1, 4224, 4224, 24, 24, 128)], ("fwd", "fwd_bwd"),
-                           device="cuda", peak_tflops=peak, datasheet_tflops=sheet)
+    rows = sweep.run_sweep(
+        providers,
+        [FLUX, Workload(1, 4224, 4224, 24, 24, 128)],
+        ("fwd", "fwd_bwd"),
+        device="cuda",
+        peak_tflops=peak,
+        datasheet_tflops=sheet,
+    )
     print(f"sweep of {len(rows)} rows took {time.perf_counter() - start:.1f} s")
-    check(all(r.status == "oom" for r in rows if r.provider == "hog" and r.pass_ == "fwd"), "huge allocation -> oom rows")
+    check(
+        all(r.status == "oom" for r in rows if r.provider == "hog" and r.pass_ == "fwd"),
+        "huge allocation -> oom rows",
+    )
     check(any(r.status == "ok" for r in rows), "the sweep went on after the OOM")
     for r in rows:
         if r.status == "ok":
-            check(r.peak_mem_bytes and r.peak_mem_bytes >= r.extra["mem_inputs_bytes"], f"{r.provider} peak memory")
+            check(
+                r.peak_mem_bytes and r.peak_mem_bytes >= r.extra["mem_inputs_bytes"],
+                f"{r.provider} peak memory",
+            )
     print(env.clock_report(before, env.clock_snapshot()))
     print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
     return 1 if failures else 0

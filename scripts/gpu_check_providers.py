@@ -92,8 +92,10 @@ def profile_kernels(names: list[str], pass_: str, reps: int = 5) -> None:
             continue
         kernels = [(e.key, e.count, _device_us(e)) for e in prof.key_averages() if _device_us(e) > 0]
         busy_us = sum(us for *_, us in kernels) / reps
-        print(f"{provider.name}: event-timed median {median_us:.1f} us; GPU busy {busy_us:.1f} us per call "
-              f"({len(kernels)} kinds of GPU work)")
+        print(
+            f"{provider.name}: event-timed median {median_us:.1f} us; GPU busy {busy_us:.1f} us per call "
+            f"({len(kernels)} kinds of GPU work)"
+        )
         for name, count, us in sorted(kernels, key=lambda item: -item[2]):
             print(f"    {us / reps:9.1f} us  x{count / reps:g}  {name[:120]}")
         print()
@@ -104,23 +106,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--providers", nargs="*", default=[], help="names or families (default: all)")
     parser.add_argument("--jsonl", help="also write the rows here")
     parser.add_argument("--kernels", action="store_true", help="list the GPU work of each timed call instead")
-    parser.add_argument("--pass", dest="pass_", default="fwd", choices=("fwd", "fwd_bwd"),
-                        help="the pass --kernels profiles")
+    parser.add_argument(
+        "--pass", dest="pass_", default="fwd", choices=("fwd", "fwd_bwd"), help="the pass --kernels profiles"
+    )
     args = parser.parse_args(argv)
     if args.kernels:
         profile_kernels(args.providers, args.pass_)
         return 0
     started = time.perf_counter()
-    rows = run_sweep(providers.select(args.providers), WORKLOADS, ("fwd", "fwd_bwd"), peak_tflops=None,
-                     timing_options={"min_reps": 3, "min_time_ms": 0.0, "warmup_reps": 1, "max_reps": 3})
+    rows = run_sweep(
+        providers.select(args.providers),
+        WORKLOADS,
+        ("fwd", "fwd_bwd"),
+        peak_tflops=None,
+        timing_options={"min_reps": 3, "min_time_ms": 0.0, "warmup_reps": 1, "max_reps": 3},
+    )
     if args.jsonl:
         write_jsonl(args.jsonl, rows)
     counts = {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}
     print(f"\n{len(rows)} rows in {time.perf_counter() - started:.0f} s: {counts}")
     bad = [r for r in rows if r.status in ("error", "incorrect")]
     for row in bad:
-        print(f"  {row.status}: {row.provider} {row.pass_} {row.workload.label()}: {row.reason}"
-              f" (stage {row.extra.get('stage', '-')})")
+        print(
+            f"  {row.status}: {row.provider} {row.pass_} {row.workload.label()}: {row.reason}"
+            f" (stage {row.extra.get('stage', '-')})"
+        )
     return 1 if bad else 0
 
 

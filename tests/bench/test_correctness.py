@@ -40,8 +40,14 @@ def naive(q, k, v, w):
 @pytest.mark.parametrize("w", CASES, ids=lambda w: w.label())
 def test_reference_forward_and_grads_match_autograd(w):
     q, k, v = (t.requires_grad_() for t in inputs(w))
-    dout = torch.randn(w.batch, w.heads_q, w.seqlen_q, w.head_dim, dtype=torch.float64,
-                       generator=torch.Generator().manual_seed(1))
+    dout = torch.randn(
+        w.batch,
+        w.heads_q,
+        w.seqlen_q,
+        w.head_dim,
+        dtype=torch.float64,
+        generator=torch.Generator().manual_seed(1),
+    )
     expected = naive(q, k, v, w)
     grads = torch.autograd.grad(expected, (q, k, v), dout)
     out = correctness.reference_attention(q.detach(), k.detach(), v.detach(), w)
@@ -110,7 +116,9 @@ def test_exact_and_rounded_outputs_pass():
 
 def test_perturbed_output_fails_bf16_but_passes_quantised():
     _, ref = bf16_output()
-    noisy = ref * (1 + 0.04 * torch.randn(ref.shape, generator=torch.Generator().manual_seed(2), dtype=ref.dtype))
+    noisy = ref * (
+        1 + 0.04 * torch.randn(ref.shape, generator=torch.Generator().manual_seed(2), dtype=ref.dtype)
+    )
     bad = correctness.compare(noisy, ref, "bfloat16")
     assert not bad.ok and "rel_l2" in bad.reason
     assert correctness.compare(noisy, ref, "bfloat16", quantized=True).ok

@@ -49,7 +49,9 @@ def test_nvidia_smi_text_and_clocks(fake_smi):
 @pytest.mark.timeout(60)
 def test_failing_nvidia_smi_gives_a_reason(tmp_path, monkeypatch):
     script = tmp_path / "nvidia-smi"
-    script.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n")
+    script.write_text(
+        "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n"
+    )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     text, reason = env.nvidia_smi()
@@ -120,4 +122,6 @@ def test_machine_id_is_short_stable_and_hides_the_host():
 def test_clock_report():
     before = {"sm_mhz": [1980.0], "max_sm_mhz": [1980.0], "temperature_c": [40.0]}
     after = {"sm_mhz": [1755.0], "max_sm_mhz": [1980.0], "temperature_c": [61.0]}
-    assert env.clock_report(before, after) == "SM clock 1980 -> 1755 MHz (max 1980), temperature 40.0 -> 61.0 C"
+    assert (
+        env.clock_report(before, after) == "SM clock 1980 -> 1755 MHz (max 1980), temperature 40.0 -> 61.0 C"
+    )

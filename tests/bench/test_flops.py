@@ -17,10 +17,13 @@ def brute_pairs(w: Workload) -> int:
         doc += [index] * n
     count = 0
     for i, j in itertools.product(range(w.seqlen_q), range(w.seqlen_k)):
-        allowed = {"full": True, "causal": j <= i + offset,
-                   "sliding_window": 0 <= i + offset - j < (w.window or 0),
-                   "document": bool(doc) and doc[i] == doc[j],
-                   "block_causal": bool(doc) and doc[j] <= doc[i]}[w.mask]
+        allowed = {
+            "full": True,
+            "causal": j <= i + offset,
+            "sliding_window": 0 <= i + offset - j < (w.window or 0),
+            "document": bool(doc) and doc[i] == doc[j],
+            "block_causal": bool(doc) and doc[j] <= doc[i],
+        }[w.mask]
         count += allowed
     return count
 
@@ -80,7 +83,7 @@ def test_forward_flops_count_query_heads_and_batch():
 
 def test_flux_shape_flops_and_tflops():
     w = Workload(1, 4352, 4352, 24, 24, 128)
-    assert flops.attention_flops(w) == 4 * 128 * 24 * 4352 ** 2
+    assert flops.attention_flops(w) == 4 * 128 * 24 * 4352**2
     # 232.7 GFLOP in 0.384 ms is ~606 TFLOP/s
     assert flops.tflops(flops.attention_flops(w), 0.384) == pytest.approx(605.9, rel=1e-3)
     assert flops.tflops(1e12, None) is None and flops.tflops(1e12, 0.0) is None

@@ -94,7 +94,9 @@ def test_plot_lists_every_provider_that_did_not_run_with_its_reason(smoke_run):
 def test_report_cells_run_without_torch(smoke_run, tmp_path):
     """The correctness and summary cells declare only pandas; they must run where torch cannot import."""
     _, run_dir = smoke_run
-    block_torch = "import runpy, sys; sys.modules['torch'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+    block_torch = (
+        "import runpy, sys; sys.modules['torch'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
+    )
     for cell in ("correctness", "summary"):
         script = ROOT / "cells" / "flux_attention" / f"{cell}.py"
         deps = re.search(r"^# dependencies = (.*)$", script.read_text(), re.MULTILINE)

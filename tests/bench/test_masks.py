@@ -61,11 +61,15 @@ def test_bad_inputs_are_named():
         masks.doc_ids_from_lens((3, 0))
 
 
-@pytest.mark.parametrize("w", [
-    Workload(1, 32, 48, 2, 1, 16, dtype="float32", mask="causal"),
-    Workload(1, 40, 40, 2, 2, 16, dtype="float32", mask="sliding_window", window=7),
-    Workload(1, 48, 48, 2, 2, 16, dtype="float32", mask="document", doc_lens=(5, 20, 23)),
-], ids=lambda w: w.mask)
+@pytest.mark.parametrize(
+    "w",
+    [
+        Workload(1, 32, 48, 2, 1, 16, dtype="float32", mask="causal"),
+        Workload(1, 40, 40, 2, 2, 16, dtype="float32", mask="sliding_window", window=7),
+        Workload(1, 48, 48, 2, 2, 16, dtype="float32", mask="document", doc_lens=(5, 20, 23)),
+    ],
+    ids=lambda w: w.mask,
+)
 def test_mask_mod_drives_flex_attention(w):
     """The same functions work as FlexAttention mask_mods (tensor indices under vmap)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention

@@ -20,10 +20,25 @@ def test_registry_names_unique_and_every_family_present():
     names = [p.name for p in providers.all_providers()]
     assert len(names) == len(set(names))
     assert FAMILIES <= set(providers.families())
-    for wanted in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "sdpa_compiled",
-                   "sdpa_compiled_max_autotune", "flex", "flash_attn2", "flash_attn2_compiled", "flash_attn3",
-                   "flash_attn3_compiled", "hf_flash_attn", "hf_flash_attn3", "sage_sageattn", "te_bshd",
-                   "xformers", "xformers_compiled"):
+    for wanted in (
+        "sdpa_flash",
+        "sdpa_efficient",
+        "sdpa_cudnn",
+        "sdpa_math",
+        "sdpa_compiled",
+        "sdpa_compiled_max_autotune",
+        "flex",
+        "flash_attn2",
+        "flash_attn2_compiled",
+        "flash_attn3",
+        "flash_attn3_compiled",
+        "hf_flash_attn",
+        "hf_flash_attn3",
+        "sage_sageattn",
+        "te_bshd",
+        "xformers",
+        "xformers_compiled",
+    ):
         assert providers.get(wanted).name == wanted
     with pytest.raises(KeyError, match="no provider 'nope'"):
         providers.get("nope")
@@ -40,7 +55,7 @@ def test_availability_reasons_are_strings_and_never_raise():
         assert isinstance(p.version(), str)
         if not cuda and p.needs_cuda:
             assert reason, f"{p.name} claims to run without CUDA"
-            assert ("needs CUDA" in reason or reason.startswith(("not installed", "import failed"))), reason
+            assert "needs CUDA" in reason or reason.startswith(("not installed", "import failed")), reason
     assert providers.get("sdpa_math").unavailable() is None  # what the smoke profile runs
 
 
@@ -50,7 +65,8 @@ def test_import_failures_name_the_cause(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert base.import_failure("ab_broken_mod") == "import failed: RuntimeError: boom"
     assert base.import_failure("ab_needs_dep") == (
-        "import failed: ModuleNotFoundError: No module named 'ab_missing_dependency_xyz'")
+        "import failed: ModuleNotFoundError: No module named 'ab_missing_dependency_xyz'"
+    )
     assert base.import_failure("ab_not_there_at_all") == "not installed (no module 'ab_not_there_at_all')"
     assert base.import_failure("json") is None
 
@@ -80,8 +96,10 @@ def test_sage_lists_entry_points_the_installed_version_lacks(monkeypatch):
     monkeypatch.setattr(sage, "cuda_missing", lambda: None)
     assert providers.get("sage_sageattn").unavailable() is None
     assert providers.get("sage_sageattn_varlen").unavailable() is None
-    assert (providers.get("sage_qk_int8_pv_fp16_triton").unavailable()
-            == "sageattention 1.0.6 has no sageattn_qk_int8_pv_fp16_triton")
+    assert (
+        providers.get("sage_qk_int8_pv_fp16_triton").unavailable()
+        == "sageattention 1.0.6 has no sageattn_qk_int8_pv_fp16_triton"
+    )
     assert all(p.quantized for p in providers.select(["sage"]))
 
 
@@ -170,7 +188,9 @@ def test_a_broken_kernel_is_caught_by_the_comparison():
 def test_hf_kernels_reason_without_the_package_says_what_else_it_needs(monkeypatch):
     monkeypatch.setattr(hf_kernels, "import_failure", lambda module: "not installed (no module 'kernels')")
     reason = providers.get("hf_flash_attn").unavailable()
-    assert reason.startswith("not installed (no module 'kernels'); with it, get_kernel('kernels-community/flash-attn')")
+    assert reason.startswith(
+        "not installed (no module 'kernels'); with it, get_kernel('kernels-community/flash-attn')"
+    )
     assert "Hugging Face Hub" in reason
 
 
@@ -182,8 +202,10 @@ def test_hf_kernels_reason_when_the_build_lacks_the_function(monkeypatch):
     monkeypatch.setattr(hf_kernels, "cuda_missing", lambda: None)
     monkeypatch.setattr(hf_kernels, "_LOADED", {})
     reason = providers.get("hf_flash_attn").unavailable()
-    assert reason == ("loaded kernels-community/flash-attn, but kernels-community/flash-attn has no "
-                      "flash_attn_func (it has: mha_bwd, mha_fwd)")
+    assert reason == (
+        "loaded kernels-community/flash-attn, but kernels-community/flash-attn has no "
+        "flash_attn_func (it has: mha_bwd, mha_fwd)"
+    )
 
 
 def _fake_sageattention(monkeypatch):
@@ -204,7 +226,11 @@ def _fake_sageattention(monkeypatch):
         outs = []
         for start, end in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
             segment = [t[start:end].transpose(0, 1) for t in (q, k, v)]
-            outs.append(torch.nn.functional.scaled_dot_product_attention(*segment, is_causal=is_causal).transpose(0, 1))
+            outs.append(
+                torch.nn.functional.scaled_dot_product_attention(*segment, is_causal=is_causal).transpose(
+                    0, 1
+                )
+            )
         return torch.cat(outs)
 
     fake.sageattn, fake.sageattn_varlen = sageattn, sageattn_varlen

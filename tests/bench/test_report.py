@@ -16,20 +16,42 @@ SEQS = (4224, 4352)
 def row(provider, seq, ms, pass_="fwd", status="ok", ok=True, rel_l2=2.3e-3, **extra):
     w = Workload(1, seq, seq, 24, 24, 128)
     tol = "quantized (int8/fp8)" if extra.get("quantized") else "bfloat16"
-    return Result(provider, provider.split("_")[0], status, w, pass_, ms_median=ms, tflops=100.0 / ms, mfu=0.1 / ms,
-                  ok=ok, rel_l2=rel_l2, max_abs=1e-3, mean_abs=1e-4, reason="" if ok else "out: rel_l2 0.5 > 0.02",
-                  extra={"tolerance": {"name": tol}, "mfu_datasheet": 0.08 / ms, **extra})
+    return Result(
+        provider,
+        provider.split("_")[0],
+        status,
+        w,
+        pass_,
+        ms_median=ms,
+        tflops=100.0 / ms,
+        mfu=0.1 / ms,
+        ok=ok,
+        rel_l2=rel_l2,
+        max_abs=1e-3,
+        mean_abs=1e-4,
+        reason="" if ok else "out: rel_l2 0.5 > 0.02",
+        extra={"tolerance": {"name": tol}, "mfu_datasheet": 0.08 / ms, **extra},
+    )
 
 
 def sweep_rows():
     rows = []
     for s in SEQS:
-        rows += [row("sdpa_flash", s, 0.75), row("sdpa_cudnn", s, 0.41), row("sdpa_cudnn", s, 1.60, "fwd_bwd"),
-                 row("sdpa_flash", s, 3.00, "fwd_bwd"),
-                 row("sage_sageattn", s, 0.30 if s == 4224 else 0.50, rel_l2=1.3e-2, quantized=True),
-                 row("fast_but_wrong", s, 0.05, status="incorrect", ok=False, rel_l2=0.5),
-                 Result("xformers", "xformers", "unavailable", Workload(1, s, s, 24, 24, 128),
-                        reason="not installed (no module 'xformers')")]
+        rows += [
+            row("sdpa_flash", s, 0.75),
+            row("sdpa_cudnn", s, 0.41),
+            row("sdpa_cudnn", s, 1.60, "fwd_bwd"),
+            row("sdpa_flash", s, 3.00, "fwd_bwd"),
+            row("sage_sageattn", s, 0.30 if s == 4224 else 0.50, rel_l2=1.3e-2, quantized=True),
+            row("fast_but_wrong", s, 0.05, status="incorrect", ok=False, rel_l2=0.5),
+            Result(
+                "xformers",
+                "xformers",
+                "unavailable",
+                Workload(1, s, s, 24, 24, 128),
+                reason="not installed (no module 'xformers')",
+            ),
+        ]
     # a NaN-producing kernel: its rel_l2 is not finite, so the row holds None
     rows.append(row("nan_kernel", 4224, 0.2, status="incorrect", ok=False, rel_l2=None))
     return rows
@@ -38,10 +60,16 @@ def sweep_rows():
 def test_summary_ranks_exact_and_quantised_apart_and_never_an_incorrect_row():
     summary = summary_table(sweep_rows())
     picked = {(r["pass"], r["seq"], r["kind"]): r["best provider"] for _, r in summary.iterrows()}
-    assert picked == {("fwd", 4224, "exact"): "sdpa_cudnn", ("fwd", 4224, "quantised"): "sage_sageattn",
-                      ("fwd", 4352, "exact"): "sdpa_cudnn",  # sage is slower there: no quantised row
-                      ("fwd_bwd", 4224, "exact"): "sdpa_cudnn", ("fwd_bwd", 4352, "exact"): "sdpa_cudnn"}
-    assert "fast_but_wrong" not in set(summary["best provider"]) and "nan_kernel" not in set(summary["best provider"])
+    assert picked == {
+        ("fwd", 4224, "exact"): "sdpa_cudnn",
+        ("fwd", 4224, "quantised"): "sage_sageattn",
+        ("fwd", 4352, "exact"): "sdpa_cudnn",  # sage is slower there: no quantised row
+        ("fwd_bwd", 4224, "exact"): "sdpa_cudnn",
+        ("fwd_bwd", 4352, "exact"): "sdpa_cudnn",
+    }
+    assert "fast_but_wrong" not in set(summary["best provider"]) and "nan_kernel" not in set(
+        summary["best provider"]
+    )
     first = summary.iloc[0]
     assert first["speedup vs sdpa_flash"] == pytest.approx(0.75 / 0.41)
     assert first["MFU (measured peak)"] == pytest.approx(0.1 / 0.41)
@@ -92,8 +120,12 @@ def test_markdown_table_formats_numbers_blanks_and_escapes():
 @pytest.mark.timeout(60)
 def test_report_and_results_import_without_torch():
     """The summary and correctness cells declare only pandas: these modules must not need torch."""
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import attnbench.bench.report, attnbench.bench.results, attnbench.bench.plots\n"
-            "print('ok')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import attnbench.bench.report, attnbench.bench.results, attnbench.bench.plots\n"
+        "print('ok')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

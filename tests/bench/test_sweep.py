@@ -90,8 +90,11 @@ class WrongGrad(Fake):
 
     def prepare(self, q, k, v, workload, backward=False):
         q, k, v = (t.detach().requires_grad_(backward) for t in (q, k, v))
-        return Prepared(run=lambda: attend(_ScaleGrad.apply(q), k, v, workload), to_canonical=lambda o: o,
-                        inputs=(q, k, v))
+        return Prepared(
+            run=lambda: attend(_ScaleGrad.apply(q), k, v, workload),
+            to_canonical=lambda o: o,
+            inputs=(q, k, v),
+        )
 
 
 class Oom(Fake):
@@ -113,10 +116,19 @@ class BrokenAvailability(Fake):
 
 
 PROVIDERS = [
-    Fake("good"), FakeBshd("good_bshd"), Fake("int8ish", quantized=True), Fake("missing", unavailable=lambda: "not installed (no module 'x')"),
-    Fake("causal_only", masks=("causal",)), Fake("fwd_only", backward=False), Raising("raises"),
-    Wrong("wrong"), WrongGrad("wrong_grad"), Oom("oom"), LateUnsupported("late_unsupported"),
-    BrokenAvailability("broken"), Fake("gpu_only", needs_cuda=True, unavailable=lambda: None),
+    Fake("good"),
+    FakeBshd("good_bshd"),
+    Fake("int8ish", quantized=True),
+    Fake("missing", unavailable=lambda: "not installed (no module 'x')"),
+    Fake("causal_only", masks=("causal",)),
+    Fake("fwd_only", backward=False),
+    Raising("raises"),
+    Wrong("wrong"),
+    WrongGrad("wrong_grad"),
+    Oom("oom"),
+    LateUnsupported("late_unsupported"),
+    BrokenAvailability("broken"),
+    Fake("gpu_only", needs_cuda=True, unavailable=lambda: None),
 ]
 WORKLOADS = [Workload(1, 24, 24, 4, 2, 16, dtype="float32"), Workload(2, 16, 32, 2, 2, 16, mask="causal")]
 PASSES = ("fwd", "fwd_bwd", "bwd")
@@ -125,8 +137,15 @@ PASSES = ("fwd", "fwd_bwd", "bwd")
 @pytest.fixture(scope="module")
 def swept():
     seen = []
-    rows = sweep.run_sweep(PROVIDERS, WORKLOADS, PASSES, device="cpu", env_id="test-machine",
-                           progress=seen.append, timing_options=FAST)
+    rows = sweep.run_sweep(
+        PROVIDERS,
+        WORKLOADS,
+        PASSES,
+        device="cpu",
+        env_id="test-machine",
+        progress=seen.append,
+        timing_options=FAST,
+    )
     return rows, seen
 
 
@@ -151,7 +170,12 @@ def test_good_providers_are_measured_and_checked(swept):
             assert row.tflops > 0 and row.mfu is None  # no measured peak on CPU
             assert row.setup_ms > 0
             checks = set(row.extra["correctness"])
-            assert checks == {"fwd": {"out"}, "bwd": {"dq", "dk", "dv"}, "fwd_bwd": {"out", "dq", "dk", "dv"}}[row.pass_]
+            assert (
+                checks
+                == {"fwd": {"out"}, "bwd": {"dq", "dk", "dv"}, "fwd_bwd": {"out", "dq", "dk", "dv"}}[
+                    row.pass_
+                ]
+            )
     assert table(rows)[("good_bshd", WORKLOADS[0], "fwd")].extra["note"] == "bshd"
 
 
@@ -164,7 +188,11 @@ def test_failure_rows_say_why(swept):
     assert t[("causal_only", WORKLOADS[1], "fwd")].status == "ok"
     assert t[("fwd_only", w, "fwd_bwd")].reason == "no backward"
     err = t[("raises", w, "fwd")]
-    assert (err.status, err.reason, err.extra["stage"]) == ("error", "RuntimeError: kernel exploded", "first call")
+    assert (err.status, err.reason, err.extra["stage"]) == (
+        "error",
+        "RuntimeError: kernel exploded",
+        "first call",
+    )
     oom = t[("oom", w, "fwd")]
     assert oom.status == "oom" and oom.reason.startswith("OutOfMemoryError: CUDA out of memory")
     assert t[("late_unsupported", w, "fwd")].status == "unsupported"
@@ -222,7 +250,9 @@ def test_rows_survive_jsonl(swept, tmp_path):
     rows, _ = swept
     write_jsonl(tmp_path / "r.jsonl", rows)
     back = read_jsonl(tmp_path / "r.jsonl")
-    assert [(r.provider, r.status, r.reason) for r in back] == [(r.provider, r.status, r.reason) for r in rows]
+    assert [(r.provider, r.status, r.reason) for r in back] == [
+        (r.provider, r.status, r.reason) for r in rows
+    ]
     assert [is_quantized(r) for r in back] == [is_quantized(r) for r in rows]
     assert back == rows  # every field, extra included
     # "wrong": every pass of both workloads (its gradients are 1.1x too); "wrong_grad": the two backward passes
@@ -230,8 +260,17 @@ def test_rows_survive_jsonl(swept, tmp_path):
 
 
 def test_without_reference_rows_are_marked_unchecked_and_not_best():
-    rows = sweep.run_sweep([Fake("good")], WORKLOADS[:1], ("fwd",), device="cpu", reference=False,
-                           env_id="x", progress=None, timing_options=FAST, peak_tflops=1e-6)
+    rows = sweep.run_sweep(
+        [Fake("good")],
+        WORKLOADS[:1],
+        ("fwd",),
+        device="cpu",
+        reference=False,
+        env_id="x",
+        progress=None,
+        timing_options=FAST,
+        peak_tflops=1e-6,
+    )
     assert rows[0].status == "ok" and rows[0].ok is None and rows[0].reason.startswith("not checked")
     assert rows[0].mfu == pytest.approx(rows[0].tflops / 1e-6)
     assert best_by_workload(rows) == [] and best_by_workload(rows, require_checked=False) == rows
@@ -243,8 +282,9 @@ def test_unknown_pass_is_an_error():
 
 
 def test_progress_line_is_printed(capsys):
-    sweep.run_sweep([Fake("missing", unavailable=lambda: "nope")], WORKLOADS[:1], ("fwd",), device="cpu",
-                    env_id="x")
+    sweep.run_sweep(
+        [Fake("missing", unavailable=lambda: "nope")], WORKLOADS[:1], ("fwd",), device="cpu", env_id="x"
+    )
     out = capsys.readouterr().out
     assert "missing" in out and "unavailable" in out and "nope" in out
 

@@ -40,8 +40,9 @@ def test_summarize_reports_median_p20_p80():
     assert t.total_ms == 15.0 and t.timer == "perf_counter"
 
 
-@pytest.mark.parametrize("reps,total,expected", [(4, 1000.0, False), (5, 49.0, False), (5, 50.0, True),
-                                                 (10, 0.0, True)])
+@pytest.mark.parametrize(
+    "reps,total,expected", [(4, 1000.0, False), (5, 49.0, False), (5, 50.0, True), (10, 0.0, True)]
+)
 def test_enough_needs_count_and_time_or_cap(reps, total, expected):
     assert timing.enough(reps, total, min_reps=5, min_time_ms=50.0, max_reps=10) is expected
 
@@ -64,11 +65,17 @@ def test_measure_cpu_stops_when_min_time_reached():
 
 def test_measure_cpu_stops_at_min_reps_or_cap():
     clock = FakeClock([2.0])
-    assert timing.measure(clock.fn, device="cpu", min_reps=7, min_time_ms=0.0, warmup_reps=0,
-                          clock=clock).reps == 7
+    assert (
+        timing.measure(clock.fn, device="cpu", min_reps=7, min_time_ms=0.0, warmup_reps=0, clock=clock).reps
+        == 7
+    )
     clock = FakeClock([2.0])
-    assert timing.measure(clock.fn, device="cpu", min_reps=2, min_time_ms=1e9, warmup_reps=0, max_reps=12,
-                          clock=clock).reps == 12
+    assert (
+        timing.measure(
+            clock.fn, device="cpu", min_reps=2, min_time_ms=1e9, warmup_reps=0, max_reps=12, clock=clock
+        ).reps
+        == 12
+    )
 
 
 def test_measure_cpu_quantiles_of_varying_durations():
@@ -82,8 +89,9 @@ def test_measure_real_clock_sees_sleep():
     assert t.reps == 3 and t.ms_median >= 2.0
 
 
-@pytest.mark.parametrize("kwargs", [{"min_reps": 0}, {"min_reps": 5, "max_reps": 4},
-                                    {"warmup_reps": -1}, {"min_time_ms": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"min_reps": 0}, {"min_reps": 5, "max_reps": 4}, {"warmup_reps": -1}, {"min_time_ms": -1.0}]
+)
 def test_measure_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError, match="bad timing arguments"):
         timing.measure(lambda: None, device="cpu", **kwargs)

@@ -180,7 +180,11 @@ def test_a_cell_is_keyed_on_the_parts_it_imports_transitively(tmp_path):
     assert index.closure("from attnbench import (\n    inputs,\n    kernels,\n)\n") == ["__init__", "kernels"]
     flux_key, ring_key = index.hash_for(flux), index.hash_for(ring)
 
-    (package / "cp" / "ring.py").write_text("from attnbench.bench.flops import attention_flops  # edited\n")
+    (package / "cp" / "ring.py").write_text(
+        "from attnbench.bench.flops import (attention_flops)  # comment\n"
+    )
+    assert SourceIndex.of(package).hash_for(ring) == ring_key  # formatting and comments are not code
+    (package / "cp" / "ring.py").write_text("from attnbench.bench.flops import attention_flops, mfu\n")
     index = SourceIndex.of(package)
     assert index.hash_for(flux) == flux_key  # editing cp/ leaves a bench-only cell cached
     assert index.hash_for(ring) != ring_key

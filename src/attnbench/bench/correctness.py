@@ -80,13 +80,25 @@ class Comparison:
         return row
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, dtype, quantized: bool = False, grad: bool = False,
-            what: str = "out") -> Comparison:
+def compare(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    dtype,
+    quantized: bool = False,
+    grad: bool = False,
+    what: str = "out",
+) -> Comparison:
     """Compare `out` with the reference `ref` (same shape) under the tolerance of `dtype`."""
     tol = tolerance_for(dtype, quantized, grad)
     if tuple(out.shape) != tuple(ref.shape):
-        return Comparison(math.inf, math.inf, math.inf, False, tol,
-                          f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+        return Comparison(
+            math.inf,
+            math.inf,
+            math.inf,
+            False,
+            tol,
+            f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}",
+        )
     a = out.detach().to(device=ref.device, dtype=torch.float64)
     b = ref.detach().to(torch.float64)
     diff = (a - b).abs()
@@ -98,14 +110,32 @@ def compare(out: torch.Tensor, ref: torch.Tensor, dtype, quantized: bool = False
     bound = tol.max_abs * (float(b.abs().max()) if b.numel() else 0.0)
     if not finite:
         bad = int((~torch.isfinite(a)).sum())
-        return Comparison(math.nan if math.isnan(max_abs) else max_abs, mean_abs, rel_l2, False, tol,
-                          f"{what}: {bad} non-finite values (NaN/inf)")
+        return Comparison(
+            math.nan if math.isnan(max_abs) else max_abs,
+            mean_abs,
+            rel_l2,
+            False,
+            tol,
+            f"{what}: {bad} non-finite values (NaN/inf)",
+        )
     if rel_l2 > tol.rel_l2:
-        return Comparison(max_abs, mean_abs, rel_l2, False, tol,
-                          f"{what}: rel_l2 {rel_l2:.3g} > {tol.rel_l2:g} ({tol.name})")
+        return Comparison(
+            max_abs,
+            mean_abs,
+            rel_l2,
+            False,
+            tol,
+            f"{what}: rel_l2 {rel_l2:.3g} > {tol.rel_l2:g} ({tol.name})",
+        )
     if max_abs > bound:
-        return Comparison(max_abs, mean_abs, rel_l2, False, tol,
-                          f"{what}: max_abs {max_abs:.3g} > {tol.max_abs:g} * max|ref| = {bound:.3g} ({tol.name})")
+        return Comparison(
+            max_abs,
+            mean_abs,
+            rel_l2,
+            False,
+            tol,
+            f"{what}: max_abs {max_abs:.3g} > {tol.max_abs:g} * max|ref| = {bound:.3g} ({tol.name})",
+        )
     return Comparison(max_abs, mean_abs, rel_l2, True, tol)
 
 
@@ -138,12 +168,17 @@ def _expand_kv(t: torch.Tensor, heads_q: int) -> torch.Tensor:
 
 def _check_shapes(q, k, v, workload: Workload) -> None:
     w = workload
-    want = {"q": (w.batch, w.heads_q, w.seqlen_q, w.head_dim), "k": (w.batch, w.heads_kv, w.seqlen_k, w.head_dim),
-            "v": (w.batch, w.heads_kv, w.seqlen_k, w.head_dim)}
+    want = {
+        "q": (w.batch, w.heads_q, w.seqlen_q, w.head_dim),
+        "k": (w.batch, w.heads_kv, w.seqlen_k, w.head_dim),
+        "v": (w.batch, w.heads_kv, w.seqlen_k, w.head_dim),
+    }
     for name, t in zip("qkv", (q, k, v)):
         if tuple(t.shape) != want[name]:
-            raise ValueError(f"{name} has shape {tuple(t.shape)}, workload {w.label()} needs {want[name]} "
-                             "([batch, heads, seq, head_dim])")
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}, workload {w.label()} needs {want[name]} "
+                "([batch, heads, seq, head_dim])"
+            )
 
 
 def _chunks(workload: Workload):

@@ -20,8 +20,17 @@ from collections.abc import Iterable
 from typing import Any
 
 CLOCK_FIELDS = ("clocks.sm", "clocks.max.sm", "temperature.gpu", "power.draw")
-VERSION_PACKAGES = ("torch", "triton", "numpy", "flash_attn", "flash_attn_3", "xformers", "sageattention",
-                    "transformer_engine", "kernels")
+VERSION_PACKAGES = (
+    "torch",
+    "triton",
+    "numpy",
+    "flash_attn",
+    "flash_attn_3",
+    "xformers",
+    "sageattention",
+    "transformer_engine",
+    "kernels",
+)
 
 
 def nvidia_smi(args: Iterable[str] = (), timeout: float = 20.0) -> tuple[str | None, str | None]:
@@ -65,16 +74,27 @@ def clock_snapshot() -> dict[str, Any]:
     snap: dict[str, Any] = {"time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     rows, reason = _query(CLOCK_FIELDS)
     if rows is None:
-        return {**snap, "sm_mhz": None, "max_sm_mhz": None, "temperature_c": None, "power_w": None,
-                "reason": reason}
-    return {**snap, "sm_mhz": [_number(r["clocks.sm"]) for r in rows],
-            "max_sm_mhz": [_number(r["clocks.max.sm"]) for r in rows],
-            "temperature_c": [_number(r["temperature.gpu"]) for r in rows],
-            "power_w": [_number(r["power.draw"]) for r in rows], "reason": None}
+        return {
+            **snap,
+            "sm_mhz": None,
+            "max_sm_mhz": None,
+            "temperature_c": None,
+            "power_w": None,
+            "reason": reason,
+        }
+    return {
+        **snap,
+        "sm_mhz": [_number(r["clocks.sm"]) for r in rows],
+        "max_sm_mhz": [_number(r["clocks.max.sm"]) for r in rows],
+        "temperature_c": [_number(r["temperature.gpu"]) for r in rows],
+        "power_w": [_number(r["power.draw"]) for r in rows],
+        "reason": None,
+    }
 
 
 def clock_report(before: dict[str, Any], after: dict[str, Any]) -> str:
     """One line comparing two snapshots (GPU 0), e.g. 'SM clock 1980 -> 1755 MHz (max 1980)'."""
+
     def first(snap, key):
         values = snap.get(key)
         return values[0] if values else None
@@ -82,8 +102,10 @@ def clock_report(before: dict[str, Any], after: dict[str, Any]) -> str:
     b, a, m = first(before, "sm_mhz"), first(after, "sm_mhz"), first(before, "max_sm_mhz")
     if b is None or a is None:
         return f"SM clock unknown ({before.get('reason') or after.get('reason') or 'no data'})"
-    return (f"SM clock {b:.0f} -> {a:.0f} MHz (max {m if m is None else f'{m:.0f}'}), "
-            f"temperature {first(before, 'temperature_c')} -> {first(after, 'temperature_c')} C")
+    return (
+        f"SM clock {b:.0f} -> {a:.0f} MHz (max {m if m is None else f'{m:.0f}'}), "
+        f"temperature {first(before, 'temperature_c')} -> {first(after, 'temperature_c')} C"
+    )
 
 
 def _package_version(name: str) -> str | None:
@@ -131,9 +153,16 @@ def _torch_info(info: dict[str, Any], reasons: dict[str, str]) -> None:
     gpus = []
     for index in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(index)
-        gpus.append({"index": index, "name": p.name, "sm_count": p.multi_processor_count,
-                     "l2_bytes": getattr(p, "L2_cache_size", None), "memory_bytes": p.total_memory,
-                     "capability": f"{p.major}.{p.minor}"})
+        gpus.append(
+            {
+                "index": index,
+                "name": p.name,
+                "sm_count": p.multi_processor_count,
+                "l2_bytes": getattr(p, "L2_cache_size", None),
+                "memory_bytes": p.total_memory,
+                "capability": f"{p.major}.{p.minor}",
+            }
+        )
     info["gpus"] = gpus
     info["gpu"], info["sm_count"] = gpus[0]["name"], gpus[0]["sm_count"]
     info["l2_bytes"], info["memory_bytes"] = gpus[0]["l2_bytes"], gpus[0]["memory_bytes"]
@@ -143,7 +172,9 @@ def collect_env(providers: Iterable[Any] | None = None) -> dict[str, Any]:
     """Everything a reader needs to judge a measurement; `reasons` explains every None."""
     reasons: dict[str, str] = {}
     info: dict[str, Any] = {
-        "python": sys.version.split()[0], "platform": platform.platform(), "cpu": _cpu_name(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
     }
     _torch_info(info, reasons)

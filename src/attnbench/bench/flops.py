@@ -124,8 +124,13 @@ def datasheet_peak(gpu_name: str | None) -> float | None:
     return None
 
 
-def measure_matmul_peak(device="cuda", dtype="bfloat16", sizes: tuple[int, ...] = (8192, 16384),
-                        reps: int = 20, warmup_s: float = 0.5) -> float:
+def measure_matmul_peak(
+    device="cuda",
+    dtype="bfloat16",
+    sizes: tuple[int, ...] = (8192, 16384),
+    reps: int = 20,
+    warmup_s: float = 0.5,
+) -> float:
     """Achieved TFLOP/s of square torch.mm in `dtype`: the best median over `sizes`.
 
     This is the realistic ceiling on this machine now (clocks, power), the MFU denominator. The GPU
@@ -154,6 +159,13 @@ def _matmul_tflops(n: int, device, dtype, reps: int, warmup_s: float) -> float:
     while time.perf_counter() - start < warmup_s:
         torch.mm(a, b, out=out)
         synchronize(device)
-    timing = measure(lambda: torch.mm(a, b, out=out), device=device, min_reps=reps, min_time_ms=200.0,
-                     warmup_reps=3, max_reps=max(reps, 500), flush_l2=False)
-    return tflops(2.0 * n ** 3, timing.ms_median) or 0.0
+    timing = measure(
+        lambda: torch.mm(a, b, out=out),
+        device=device,
+        min_reps=reps,
+        min_time_ms=200.0,
+        warmup_reps=3,
+        max_reps=max(reps, 500),
+        flush_l2=False,
+    )
+    return tflops(2.0 * n**3, timing.ms_median) or 0.0

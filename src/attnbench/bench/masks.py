@@ -123,8 +123,9 @@ def dense_mask(workload: Workload, device=None, q_start: int = 0, q_end: int | N
         raise ValueError(f"query rows [{q_start}, {q_end}) outside [0, {workload.seqlen_q})")
     rows, sk = q_end - q_start, workload.seqlen_k
     if rows * sk > DENSE_LIMIT:
-        raise ValueError(f"dense mask of {rows} x {sk} is too big (limit {DENSE_LIMIT} elements): "
-                         "ask for fewer query rows")
+        raise ValueError(
+            f"dense mask of {rows} x {sk} is too big (limit {DENSE_LIMIT} elements): ask for fewer query rows"
+        )
     mod = mask_mod(workload, device)
     if mod is None:
         return torch.ones(rows, sk, dtype=torch.bool, device=device)

@@ -76,8 +76,9 @@ def _colors(providers: list[str]) -> dict[str, tuple]:
     return {name: cmap(i % cmap.N) for i, name in enumerate(providers)}
 
 
-def plot_sweep(rows: Iterable[Result], path: Path | str, *, metric: str = "ms_median", title: str = "",
-               note: str = "") -> PlotInfo:
+def plot_sweep(
+    rows: Iterable[Result], path: Path | str, *, metric: str = "ms_median", title: str = "", note: str = ""
+) -> PlotInfo:
     """One panel per pass present; x = key sequence length; writes an SVG (white background)."""
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r} is not one of {tuple(METRICS)}")
@@ -96,8 +97,14 @@ def plot_sweep(rows: Iterable[Result], path: Path | str, *, metric: str = "ms_me
     notes = [n for n in (note, CPU_NOTE if cpu_timed else "") if n]
 
     with plt.style.context("default"), matplotlib.rc_context({"svg.fonttype": "none", "font.size": 10}):
-        fig, axes = plt.subplots(1, len(passes), figsize=(5.4 * len(passes), 4.4), squeeze=False,
-                                 facecolor="white", layout="constrained")
+        fig, axes = plt.subplots(
+            1,
+            len(passes),
+            figsize=(5.4 * len(passes), 4.4),
+            squeeze=False,
+            facecolor="white",
+            layout="constrained",
+        )
         for ax, pass_ in zip(axes[0], passes):
             info.lines[pass_] = _draw_panel(ax, [r for r in drawn if r.pass_ == pass_], metric, colors, pass_)
             ax.set_title(PASS_TITLES.get(pass_, pass_))
@@ -105,8 +112,15 @@ def plot_sweep(rows: Iterable[Result], path: Path | str, *, metric: str = "ms_me
             ax.set_ylabel(METRICS[metric][0])
             ax.grid(True, color="#d0d0d0", linewidth=0.6)
             if not info.lines[pass_]:
-                ax.text(0.5, 0.5, "no measured provider", ha="center", va="center", transform=ax.transAxes,
-                        color="#666666")
+                ax.text(
+                    0.5,
+                    0.5,
+                    "no measured provider",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                    color="#666666",
+                )
         _shared_legend(fig, axes[0])
         heading = title + (f"\n{' | '.join(notes)}" if notes else "")
         if heading:
@@ -135,12 +149,27 @@ def _draw_panel(ax, rows: list[Result], metric: str, colors: dict, pass_: str) -
         else:
             label, style = provider, "-"
         # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file
-        ax.plot(xs, ys, style, marker="o", markersize=3.5, linewidth=1.6, color=colors[provider], label=label,
-                gid=f"series-{pass_}-{provider}-{status}")
+        ax.plot(
+            xs,
+            ys,
+            style,
+            marker="o",
+            markersize=3.5,
+            linewidth=1.6,
+            color=colors[provider],
+            label=label,
+            gid=f"series-{pass_}-{provider}-{status}",
+        )
         bands = [_band(r, metric) for r in group]
         if status == "ok" and all(bands):
-            ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=colors[provider],
-                            alpha=0.15, linewidth=0)
+            ax.fill_between(
+                xs,
+                [b[0] for b in bands],
+                [b[1] for b in bands],
+                color=colors[provider],
+                alpha=0.15,
+                linewidth=0,
+            )
         labels.append(label)
     seqs = sorted({_seq(r) for r in rows})
     if seqs:
@@ -161,8 +190,14 @@ def _shared_legend(fig, axes) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                   fontsize=8, frameon=False)
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="upper left",
+            bbox_to_anchor=(1.0, 0.92),
+            fontsize=8,
+            frameon=False,
+        )
 
 
 def _shorten(line: str, limit: int = 120) -> str:
@@ -172,5 +207,14 @@ def _shorten(line: str, limit: int = 120) -> str:
 def _place_footer(fig, lines: list[str]) -> None:
     if not lines:
         return
-    fig.text(0.01, -0.02, "\n".join(lines), ha="left", va="top", fontsize=8, family="monospace",
-             color="#333333", wrap=True)
+    fig.text(
+        0.01,
+        -0.02,
+        "\n".join(lines),
+        ha="left",
+        va="top",
+        fontsize=8,
+        family="monospace",
+        color="#333333",
+        wrap=True,
+    )

@@ -37,18 +37,51 @@ def correctness_table(rows: Iterable[Result]):
             if not these:
                 continue
             worst = max(these, key=_rel_l2_key)
-            table.append({"provider": provider, "pass": pass_, "shapes": len(these), "max_abs": worst.max_abs,
-                          "mean_abs": worst.mean_abs, "rel_l2": worst.rel_l2, "ok": all(r.ok for r in these),
-                          "worst at": f"S={worst.workload.seqlen_k}",
-                          "tolerance": (worst.extra.get("tolerance") or {}).get("name", ""),
-                          "reason": worst.reason if worst.status == "incorrect" else ""})
+            table.append(
+                {
+                    "provider": provider,
+                    "pass": pass_,
+                    "shapes": len(these),
+                    "max_abs": worst.max_abs,
+                    "mean_abs": worst.mean_abs,
+                    "rel_l2": worst.rel_l2,
+                    "ok": all(r.ok for r in these),
+                    "worst at": f"S={worst.workload.seqlen_k}",
+                    "tolerance": (worst.extra.get("tolerance") or {}).get("name", ""),
+                    "reason": worst.reason if worst.status == "incorrect" else "",
+                }
+            )
         if not checked:
             reasons = list(dict.fromkeys(f"{r.status}: {r.reason}" for r in mine))
-            table.append({"provider": provider, "pass": "-", "shapes": 0, "max_abs": None, "mean_abs": None,
-                          "rel_l2": None, "ok": None, "worst at": "", "tolerance": "",
-                          "reason": " | ".join(reasons)})
-    return pd.DataFrame(table, columns=["provider", "pass", "shapes", "max_abs", "mean_abs", "rel_l2", "ok",
-                                        "worst at", "tolerance", "reason"])
+            table.append(
+                {
+                    "provider": provider,
+                    "pass": "-",
+                    "shapes": 0,
+                    "max_abs": None,
+                    "mean_abs": None,
+                    "rel_l2": None,
+                    "ok": None,
+                    "worst at": "",
+                    "tolerance": "",
+                    "reason": " | ".join(reasons),
+                }
+            )
+    return pd.DataFrame(
+        table,
+        columns=[
+            "provider",
+            "pass",
+            "shapes",
+            "max_abs",
+            "mean_abs",
+            "rel_l2",
+            "ok",
+            "worst at",
+            "tolerance",
+            "reason",
+        ],
+    )
 
 
 def summary_table(rows: Iterable[Result], baseline: str = "sdpa_flash"):
@@ -60,14 +93,42 @@ def summary_table(rows: Iterable[Result], baseline: str = "sdpa_flash"):
     exact = {(r.workload, r.pass_): r for r in best_by_workload(rows, quantized=False)}
     quantised = {(r.workload, r.pass_): r for r in best_by_workload(rows, quantized=True)}
     best = [("exact", r) for r in exact.values()]
-    best += [("quantised", r) for key, r in quantised.items()
-             if key not in exact or r.ms_median < exact[key].ms_median]
+    best += [
+        ("quantised", r)
+        for key, r in quantised.items()
+        if key not in exact or r.ms_median < exact[key].ms_median
+    ]
     best.sort(key=lambda item: (PASSES.index(item[1].pass_), item[1].workload.seqlen_k, item[0]))
-    columns = ["pass", "seq", "kind", "best provider", "ms", "TFLOP/s", "MFU (measured peak)", "MFU (datasheet)",
-               f"speedup vs {baseline}", "rel_l2"]
-    return pd.DataFrame([[r.pass_, r.workload.seqlen_k, kind, r.provider, r.ms_median, r.tflops, r.mfu,
-                          r.extra.get("mfu_datasheet"), speedups.get((r.provider, r.workload, r.pass_)), r.rel_l2]
-                         for kind, r in best], columns=columns)
+    columns = [
+        "pass",
+        "seq",
+        "kind",
+        "best provider",
+        "ms",
+        "TFLOP/s",
+        "MFU (measured peak)",
+        "MFU (datasheet)",
+        f"speedup vs {baseline}",
+        "rel_l2",
+    ]
+    return pd.DataFrame(
+        [
+            [
+                r.pass_,
+                r.workload.seqlen_k,
+                kind,
+                r.provider,
+                r.ms_median,
+                r.tflops,
+                r.mfu,
+                r.extra.get("mfu_datasheet"),
+                speedups.get((r.provider, r.workload, r.pass_)),
+                r.rel_l2,
+            ]
+            for kind, r in best
+        ],
+        columns=columns,
+    )
 
 
 def tflops_pivot(rows: Iterable[Result]):
@@ -75,9 +136,18 @@ def tflops_pivot(rows: Iterable[Result]):
     import pandas as pd
 
     measured = [r for r in rows if usable(r) and r.tflops is not None]
-    frame = pd.DataFrame([{"pass": r.pass_, "provider": r.provider + (" (quantised)" if is_quantized(r) else ""),
-                           "seq": r.workload.seqlen_k, "TFLOP/s": r.tflops} for r in measured],
-                         columns=["pass", "provider", "seq", "TFLOP/s"])
+    frame = pd.DataFrame(
+        [
+            {
+                "pass": r.pass_,
+                "provider": r.provider + (" (quantised)" if is_quantized(r) else ""),
+                "seq": r.workload.seqlen_k,
+                "TFLOP/s": r.tflops,
+            }
+            for r in measured
+        ],
+        columns=["pass", "provider", "seq", "TFLOP/s"],
+    )
     if frame.empty:
         return frame
     return frame.pivot_table(index=["pass", "provider"], columns="seq", values="TFLOP/s")
@@ -106,7 +176,9 @@ def _missing(value) -> bool:
 Format = Callable[[float], str]
 
 
-def format_cell(column: str, value, formats: dict[str, Format] | None = None, default: Format | None = None) -> str:
+def format_cell(
+    column: str, value, formats: dict[str, Format] | None = None, default: Format | None = None
+) -> str:
     """Text of one value: '' when missing; `formats[column]` (else `default`) for numbers; speedups '1.82x'."""
     formats = FORMATS if formats is None else formats
     if _missing(value):
@@ -137,6 +209,8 @@ def markdown_table(frame, formats: dict[str, Format] | None = None, default: For
     shown = formatted(frame, formats, default)
     header = [str(c) for c in shown.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |"
-              for row in shown.itertuples(index=False)]
+    lines += [
+        "| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |"
+        for row in shown.itertuples(index=False)
+    ]
     return "\n".join(lines) + "\n"

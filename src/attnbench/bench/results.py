@@ -35,8 +35,12 @@ class Workload:
     head_dim: int
     dtype: str = "bfloat16"
     mask: str = "full"
-    window: int | None = None  # sliding window: key j allowed for query i when 0 <= i + (Sk - Sq) - j < window
-    doc_lens: tuple[int, ...] | None = None  # document/block_causal: lengths summing to seqlen_q (== seqlen_k)
+    window: int | None = (
+        None  # sliding window: key j allowed for query i when 0 <= i + (Sk - Sq) - j < window
+    )
+    doc_lens: tuple[int, ...] | None = (
+        None  # document/block_causal: lengths summing to seqlen_q (== seqlen_k)
+    )
 
     def __post_init__(self):
         if self.mask not in MASKS:
@@ -47,8 +51,10 @@ class Workload:
             raise ValueError("a sliding_window workload needs window > 0")
         if self.mask in ("document", "block_causal"):
             if not self.doc_lens or sum(self.doc_lens) != self.seqlen_q or self.seqlen_q != self.seqlen_k:
-                raise ValueError(f"{self.mask} mask: doc_lens {self.doc_lens} must sum to "
-                                 f"seqlen_q == seqlen_k ({self.seqlen_q}, {self.seqlen_k})")
+                raise ValueError(
+                    f"{self.mask} mask: doc_lens {self.doc_lens} must sum to "
+                    f"seqlen_q == seqlen_k ({self.seqlen_q}, {self.seqlen_k})"
+                )
             if any(n <= 0 for n in self.doc_lens):
                 raise ValueError(f"{self.mask} mask: doc_lens {self.doc_lens} must all be positive")
 
@@ -59,8 +65,10 @@ class Workload:
     def label(self) -> str:
         extra = f" w={self.window}" if self.window else ""
         extra += f" docs={len(self.doc_lens)}" if self.doc_lens else ""
-        return (f"B{self.batch} Sq{self.seqlen_q} Sk{self.seqlen_k} H{self.heads_q}/{self.heads_kv} "
-                f"D{self.head_dim} {self.dtype} {self.mask}{extra}")
+        return (
+            f"B{self.batch} Sq{self.seqlen_q} Sk{self.seqlen_k} H{self.heads_q}/{self.heads_kv} "
+            f"D{self.head_dim} {self.dtype} {self.mask}{extra}"
+        )
 
 
 @dataclass
@@ -97,9 +105,15 @@ class Result:
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("workload", "pass_")}
         work = asdict(self.workload)
         work["doc_lens"] = list(work["doc_lens"]) if work["doc_lens"] else None
-        return {"provider": self.provider, "family": self.family, "status": self.status,
-                "reason": self.reason, **work, "pass": self.pass_,
-                **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")}}
+        return {
+            "provider": self.provider,
+            "family": self.family,
+            "status": self.status,
+            "reason": self.reason,
+            **work,
+            "pass": self.pass_,
+            **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")},
+        }
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Result:
@@ -153,12 +167,16 @@ def is_quantized(row: Result) -> bool:
 
 def usable(row: Result, require_checked: bool = True) -> bool:
     """Measured and not known to be wrong: status ok and (by default) correctness-checked and passing."""
-    return (row.status == "ok" and row.ms_median is not None
-            and (row.ok is True or (not require_checked and row.ok is None)))
+    return (
+        row.status == "ok"
+        and row.ms_median is not None
+        and (row.ok is True or (not require_checked and row.ok is None))
+    )
 
 
-def best_by_workload(rows: Iterable[Result], require_checked: bool = True,
-                     quantized: bool | None = None) -> list[Result]:
+def best_by_workload(
+    rows: Iterable[Result], require_checked: bool = True, quantized: bool | None = None
+) -> list[Result]:
     """The fastest usable row per (workload, pass). An incorrect row is never usable, so never the best.
 
     quantized: None ranks every row; False only exact kernels; True only quantised ones.
@@ -173,10 +191,18 @@ def best_by_workload(rows: Iterable[Result], require_checked: bool = True,
     return list(best.values())
 
 
-def speedup_over(rows: Iterable[Result], baseline: str = "sdpa_flash",
-                 require_checked: bool = True) -> dict[tuple[str, Workload, str], float]:
+def speedup_over(
+    rows: Iterable[Result], baseline: str = "sdpa_flash", require_checked: bool = True
+) -> dict[tuple[str, Workload, str], float]:
     """{(provider, workload, pass): baseline ms / provider ms} where both rows are usable."""
     rows = list(rows)
-    base = {(r.workload, r.pass_): r.ms_median for r in rows if r.provider == baseline and usable(r, require_checked)}
-    return {(r.provider, r.workload, r.pass_): base[(r.workload, r.pass_)] / r.ms_median
-            for r in rows if usable(r, require_checked) and (r.workload, r.pass_) in base}
+    base = {
+        (r.workload, r.pass_): r.ms_median
+        for r in rows
+        if r.provider == baseline and usable(r, require_checked)
+    }
+    return {
+        (r.provider, r.workload, r.pass_): base[(r.workload, r.pass_)] / r.ms_median
+        for r in rows
+        if usable(r, require_checked) and (r.workload, r.pass_) in base
+    }

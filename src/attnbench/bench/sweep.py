@@ -116,21 +116,25 @@ class _Workspace:
 
     def ref_out(self):
         if self._out is None:
-            self._out = self._reference(lambda: correctness.reference_attention(self.q, self.k, self.v,
-                                                                                 self.workload))
+            self._out = self._reference(
+                lambda: correctness.reference_attention(self.q, self.k, self.v, self.workload)
+            )
         return self._out
 
     def ref_grads(self):
         if self._grads is None:
-            self._grads = self._reference(lambda: correctness.reference_grads(self.q, self.k, self.v,
-                                                                               self.dout, self.workload))
+            self._grads = self._reference(
+                lambda: correctness.reference_grads(self.q, self.k, self.v, self.dout, self.workload)
+            )
         return self._grads
 
 
 def _grad_inputs(prepared) -> tuple[torch.Tensor, ...]:
     inputs = tuple(prepared.inputs)
     if len(inputs) != 3:
-        raise ValueError(f"Prepared.inputs must be the native (q, k, v) for a backward pass, got {len(inputs)}")
+        raise ValueError(
+            f"Prepared.inputs must be the native (q, k, v) for a backward pass, got {len(inputs)}"
+        )
     for name, t in zip("qkv", inputs):
         if not t.requires_grad:
             if not t.is_leaf:
@@ -147,8 +151,10 @@ def _native_grad_output(out, to_canonical, dout: torch.Tensor) -> torch.Tensor:
     with torch.enable_grad():
         canonical = to_canonical(probe)
     if tuple(canonical.shape) != tuple(dout.shape) or not canonical.requires_grad:
-        raise ValueError(f"to_canonical gives {tuple(canonical.shape)} (requires_grad={canonical.requires_grad}); "
-                         f"need a differentiable map to {tuple(dout.shape)}")
+        raise ValueError(
+            f"to_canonical gives {tuple(canonical.shape)} (requires_grad={canonical.requires_grad}); "
+            f"need a differentiable map to {tuple(dout.shape)}"
+        )
     (grad,) = torch.autograd.grad(canonical, probe, dout.to(canonical.dtype))
     return torch.empty_like(out).copy_(grad)
 
@@ -167,7 +173,9 @@ def canonical_grad(grad: torch.Tensor, layout: str, like: torch.Tensor) -> torch
     else:
         raise ValueError(f"cannot map gradients of layout {layout!r} (bhsd | bshd | sbhd | thd)")
     if tuple(mapped.shape) != tuple(like.shape):
-        raise ValueError(f"{layout} gradient of shape {tuple(grad.shape)} does not map to {tuple(like.shape)}")
+        raise ValueError(
+            f"{layout} gradient of shape {tuple(grad.shape)} does not map to {tuple(like.shape)}"
+        )
     return mapped
 
 
@@ -177,18 +185,33 @@ def _check(row: Result, checks: dict[str, correctness.Comparison], reference_err
         row.reason = f"not checked: {reference_error}"
         return
     main = correctness.worst(checks)
-    row.max_abs, row.mean_abs, row.rel_l2 = _finite(main.max_abs), _finite(main.mean_abs), _finite(main.rel_l2)
+    row.max_abs, row.mean_abs, row.rel_l2 = (
+        _finite(main.max_abs),
+        _finite(main.mean_abs),
+        _finite(main.rel_l2),
+    )
     row.ok = main.ok
-    row.extra["tolerance"] = {"name": main.tolerance.name, "rel_l2": main.tolerance.rel_l2,
-                              "max_abs": main.tolerance.max_abs}
-    row.extra["correctness"] = {name: {"max_abs": _finite(c.max_abs), "mean_abs": _finite(c.mean_abs),
-                                       "rel_l2": _finite(c.rel_l2), "ok": c.ok} for name, c in checks.items()}
+    row.extra["tolerance"] = {
+        "name": main.tolerance.name,
+        "rel_l2": main.tolerance.rel_l2,
+        "max_abs": main.tolerance.max_abs,
+    }
+    row.extra["correctness"] = {
+        name: {
+            "max_abs": _finite(c.max_abs),
+            "mean_abs": _finite(c.mean_abs),
+            "rel_l2": _finite(c.rel_l2),
+            "ok": c.ok,
+        }
+        for name, c in checks.items()
+    }
     if not main.ok:
         row.status, row.reason = "incorrect", main.reason
 
 
-def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[str],
-                 timing_options: dict[str, Any]) -> None:
+def _measure_row(
+    row: Result, provider, ws: _Workspace, pass_: str, stage: list[str], timing_options: dict[str, Any]
+) -> None:
     """Setup, correctness and timing of one (provider, workload, pass); fills `row` or raises."""
     w, device = ws.workload, ws.device
     canonical = (ws.q.detach(), ws.k.detach(), ws.v.detach())
@@ -198,10 +221,13 @@ def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[
 
     def compare(name, out, ref, grad=False):
         if tuple(out.shape) != tuple(ref.shape):
-            raise ValueError(f"{name} has shape {tuple(out.shape)}, expected {tuple(ref.shape)} (to_canonical?)")
+            raise ValueError(
+                f"{name} has shape {tuple(out.shape)}, expected {tuple(ref.shape)} (to_canonical?)"
+            )
         checks[name] = correctness.compare(out, ref, w.dtype, provider.quantized, grad=grad, what=name)
 
     if pass_ == "fwd":
+
         def first():
             stage[0] = "prepare"
             prepared = provider.prepare(*canonical, w, backward=False)
@@ -255,6 +281,7 @@ def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[
 
             def step():
                 return torch.autograd.grad(out, inputs, dout, retain_graph=True)
+
         result = timing.measure(step, device=device, **timing_options)
 
     row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
@@ -266,12 +293,27 @@ def _measure_row(row: Result, provider, ws: _Workspace, pass_: str, stage: list[
         row.extra.update(memory)
 
 
-def run_one(provider, workload: Workload, pass_: str, ws: _Workspace, *, unavailable: str | None,
-            timing_options: dict[str, Any], peak_tflops: float | None, datasheet_tflops: float | None,
-            env_id: str) -> Result:
+def run_one(
+    provider,
+    workload: Workload,
+    pass_: str,
+    ws: _Workspace,
+    *,
+    unavailable: str | None,
+    timing_options: dict[str, Any],
+    peak_tflops: float | None,
+    datasheet_tflops: float | None,
+    env_id: str,
+) -> Result:
     """One row; never raises (except KeyboardInterrupt)."""
-    row = Result(provider=provider.name, family=provider.family, status="ok", workload=workload, pass_=pass_,
-                 env=env_id)
+    row = Result(
+        provider=provider.name,
+        family=provider.family,
+        status="ok",
+        workload=workload,
+        pass_=pass_,
+        env=env_id,
+    )
     if getattr(provider, "quantized", False):
         row.extra["quantized"] = True  # ranked apart from exact kernels (results.best_by_workload)
     if unavailable:
@@ -312,11 +354,20 @@ def _availability(provider) -> str | None:
         return f"unavailable() raised {describe_exception(exc)}"
 
 
-def run_sweep(providers: Iterable, workloads: Iterable[Workload], passes: Iterable[str] = ("fwd",), *,
-              device=None, reference: bool = True, seed: int = 0, peak_tflops: float | str | None = "measure",
-              datasheet_tflops: float | None = None, env_id: str | None = None,
-              progress: Progress | None = print_progress, timing_options: dict[str, Any] | None = None,
-              ) -> list[Result]:
+def run_sweep(
+    providers: Iterable,
+    workloads: Iterable[Workload],
+    passes: Iterable[str] = ("fwd",),
+    *,
+    device=None,
+    reference: bool = True,
+    seed: int = 0,
+    peak_tflops: float | str | None = "measure",
+    datasheet_tflops: float | None = None,
+    env_id: str | None = None,
+    progress: Progress | None = print_progress,
+    timing_options: dict[str, Any] | None = None,
+) -> list[Result]:
     """Measure every provider on every workload and pass. Returns all rows, one per combination.
 
     peak_tflops: the MFU denominator; "measure" times a bf16 matmul now (CUDA only, else no MFU).
@@ -340,13 +391,20 @@ def run_sweep(providers: Iterable, workloads: Iterable[Workload], passes: Iterab
         ws = _Workspace(workload, device, seed, reference)
         for provider in providers:
             for pass_ in passes:
-                row = run_one(provider, workload, pass_, ws, unavailable=availability[id(provider)],
-                              timing_options=timing_options or {}, peak_tflops=peak_tflops,
-                              datasheet_tflops=datasheet_tflops, env_id=env_id)
+                row = run_one(
+                    provider,
+                    workload,
+                    pass_,
+                    ws,
+                    unavailable=availability[id(provider)],
+                    timing_options=timing_options or {},
+                    peak_tflops=peak_tflops,
+                    datasheet_tflops=datasheet_tflops,
+                    env_id=env_id,
+                )
                 rows.append(row)
                 if progress is not None:
                     progress(row)
         del ws
         timing.release_memory(device)
     return rows
-

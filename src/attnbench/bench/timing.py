@@ -67,9 +67,15 @@ def quantile(sorted_values: list[float], q: float) -> float:
 def summarize(samples_ms: list[float], timer: str, **memory) -> Timing:
     """Median/p20/p80 of per-repetition times."""
     ordered = sorted(samples_ms)
-    return Timing(ms_median=statistics.median(ordered), ms_p20=quantile(ordered, 0.2),
-                  ms_p80=quantile(ordered, 0.8), reps=len(ordered), timer=timer,
-                  total_ms=float(sum(ordered)), **memory)
+    return Timing(
+        ms_median=statistics.median(ordered),
+        ms_p20=quantile(ordered, 0.2),
+        ms_p80=quantile(ordered, 0.8),
+        reps=len(ordered),
+        timer=timer,
+        total_ms=float(sum(ordered)),
+        **memory,
+    )
 
 
 def enough(reps: int, total_ms: float, *, min_reps: int, min_time_ms: float, max_reps: int) -> bool:
@@ -77,8 +83,9 @@ def enough(reps: int, total_ms: float, *, min_reps: int, min_time_ms: float, max
     return reps >= max_reps or (reps >= min_reps and total_ms >= min_time_ms)
 
 
-def next_batch(reps: int, total_ms: float, estimate_ms: float, *, min_reps: int, min_time_ms: float,
-               max_reps: int) -> int:
+def next_batch(
+    reps: int, total_ms: float, estimate_ms: float, *, min_reps: int, min_time_ms: float, max_reps: int
+) -> int:
     """How many repetitions still look needed to satisfy `enough`, from a per-call estimate."""
     by_time = math.ceil(max(min_time_ms - total_ms, 0.0) / max(estimate_ms, 1e-4))
     return max(1, min(max(min_reps - reps, by_time), max_reps - reps))
@@ -86,9 +93,11 @@ def next_batch(reps: int, total_ms: float, estimate_ms: float, *, min_reps: int,
 
 def _check_args(min_reps: int, min_time_ms: float, warmup_reps: int, max_reps: int) -> None:
     if min_reps < 1 or max_reps < min_reps or warmup_reps < 0 or min_time_ms < 0:
-        raise ValueError(f"bad timing arguments: min_reps={min_reps} max_reps={max_reps} "
-                         f"warmup_reps={warmup_reps} min_time_ms={min_time_ms} "
-                         "(need 1 <= min_reps <= max_reps, warmup_reps >= 0, min_time_ms >= 0)")
+        raise ValueError(
+            f"bad timing arguments: min_reps={min_reps} max_reps={max_reps} "
+            f"warmup_reps={warmup_reps} min_time_ms={min_time_ms} "
+            "(need 1 <= min_reps <= max_reps, warmup_reps >= 0, min_time_ms >= 0)"
+        )
 
 
 def is_cuda(device) -> bool:
@@ -101,9 +110,17 @@ def flush_buffer_bytes(device) -> int:
     return FLUSH_L2_FACTOR * l2 if l2 > 0 else FALLBACK_FLUSH_BYTES
 
 
-def measure(fn: Callable[[], Any], *, device="cuda", min_reps: int = 10, min_time_ms: float = 100.0,
-            warmup_reps: int = 3, max_reps: int = 1000, flush_l2: bool = True,
-            clock: Callable[[], float] | None = None) -> Timing:
+def measure(
+    fn: Callable[[], Any],
+    *,
+    device="cuda",
+    min_reps: int = 10,
+    min_time_ms: float = 100.0,
+    warmup_reps: int = 3,
+    max_reps: int = 1000,
+    flush_l2: bool = True,
+    clock: Callable[[], float] | None = None,
+) -> Timing:
     """Time `fn()` (its return value is dropped). CUDA events on a CUDA device, else perf_counter.
 
     `clock` (seconds, CPU path only) exists so tests can drive the stopping rule deterministically.
@@ -158,8 +175,13 @@ def _measure_cuda(fn, device: torch.device, warmup_reps: int, rule: dict, flush_
             samples += timed_batch(n)
             estimate = statistics.median(samples)
         peak = torch.cuda.max_memory_allocated(device)
-    return summarize(samples, "cuda_event", peak_mem_bytes=max(peak - baseline, 0),
-                     baseline_mem_bytes=baseline - flush_bytes, flush_bytes=flush_bytes)
+    return summarize(
+        samples,
+        "cuda_event",
+        peak_mem_bytes=max(peak - baseline, 0),
+        baseline_mem_bytes=baseline - flush_bytes,
+        flush_bytes=flush_bytes,
+    )
 
 
 def synchronize(device) -> None:

@@ -7,6 +7,7 @@ before any cell starts.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -192,6 +193,15 @@ def _referenced_parts(text: str) -> set[str]:
     return found
 
 
+def _canonical(text: str) -> str:
+    """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
+    any change to what runs (docstrings included) does. Unparsable text counts as itself."""
+    try:
+        return ast.dump(ast.parse(text))
+    except SyntaxError:
+        return text
+
+
 @dataclass(frozen=True)
 class SourceIndex:
     """src/attnbench split into parts (each subpackage, each top-level module), EXCLUDING notebook/:
@@ -215,9 +225,10 @@ class SourceIndex:
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
             if part == "notebook":
                 continue
-            data = path.read_bytes()
-            digests.setdefault(part, hashlib.sha256()).update(rel.as_posix().encode() + b"\0" + data + b"\0")
-            refs.setdefault(part, set()).update(_referenced_parts(data.decode("utf-8", "replace")))
+            text = path.read_text(encoding="utf-8", errors="replace")
+            digest = digests.setdefault(part, hashlib.sha256())
+            digest.update(rel.as_posix().encode() + b"\0" + _canonical(text).encode() + b"\0")
+            refs.setdefault(part, set()).update(_referenced_parts(text))
         return cls({p: d.hexdigest() for p, d in digests.items()}, {p: frozenset(r) for p, r in refs.items()})
 
     def closure(self, source: str) -> list[str]:

@@ -66,8 +66,11 @@ class Provider:
             return "no backward"
         if self.head_dims is not None and workload.head_dim not in self.head_dims:
             return f"head_dim {workload.head_dim} not supported (supports {self.head_dims})"
-        if (not self.causal_any_lengths and workload.mask in ("causal", "sliding_window")
-                and workload.seqlen_q != workload.seqlen_k):
+        if (
+            not self.causal_any_lengths
+            and workload.mask in ("causal", "sliding_window")
+            and workload.seqlen_q != workload.seqlen_k
+        ):
             return f"{workload.mask} with seqlen_q != seqlen_k: this kernel's alignment is not bottom-right"
         return None
 
@@ -91,6 +94,7 @@ class Provider:
 
 
 # --- helpers shared by the provider modules -------------------------------------------------------
+
 
 def describe_exception(exc: BaseException) -> str:
     """`ExcType: first line of the message`, the form every reason uses."""
@@ -173,8 +177,12 @@ def compile_fn(fn, *, mode: str | None = None):
 
 def _configure_dynamo(torch) -> None:
     config = torch._dynamo.config
-    for name, value in (("recompile_limit", 64), ("cache_size_limit", 64),
-                        ("fail_on_recompile_limit_hit", True), ("fail_on_cache_limit_hit", True)):
+    for name, value in (
+        ("recompile_limit", 64),
+        ("cache_size_limit", 64),
+        ("fail_on_recompile_limit_hit", True),
+        ("fail_on_cache_limit_hit", True),
+    ):
         try:
             if isinstance(value, bool) or getattr(config, name) < value:
                 setattr(config, name, value)

@@ -60,8 +60,9 @@ class FlexAttention(Provider):
         mod = masks.mask_mod(workload, device=q.device)
         block_mask = None
         if mod is not None:  # B=None, H=None: the mask is the same for every batch element and head
-            block_mask = create_block_mask(mod, None, None, workload.seqlen_q, workload.seqlen_k,
-                                           device=q.device)
+            block_mask = create_block_mask(
+                mod, None, None, workload.seqlen_q, workload.seqlen_k, device=q.device
+            )
         kwargs = {"block_mask": block_mask, "enable_gqa": workload.gqa}
         if self.compiled:
             fn = compile_fn(flex_attention)
@@ -70,6 +71,7 @@ class FlexAttention(Provider):
             def run():
                 return fn(q, k, v, **kwargs)
         else:
+
             def run():
                 with warnings.catch_warnings():  # "called without torch.compile": that is the point here
                     warnings.simplefilter("ignore", UserWarning)

@@ -38,16 +38,20 @@ class HfKernel(FlashStyleProvider):
         module = self._module()
         if not hasattr(module, self.function):
             public = sorted(n for n in dir(module) if not n.startswith("_"))
-            raise AttributeError(f"{self.repo} has no {self.function} (it has: {', '.join(public[:8]) or 'nothing'}"
-                                 f"{', ...' if len(public) > 8 else ''})")
+            raise AttributeError(
+                f"{self.repo} has no {self.function} (it has: {', '.join(public[:8]) or 'nothing'}"
+                f"{', ...' if len(public) > 8 else ''})"
+            )
         return getattr(module, self.function)
 
     def unavailable(self) -> str | None:
         missing = import_failure("kernels")
         if missing:
             # the package alone is not enough: get_kernel() then fetches a build from the Hub
-            return (f"{missing}; with it, get_kernel({self.repo!r}) downloads a prebuilt kernel from the "
-                    "Hugging Face Hub (needs network or a copy in the local HF cache)")
+            return (
+                f"{missing}; with it, get_kernel({self.repo!r}) downloads a prebuilt kernel from the "
+                "Hugging Face Hub (needs network or a copy in the local HF cache)"
+            )
         missing = cuda_missing()
         if missing:
             return missing
@@ -58,8 +62,18 @@ class HfKernel(FlashStyleProvider):
         except Exception as exc:  # noqa: BLE001
             hint = ""
             text = f"{type(exc).__name__} {exc}".lower()
-            if any(word in text for word in ("connect", "offline", "network", "resolve", "local cache",
-                                            "timed out", "localentrynotfound")):
+            if any(
+                word in text
+                for word in (
+                    "connect",
+                    "offline",
+                    "network",
+                    "resolve",
+                    "local cache",
+                    "timed out",
+                    "localentrynotfound",
+                )
+            ):
                 hint = " (no network to the Hub and no cached copy?)"
             return f"get_kernel({self.repo!r}) failed{hint}: {describe_exception(exc)}"
         return None

@@ -28,8 +28,10 @@ from attnbench.bench.providers.base import (
 )
 from attnbench.bench.results import Workload
 
-TIMED_NOTE = ("timed call = the sageattn API: K-mean subtraction, V cast to fp16 (bf16 inputs), int8 "
-              "quantisation of Q and K, then the attention kernel")
+TIMED_NOTE = (
+    "timed call = the sageattn API: K-mean subtraction, V cast to fp16 (bf16 inputs), int8 "
+    "quantisation of Q and K, then the attention kernel"
+)
 
 
 def _private_bshd(t):
@@ -84,8 +86,12 @@ class SageProvider(Provider):
             q, v = q.detach(), v.detach()
             k = k.detach().clone()  # smooth_k edits K in place: never the caller's K (made here, untimed)
             kwargs, to_canonical = {"tensor_layout": "HND"}, (lambda out: out)
-        return Prepared(run=lambda: attn(q, k, v, is_causal=causal, **kwargs), to_canonical=to_canonical,
-                        inputs=(q, k, v), note=TIMED_NOTE)
+        return Prepared(
+            run=lambda: attn(q, k, v, is_causal=causal, **kwargs),
+            to_canonical=to_canonical,
+            inputs=(q, k, v),
+            note=TIMED_NOTE,
+        )
 
 
 class SageVarlen(SageProvider):
@@ -122,5 +128,9 @@ class SageVarlen(SageProvider):
         def to_canonical(out):
             return out.reshape(b, s, hq, d).transpose(1, 2)
 
-        return Prepared(run=run, to_canonical=to_canonical, inputs=tuple(packed),
-                        note=f"packed varlen (thd); {TIMED_NOTE}")
+        return Prepared(
+            run=run,
+            to_canonical=to_canonical,
+            inputs=tuple(packed),
+            note=f"packed varlen (thd); {TIMED_NOTE}",
+        )

@@ -26,12 +26,17 @@ from attnbench.bench.results import Workload
 # static address of the graph (here q, k, v, and dout in the backward) into the graph's own buffers, so the
 # timed call holds those device copies too (3 x 27 MB at the Flux shape: tens of microseconds). Inside a
 # compiled model the activations are produced in the graph and nothing is copied; rows say so.
-CUDAGRAPH_NOTE = ("max-autotune replays a CUDA graph: each call also copies q, k, v (and dout) into the "
-                  "graph's static buffers, inside the timed region")
+CUDAGRAPH_NOTE = (
+    "max-autotune replays a CUDA graph: each call also copies q, k, v (and dout) into the "
+    "graph's static buffers, inside the timed region"
+)
 
 # SDPBackend member -> the torch.backends.cuda check that explains a refusal
-_CHECKS = {"FLASH_ATTENTION": "can_use_flash_attention", "EFFICIENT_ATTENTION": "can_use_efficient_attention",
-           "CUDNN_ATTENTION": "can_use_cudnn_attention"}
+_CHECKS = {
+    "FLASH_ATTENTION": "can_use_flash_attention",
+    "EFFICIENT_ATTENTION": "can_use_efficient_attention",
+    "CUDNN_ATTENTION": "can_use_cudnn_attention",
+}
 
 
 def _why_backend_refuses(backend: str, q, k, v, is_causal: bool, gqa: bool) -> str | None:
@@ -132,12 +137,13 @@ class SdpaProvider(Provider):
             fn = _sdpa
 
         if backends is None:
+
             def run():
                 return fn(q, k, v, **kwargs)
         else:
+
             def run():
                 with sdpa_kernel(backends):
                     return fn(q, k, v, **kwargs)
 
         return Prepared(run=run, to_canonical=lambda out: out, inputs=(q, k, v), note=note)
-

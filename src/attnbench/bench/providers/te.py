@@ -49,8 +49,12 @@ class TransformerEngine(Provider):
             mask_type = "causal" if same else "causal_bottom_right"
         else:  # sliding_window: 0 <= i - j < window
             mask_type, window = "causal", (workload.window - 1, 0)
-        module_kwargs = {"num_gqa_groups": workload.heads_kv, "attention_dropout": 0.0,
-                         "qkv_format": self.qkv_format, "attn_mask_type": mask_type}
+        module_kwargs = {
+            "num_gqa_groups": workload.heads_kv,
+            "attention_dropout": 0.0,
+            "qkv_format": self.qkv_format,
+            "attn_mask_type": mask_type,
+        }
         if window is not None:
             module_kwargs["window_size"] = window
         attention = DotProductAttention(hq, d, **module_kwargs).to(q.device)

@@ -52,8 +52,11 @@ class XFormers(Provider):
         groups = hq // hkv
         args = (q, k, v)
         if groups > 1:  # BMGHK: [b, s, hkv, groups, d]; K/V broadcast over each group (views, no copies)
-            args = (q.view(b, sq, hkv, groups, d), k.unsqueeze(3).expand(-1, -1, -1, groups, -1),
-                    v.unsqueeze(3).expand(-1, -1, -1, groups, -1))
+            args = (
+                q.view(b, sq, hkv, groups, d),
+                k.unsqueeze(3).expand(-1, -1, -1, groups, -1),
+                v.unsqueeze(3).expand(-1, -1, -1, groups, -1),
+            )
         attention = xops.memory_efficient_attention
         if self.compiled:
             attention = compile_fn(xops.memory_efficient_attention)
@@ -63,5 +66,4 @@ class XFormers(Provider):
             return attention(*args, attn_bias=bias).reshape(b, sq, hq, d)
 
         note = "GQA via BMGHK expand" if groups > 1 else ""
-        return Prepared(run=run, to_canonical=lambda out: out.transpose(1, 2),
-                        inputs=(q, k, v), note=note)
+        return Prepared(run=run, to_canonical=lambda out: out.transpose(1, 2), inputs=(q, k, v), note=note)
