@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["attnbench", "pandas"]
+# dependencies = ["attnbench", "pandas", "torch"]
 # [tool.uv.sources]
 # attnbench = { path = "../../", editable = true }
 # ///
