@@ -14,9 +14,12 @@ import csv
 import json
 import re
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from attnbench.bench.results import Workload
 
 MAX_TABLE_ROWS = 200  # rows shown per table; the full file is a download link
 MAX_RECORDS = 20_000  # JSONL lines read for the curated view (beyond: counted, not read)
@@ -172,18 +175,7 @@ def _flatten(record: dict, prefix: str = "") -> dict[str, Any]:
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
 NOT_MEASURED = ("unavailable", "unsupported")  # grouped by provider and reason instead of one row per shape
-WORKLOAD = (
-    "batch",
-    "seqlen_q",
-    "seqlen_k",
-    "heads_q",
-    "heads_kv",
-    "head_dim",
-    "dtype",
-    "mask",
-    "window",
-    "doc_lens",
-)
+WORKLOAD = tuple(f.name for f in fields(Workload))  # the row's workload columns, in schema order
 
 
 def _results(records: list[dict], total: int) -> dict[str, Any]:
