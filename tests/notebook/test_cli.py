@@ -192,3 +192,23 @@ def test_export_writes_an_ipynb(project):
     assert out.code == 0, out.err
     assert (project.root / "e.ipynb").is_file()
     assert project.cli("export", path, "--to", "docx").code == 2
+
+
+def test_clean_refuses_a_label_that_leaves_the_outputs_folder(project):
+    path = project.write("k.md", notebook(cell("id=a", "pass")))
+    project.run(path)
+    keep = project.root / "keep"
+    keep.mkdir()
+    for label in ("../../keep", str(keep), ".hidden"):
+        out = project.cli("clean", path, "--outputs", "--label", label)
+        assert out.code == 2 and f"--label {label!r}: a label is one folder name" in out.err
+    assert keep.is_dir() and project.cell_dir("k", "a").is_dir()
+
+
+def test_a_param_override_that_is_not_plain_data_exits_2_naming_it(project):
+    path = project.write("p.md", notebook(cell("id=a", "print(d)"), params={"d": "x"}))
+    out = project.run(path, "-p", "d=2024-01-01")  # YAML reads a date
+    assert out.code == 2
+    assert "param 'd': -p d=datetime.date(2024, 1, 1) is a date, not plain data" in out.err
+    assert not (project.root / "outputs" / "p").exists()  # nothing started, nothing half-written
+    assert project.run(path, "-p", "d='2024-01-01'").code == 0  # quoted, it is a string

@@ -20,7 +20,6 @@ from attnbench.notebook.machine import (
 )
 from attnbench.notebook.plan import (
     SourceIndex,
-    attnbench_sources_hash,
     cell_key,
     load_graph,
     stale_reasons,
@@ -149,20 +148,23 @@ def test_keys_hold_no_absolute_paths(project):
     assert project.result("k", "b")["key_parts"]["upstream"] == {"a": project.result("k", "a")["key"]}
 
 
+EVERYTHING = "from attnbench import bench, notebook\n"  # a cell using every part
+
+
 def test_sources_hash_ignores_the_engine(tmp_path):
     package = tmp_path / "attnbench"
     (package / "notebook").mkdir(parents=True)
     (package / "bench").mkdir()
     (package / "notebook" / "cli.py").write_text("x = 1\n")
     (package / "bench" / "timing.py").write_text("y = 1\n")
-    before = attnbench_sources_hash(package)
+    before = SourceIndex.of(package).hash_for(EVERYTHING)
     (package / "notebook" / "cli.py").write_text("x = 2\n")
-    assert attnbench_sources_hash(package) == before
+    assert SourceIndex.of(package).hash_for(EVERYTHING) == before
     (package / "bench" / "timing.py").write_text("y = 2\n")
-    assert attnbench_sources_hash(package) != before
-    before = attnbench_sources_hash(package)
+    assert SourceIndex.of(package).hash_for(EVERYTHING) != before
+    before = SourceIndex.of(package).hash_for(EVERYTHING)
     (package / "bench" / "new.py").write_text("")
-    assert attnbench_sources_hash(Path(package)) != before
+    assert SourceIndex.of(Path(package)).hash_for(EVERYTHING) != before
 
 
 def test_a_cell_is_keyed_on_the_parts_it_imports_transitively(tmp_path):

@@ -476,3 +476,13 @@ def test_shown_rounds_for_reading_and_keeps_the_exact_value():
     assert shown(True).text == "true" and shown(None).text == ""
     long = "x" * 100
     assert shown(long) == (long, long, "long")  # cut by CSS, whole in the tooltip
+
+
+def test_a_need_in_another_folder_links_to_that_notebooks_page():
+    from attnbench.notebook.document import Need
+    from attnbench.notebook.render import _need_link
+
+    # site pages live at site/<notebook name>/<label>.html whatever folder the notebook sits in
+    link = _need_link(Need("gpu", notebook="sub/other"), "nvidia-h200")
+    assert link == {"text": "sub/other.md:gpu", "href": "../other/nvidia-h200.html#cell-gpu"}
+    assert _need_link(Need("bench"), "cpu")["href"] == "#cell-bench"

@@ -230,6 +230,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
     if args.label and not args.outputs:
         raise SetupError("--label only applies with --outputs")
+    if args.label:
+        try:
+            store.check_label(args.label)
+        except ValueError as e:
+            raise SetupError(str(e)) from None
     root = store.find_root(args.notebooks[0]) if args.notebooks else _project_root()
     names = [p.stem for p in args.notebooks]
     outputs = root / "outputs"

@@ -6,9 +6,24 @@ Every element remembers the 1-based line it came from so that any later error ca
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def is_plain_data(value: Any) -> bool:
+    """JSON-like data (None, str, bool, int, finite float, lists, str-keyed dicts): what a param may hold,
+    since every param becomes JSON for the cell and a Python literal in its script."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(is_plain_data(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_plain_data(v) for k, v in value.items())
+    return False
 
 
 class NotebookError(Exception):
@@ -34,6 +49,11 @@ class Need:
 
     def __str__(self) -> str:
         return f"{self.notebook}.md:{self.cell}" if self.notebook else self.cell
+
+    @property
+    def notebook_name(self) -> str | None:
+        """The other notebook's name (its folder under outputs/ and site/), without any path."""
+        return self.notebook.rsplit("/", 1)[-1] if self.notebook else None
 
 
 @dataclass
@@ -110,6 +130,13 @@ class Notebook:
                 known = ", ".join(sorted(self.params)) or "none"
                 raise NotebookError(
                     self.path, line_of, f"unknown param {key!r} (-p {key}=...); params: {known}"
+                )
+            if not is_plain_data(value):
+                raise NotebookError(
+                    self.path,
+                    line_of,
+                    f"param {key!r}: -p {key}={value!r} is a {type(value).__name__}, not plain "
+                    "data (string, number, bool, null, list or mapping); quote it to pass a string",
                 )
             resolved[key] = value
         return resolved

@@ -85,14 +85,14 @@ class CellProcess:
             end_group(self.proc, 1.0, reraise=True)
             if self.in_setup:
                 return self._after_setup(code)
-            duration = self.elapsed
+            duration = self.run_elapsed  # the cell itself; `uv sync` time is env_setup_s
             if code == 0:
                 return Finished(code, "ok", "", duration)
             return Finished(code, "failed", failure_reason(code, self.stderr_path), duration)
         if not self.in_setup and self.timeout is not None and self.run_elapsed > self.timeout:
             end_group(self.proc, self.grace, reraise=True)
             return Finished(
-                self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.elapsed
+                self.proc.returncode, "timeout", f"timed out after {self.timeout:g} s", self.run_elapsed
             )
         return None
 

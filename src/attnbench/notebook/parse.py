@@ -9,7 +9,6 @@ like survive verbatim.
 from __future__ import annotations
 
 import keyword
-import math
 import re
 import shlex
 from functools import lru_cache
@@ -20,7 +19,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from attnbench.notebook.attributes import fence_attributes
-from attnbench.notebook.document import Block, Cell, Notebook, NotebookError
+from attnbench.notebook.document import Block, Cell, Notebook, NotebookError, is_plain_data
 from attnbench.notebook.pep723 import ScriptMetadataError, split_script_metadata
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -147,7 +146,7 @@ def _load_front_matter(src: _Source, opening: int, closing: int) -> dict[str, An
             if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
                 # Each param becomes a variable in the cell script's prelude.
                 raise src.error(line, f"param name {name!r} is not a Python identifier")
-            if not _is_json(value):
+            if not is_plain_data(value):
                 raise src.error(
                     line,
                     f"param {name!r}: default must be plain data (str, number, bool, null, list, "
@@ -165,18 +164,6 @@ def _key_lines(src: _Source, mapping: yaml.MappingNode, first_line: int, what: s
             raise src.error(line, f"duplicate {what} {key!r} (first at line {lines[key]})")
         lines[key] = line
     return lines
-
-
-def _is_json(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool, int)):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_is_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
-    return False
 
 
 def _kind(value: Any) -> str:

@@ -249,14 +249,6 @@ class SourceIndex:
         return digest.hexdigest()
 
 
-def attnbench_sources_hash(package_dir: Path, source: str | None = None) -> str:
-    """The `attnbench` key part: of the parts `source` uses, or of every part when source is None."""
-    index = SourceIndex.of(package_dir)
-    if source is None:
-        source = " ".join(f"attnbench.{part}" for part in index.hashes)
-    return index.hash_for(source)
-
-
 @dataclass(frozen=True)
 class CacheKey:
     key: str

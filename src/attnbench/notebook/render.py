@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from attnbench.notebook import artifacts as show
 from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail
+from attnbench.notebook.store import BAD_STATES
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +290,7 @@ def _is_run_dir(path: Path) -> bool:
 def _status_of(entry: dict, result: dict | None) -> tuple[str, str]:
     """The cell's status on this machine: run.json's state for this run, else the stored result."""
     state = entry.get("state")
-    if state in ("failed", "timeout", "interrupted", "missing-deps", "skipped"):
+    if state in BAD_STATES:
         return state, entry.get("reason") or (result or {}).get("reason") or ""
     if result is not None:
         return result.get("status") or "unknown", result.get("reason") or ""
@@ -309,7 +310,7 @@ def _need_link(need, label: str) -> dict[str, str]:
     if need.notebook:  # the other notebook's page on the same machine label
         return {
             "text": str(need),
-            "href": f"../{quote(need.notebook)}/{quote(label)}.html#cell-{quote(need.cell)}",
+            "href": f"../{quote(need.notebook_name)}/{quote(label)}.html#cell-{quote(need.cell)}",
         }
     return {"text": str(need), "href": f"#cell-{quote(need.cell)}"}
 

@@ -27,7 +27,6 @@ from attnbench.notebook.materialise import materialise
 from attnbench.notebook.plan import NodeId, node_name
 from attnbench.notebook.session import Session, SetupError
 
-BAD_STATES = {"failed", "timeout", "interrupted", "skipped", "missing-deps"}
 STATE_WORDS = {
     "failed": "failed",
     "timeout": "timed out",
@@ -77,7 +76,7 @@ class Runner:
         code = 130
         try:
             self._loop(order, forced)
-            code = 1 if any(st.state in BAD_STATES for st in self.states.values()) else 0
+            code = 1 if any(st.state in store.BAD_STATES for st in self.states.values()) else 0
         except KeyboardInterrupt:
             self._interrupt_all()
         finally:
@@ -98,7 +97,7 @@ class Runner:
                     up not in self.states or self.states[up].state in ("waiting", "running") for up in ups
                 ):
                     continue
-                bad = [up for up in ups if self.states[up].state in BAD_STATES]
+                bad = [up for up in ups if self.states[up].state in store.BAD_STATES]
                 if bad:
                     words = STATE_WORDS[self.states[bad[0]].state]
                     self._set(node, CellState("skipped", f"upstream {self._name(bad[0], node[0])} {words}"))

@@ -94,9 +94,10 @@ def prepare(paths: list[Path], options: Options) -> Session:
     root = store.find_root(graph.notebooks[graph.named[0]].path)
     outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"
     machine = machine_mod.detect_machine()
-    label = options.label or machine_mod.label_for(machine_mod.detect_gpus())
-    if "/" in label or label.startswith(".") or not label:
-        raise SetupError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
+    try:
+        label = store.check_label(options.label or machine_mod.detect_label())
+    except ValueError as e:
+        raise SetupError(str(e)) from None
     package_dir = Path(attnbench.__file__).resolve().parent
     # Only a source checkout's src/ goes on PYTHONPATH: an installed package's parent is a site-packages
     # folder, which must not leak into another interpreter.

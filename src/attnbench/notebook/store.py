@@ -43,6 +43,17 @@ def find_root(notebook_path: Path) -> Path:
     return folder.parent if folder.name == "notebooks" else folder
 
 
+# run.json states of a cell that did not produce a good result in this run
+BAD_STATES = frozenset({"failed", "timeout", "interrupted", "skipped", "missing-deps"})
+
+
+def check_label(label: str) -> str:
+    """A machine label names one folder under outputs/<notebook>/; anything else is a ValueError."""
+    if not label or "/" in label or "\\" in label or label.startswith(".") or Path(label).is_absolute():
+        raise ValueError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
+    return label
+
+
 def run_dir(outputs: Path, notebook: str, label: str) -> Path:
     return outputs / notebook / label
 
