@@ -225,6 +225,34 @@ def run_bench_suite(rec: Recorder) -> None:
         rec.exception("bench-oom", exc)
     finally:
         MathKernel.forward = original
+    run_reference_oom_cases(rec)
+
+
+def run_reference_oom_cases(rec: Recorder) -> None:
+    """An out-of-memory on rank 1 only, after the reference's first call passed: in a timed call
+    (fwd_bwd) or in the untimed forward before a timed backward (bwd). Every rank must report it."""
+    from attnbench.cp import bench
+
+    original = torch.nn.functional.scaled_dot_product_attention
+    for case_id, pass_ in (("bench-reference-oom", "fwd_bwd"), ("bench-reference-oom-bwd", "bwd")):
+        calls = []
+
+        def failing_sdpa(*args, _calls=calls, **kwargs):
+            _calls.append(1)
+            if dist.get_rank() == 1 and len(_calls) == 2:  # the first call is the checked one
+                raise torch.OutOfMemoryError("CUDA out of memory (injected by the test)")
+            return original(*args, **kwargs)
+
+        torch.nn.functional.scaled_dot_product_attention = failing_sdpa
+        try:
+            row = bench.measure_reference(
+                16, pass_=pass_, heads=4, head_dim=16, dtype="float32", min_reps=3, max_reps=3, min_time_s=0.0
+            )
+            rec.add(case=case_id, kind="row", row=row.to_dict())
+        except Exception as exc:  # noqa: BLE001
+            rec.exception(case_id, exc)
+        finally:
+            torch.nn.functional.scaled_dot_product_attention = original
 
 
 def main(rank: int, world: int, port: int, suites: list[str], outdir: str) -> None:

@@ -104,6 +104,10 @@ def _breakdown():
             kernel="cpu_math",
             reps=2,
         )
+    refused = {"bad-mask": {"mask": "sliding_window", "seq_len": 64}, "bad-length": {"seq_len": 63}}
+    for name, case in refused.items():
+        kw = {"mask": "causal", **case}
+        out[name] = breakdown("ring", heads=4, head_dim=16, dtype="float32", kernel="cpu_math", reps=2, **kw)
     return out
 
 

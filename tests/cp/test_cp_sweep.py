@@ -61,6 +61,13 @@ def test_breakdown_measures_work_imbalance_and_times_per_rank():
         assert r["kernel_ms"] > 0 and r["comm_ms"] > 0 and r["total_ms"] > 0
     assert all(r["exchange_ms"] > 0 and r["exchange_bytes"] == 2 * 4 * 32 * 16 * 4 for r in ring)
     assert "exchange_ms" not in ulysses[0]
+    # the same guards as measure(): a reason on every rank, nothing run
+    mask, length = rank0["bad-mask"], rank0["bad-length"]
+    assert [r["rank"] for r in mask] == [0, 1] and [r["rank"] for r in length] == [0, 1]
+    assert {r["status"] for r in mask + length} == {"unsupported"}
+    assert all(r["reason"] == "mask sliding_window: CP strategies do causal and full" for r in mask)
+    assert all(r["reason"] == "seq_len 63 is not divisible by the world size 2" for r in length)
+    assert not any("total_ms" in r for r in mask + length)
 
 
 @pytest.mark.timeout(400)

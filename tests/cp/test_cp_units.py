@@ -161,3 +161,22 @@ def test_registry_kernels_and_unavailable_reasons():
     assert "CUDA" in cp.get_strategy("torch_cp").unavailable(torch.device("cpu"), None)
     with pytest.raises(ValueError, match="unknown context-parallel strategy"):
         cp.get_strategy("nope")
+
+
+def test_verdict_names_a_nan_error_on_one_rank_as_failed():
+    from attnbench.cp.verify import combine_verdicts
+
+    good = {m: {"cp": 1e-4, "single": 1e-4, "bound": 1e-3} for m in ("out", "dq", "dk", "dv")}
+    nan_dk = {**good, "dk": {"cp": float("nan"), "single": 1e-4, "bound": 1e-3}}
+    for verdicts in (
+        [(True, good, 1e-5), (False, nan_dk, 1e-5)],
+        [(False, nan_dk, 1e-5), (True, good, 1e-5)],
+    ):
+        combined = combine_verdicts(verdicts)
+        assert combined["ok"] is False and combined["status"] == "incorrect"
+        assert combined["reason"] == "beyond tolerance: dk"
+        assert combined["errors"]["dk"]["cp"] != combined["errors"]["dk"]["cp"]  # the NaN is reported
+    nan_lse = combine_verdicts([(True, good, 1e-5), (False, good, float("nan"))])
+    assert nan_lse["reason"] == "beyond tolerance: lse" and nan_lse["lse_err"] != nan_lse["lse_err"]
+    fine = combine_verdicts([(True, good, 1e-5), (True, good, 2e-5)])
+    assert fine == {"errors": good, "lse_err": 2e-5, "ok": True, "status": "ok", "reason": ""}

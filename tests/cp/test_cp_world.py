@@ -65,3 +65,17 @@ def test_bench_reports_unavailable_unsupported_and_oom_rows():
     reference = rows(group, "bench-reference")
     assert reference[0]["status"] == "ok" and reference[0]["provider"] == "single_gpu_math"  # CPU: SDPA math
     assert reference[0]["extra"]["world_size"] == 1 and reference[0]["seqlen_q"] == 16
+
+
+@pytest.mark.timeout(400)
+def test_reference_oom_in_timed_repetitions_is_a_row_on_every_rank():
+    group = spawned(2, SUITES[2])  # a hang here would kill the group at its timeout and fail
+    for case_id in ("bench-reference-oom", "bench-reference-oom-bwd"):
+        rank0, rank1 = rows(group, case_id)
+        assert rank0 == rank1, f"{case_id}: ranks disagree"
+        assert rank0["status"] == "oom", rank0
+        assert rank0["provider"] == "single_gpu_math"
+        assert "rank 1: OutOfMemoryError" in rank0["reason"] and "rank 0" not in rank0["reason"]
+        assert "in the timed repetitions" in rank0["reason"]
+    # the group still works afterwards: the sweep suite runs after these cases in the same group
+    assert rows(group, "bench-reference")[0]["status"] == "ok"

@@ -34,15 +34,39 @@ def classify(exc: BaseException) -> int:
     return BAD_INPUT if isinstance(exc, ValueError) else ERROR
 
 
+class AgreedFailure(Exception):
+    """A step failed on some rank and every rank knows it (status, message): raised on every rank."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def outcome(exc: BaseException) -> tuple[int, str]:
+    """(status, "Type: first line") of an exception, for agreement."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return classify(exc), f"{type(exc).__name__}: {text}"
+
+
 def agree_status(status: int, message: str, group) -> tuple[int, str]:
     """Worst status over ranks and, if not ok, the messages of the ranks that failed."""
     worst = int(agree_max(status, group))
-    if worst == OK:
-        return worst, ""
+    return worst, (_failed_messages(worst, status, message, group) if worst != OK else "")
+
+
+def agree_sample(status: int, message: str, value: float, group) -> tuple[int, str, float]:
+    """Worst status and max of `value` over ranks in one all_reduce (the messages only if one failed)."""
+    t = torch.tensor([float(status), float(value)], dtype=torch.float64, device=comm.comm_device(group))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    worst, value = int(t[0].item()), float(t[1].item())
+    return worst, (_failed_messages(worst, status, message, group) if worst != OK else ""), value
+
+
+def _failed_messages(worst: int, status: int, message: str, group) -> str:
     messages = [None] * comm.group_size(group)
     dist.all_gather_object(messages, (status, message), group=group)
     failed = [f"rank {r}: {m}" for r, (s, m) in enumerate(messages) if s == worst]
-    return worst, "; ".join(failed)[:1000]
+    return "; ".join(failed)[:1000]
 
 
 def attempt(step, group) -> tuple[int, str]:
@@ -56,8 +80,7 @@ def attempt(step, group) -> tuple[int, str]:
     try:
         step()
     except Exception as exc:  # noqa: BLE001 - classified, agreed across ranks, reported as a row
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        status, message = classify(exc), f"{type(exc).__name__}: {text}"
+        status, message = outcome(exc)
     return agree_status(status, message, group)
 
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 import torch
 
-from attnbench.cp import comm
 from attnbench.cp.local import LocalKernel, default_scale, get_kernel
 from attnbench.cp.validate import Requirements, validate
 
@@ -78,7 +77,3 @@ def prepare(
 def run_core(core, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of `core`, differentiable in q, k, v; inputs made contiguous for the transfers."""
     return CPAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), core)
-
-
-def world_of(group) -> int:
-    return comm.group_size(group)

@@ -28,20 +28,25 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench.flops import attention_flops
+from attnbench.bench.flops import attention_flops, tflops
 from attnbench.bench.results import Result, Workload
+from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
-from attnbench.cp.agree import OK, OOM, STATUS_NAMES, agree_max, align, attempt, release
+from attnbench.cp.agree import (
+    OK,
+    OOM,
+    STATUS_NAMES,
+    AgreedFailure,
+    agree_max,
+    agree_sample,
+    align,
+    attempt,
+    outcome,
+    release,
+)
 from attnbench.cp.double_ring import default_window
 from attnbench.cp.usp import default_degrees
-
-DTYPES = {
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-}
 
 
 class Call:
@@ -82,13 +87,40 @@ def time_once(call: Call, device) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def time_reps(call: Call, group, device, *, min_reps, max_reps, min_time_s, max_time_s) -> list[float]:
-    """Per repetition, the slowest rank's milliseconds; every rank returns the same list."""
+def time_reps(
+    call: Call, group, device, *, min_reps, max_reps, min_time_s, max_time_s, agree_failures=False
+) -> list[float]:
+    """Per repetition, the slowest rank's milliseconds; every rank returns the same list.
+
+    agree_failures, for calls with no communication inside (the single-GPU reference): a failure of one
+    rank's call is agreed together with the sample and AgreedFailure is raised on every rank, instead of
+    its peers waiting alone in the next collective. A CP call that fails mid-exchange leaves its peers
+    blocked before any agreement, so for CP the exception propagates (agree_failures=False).
+    """
     samples: list[float] = []
     while True:
-        call.before(False)
+        status, message, ms = OK, "", 0.0
+        try:
+            call.before(False)
+        except Exception as exc:
+            if not agree_failures:
+                raise
+            status, message = outcome(exc)
         align(group, device)
-        samples.append(agree_max(time_once(call, device), group))
+        if status == OK:
+            try:
+                ms = time_once(call, device)
+            except Exception as exc:
+                if not agree_failures:
+                    raise
+                status, message = outcome(exc)
+        if agree_failures:
+            status, message, ms = agree_sample(status, message, ms, group)
+            if status != OK:
+                raise AgreedFailure(status, message)
+            samples.append(ms)
+        else:
+            samples.append(agree_max(ms, group))
         total = sum(samples)
         if len(samples) >= max_reps or total >= max_time_s * 1e3:
             return samples
@@ -114,10 +146,43 @@ def row(provider, workload, pass_, status, reason="", **fields) -> Result:
 
 def random_call(fn, pass_: str, shape, dtype: str, device, seed: int) -> Call:
     gen = torch.Generator(device=device).manual_seed(seed)
-    q, k, v, dout = (torch.randn(shape, generator=gen, device=device, dtype=DTYPES[dtype]) for _ in range(4))
+    q, k, v, dout = (
+        torch.randn(shape, generator=gen, device=device, dtype=torch_dtype(dtype)) for _ in range(4)
+    )
     for t in (q, k, v):
         t.requires_grad_(pass_ != "fwd")
     return Call(fn, pass_, q, k, v, dout)
+
+
+def precheck(spec, *, mask: str, seq_len: int, world: int, device, kernel) -> tuple[str, str] | None:
+    """(status, reason) when a strategy cannot run this case at all, else None (measure and breakdown)."""
+    if mask not in ("causal", "full"):
+        return "unsupported", f"mask {mask}: CP strategies do causal and full"
+    reason = spec.unavailable(device, kernel)
+    if reason:
+        return "unavailable", reason
+    if seq_len % world:
+        return "unsupported", f"seq_len {seq_len} is not divisible by the world size {world}"
+    return None
+
+
+def cp_function(strategy: str, *, mask: str, group, kernel, options: dict):
+    """fn(q, k, v, check_ranks) -> out of the strategy (what Call times)."""
+
+    def fn(q, k, v, check_ranks):
+        return attention(
+            q,
+            k,
+            v,
+            strategy=strategy,
+            causal=mask == "causal",
+            group=group,
+            kernel=kernel,
+            check_ranks=check_ranks,
+            **options,
+        )[0]
+
+    return fn
 
 
 def _summary(samples: list[float]) -> dict:
@@ -167,45 +232,13 @@ def measure(
         "timing": "per repetition, max over ranks (slowest rank)",
         "peak_mem": "max over ranks of max_memory_allocated, inputs included",
     }
-    if mask not in ("causal", "full"):
-        return row(
-            provider,
-            workload,
-            pass_,
-            "unsupported",
-            f"mask {mask}: CP strategies do causal and full",
-            env=env,
-            extra=extra,
-        )
-    reason = spec.unavailable(device, kernel)
-    if reason:
-        return row(provider, workload, pass_, "unavailable", reason, env=env, extra=extra)
-    if seq_len % world:
-        return row(
-            provider,
-            workload,
-            pass_,
-            "unsupported",
-            f"seq_len {seq_len} is not divisible by the world size {world}",
-            env=env,
-            extra=extra,
-        )
+    refused = precheck(spec, mask=mask, seq_len=seq_len, world=world, device=device, kernel=kernel)
+    if refused:
+        return row(provider, workload, pass_, *refused, env=env, extra=extra)
 
     options = resolved_options(strategy, group, heads, options)
     extra["options"] = options
-
-    def fn(q, k, v, check_ranks):
-        return attention(
-            q,
-            k,
-            v,
-            strategy=strategy,
-            causal=mask == "causal",
-            group=group,
-            kernel=kernel,
-            check_ranks=check_ranks,
-            **options,
-        )[0]
+    fn = cp_function(strategy, mask=mask, group=group, kernel=kernel, options=options)
 
     state: dict = {}
 
@@ -277,14 +310,13 @@ def measure(
         state.clear()
         release(device)
     stats = _summary(samples)
-    tflops = attention_flops(workload, pass_) / (stats["ms_median"] * 1e-3 * world) / 1e12
     return row(
         provider,
         workload,
         pass_,
         "ok",
         **stats,
-        tflops=tflops,
+        tflops=tflops(attention_flops(workload, pass_) / world, stats["ms_median"]),  # per GPU
         peak_mem_bytes=peak,
         setup_ms=setup_ms,
         timer="cuda_event" if device.type == "cuda" else "perf_counter",
@@ -346,18 +378,26 @@ def measure_reference(
         state.clear()
         release(device)
         return row(provider, workload, pass_, STATUS_NAMES[status], message, env=env, extra=extra)
-    samples = time_reps(
-        state["call"],
-        group,
-        device,
-        min_reps=min_reps,
-        max_reps=max_reps,
-        min_time_s=min_time_s,
-        max_time_s=max_time_s,
-    )
-    peak = int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-    state.clear()
-    release(device)
+    try:
+        samples = time_reps(
+            state["call"],
+            group,
+            device,
+            min_reps=min_reps,
+            max_reps=max_reps,
+            min_time_s=min_time_s,
+            max_time_s=max_time_s,
+            agree_failures=True,  # no communication inside the call: a failure on one rank is agreed
+        )
+        peak = (
+            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
+        )
+    except AgreedFailure as failure:
+        reason = f"{failure.message} (in the timed repetitions)"
+        return row(provider, workload, pass_, STATUS_NAMES[failure.status], reason, env=env, extra=extra)
+    finally:
+        state.clear()
+        release(device)
     stats = _summary(samples)
     return row(
         provider,
@@ -365,7 +405,7 @@ def measure_reference(
         pass_,
         "ok",
         **stats,
-        tflops=attention_flops(workload, pass_) / (stats["ms_median"] * 1e-3) / 1e12,
+        tflops=tflops(attention_flops(workload, pass_), stats["ms_median"]),
         peak_mem_bytes=peak,
         timer="cuda_event" if device.type == "cuda" else "perf_counter",
         env=env,

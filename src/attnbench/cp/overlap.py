@@ -21,11 +21,12 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.cp import attention, comm, get_strategy
+from attnbench.bench.sweep import torch_dtype
+from attnbench.cp import comm, get_strategy
 from attnbench.cp.agree import OK, STATUS_NAMES, align, attempt, release
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
-from attnbench.cp.measure import DTYPES, random_call, resolved_options, time_once
+from attnbench.cp.measure import cp_function, precheck, random_call, resolved_options, time_once
 
 RING_STRATEGIES = ("ring", "zigzag", "double_ring", "burst")
 
@@ -171,31 +172,19 @@ def breakdown(
         "head_dim": head_dim,
         "dtype": dtype,
     }
-    reason = spec.unavailable(device, kernel) or (
-        None if spec.rehearsable else "its kernels are inside PyTorch: nothing to time apart"
-    )
-    if reason:
-        return [{**base, "rank": r, "status": "unavailable", "reason": reason} for r in range(world)]
+    refused = precheck(spec, mask=mask, seq_len=seq_len, world=world, device=device, kernel=kernel)
+    if not refused and not spec.rehearsable:
+        refused = "unavailable", "its kernels are inside PyTorch: nothing to time apart"
+    if refused:
+        status, reason = refused
+        return [{**base, "rank": r, "status": status, "reason": reason} for r in range(world)]
     options = resolved_options(strategy, group, heads, options or {})
     timed = TimedKernel(get_kernel(kernel, device), device)
     shape = (batch, heads, seq_len // world, head_dim)
     mine: dict = {}
 
     def fn_with(local_kernel):
-        def fn(q, k, v, check_ranks):
-            return attention(
-                q,
-                k,
-                v,
-                strategy=strategy,
-                causal=mask == "causal",
-                group=group,
-                kernel=local_kernel,
-                check_ranks=check_ranks,
-                **options,
-            )[0]
-
-        return fn
+        return cp_function(strategy, mask=mask, group=group, kernel=local_kernel, options=options)
 
     def measure_all():
         call = random_call(fn_with(timed), pass_, shape, dtype, device, seed * 1000 + rank)
@@ -208,9 +197,9 @@ def breakdown(
         noop = random_call(fn_with(NoopKernel()), pass_, shape, dtype, device, seed * 1000 + rank)
         mine["comm_ms"], _ = _median_times(noop, group, device, reps)
         if strategy in RING_STRATEGIES and world > 1:
-            mine["exchange_ms"] = _exchange_ms(shape, DTYPES[dtype], group, device, reps)
+            mine["exchange_ms"] = _exchange_ms(shape, torch_dtype(dtype), group, device, reps)
             mine["exchange_bytes"] = (
-                2 * batch * heads * (seq_len // world) * head_dim * DTYPES[dtype].itemsize
+                2 * batch * heads * (seq_len // world) * head_dim * torch_dtype(dtype).itemsize
             )
 
     status, message = attempt(measure_all, group)

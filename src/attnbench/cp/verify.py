@@ -71,6 +71,32 @@ def global_inputs(seq_len: int, heads: int, head_dim: int, dtype, device, seed: 
     return [torch.randn(shape, generator=gen, device=device, dtype=dtype) for _ in range(4)]
 
 
+def beyond(err: float, bound: float) -> bool:
+    """err exceeds bound; a NaN error exceeds every bound."""
+    return not (err <= bound)
+
+
+def combine_verdicts(verdicts: list) -> dict:
+    """(ok, errors, lse_err) of every rank -> the worst errors, ok, status and reason (NaN is worst)."""
+    errors = {
+        m: max((v[1][m] for v in verdicts), key=lambda e: (beyond(e["cp"], e["bound"]), e["cp"] - e["bound"]))
+        for m in METRICS
+    }
+    lse_errs = [v[2] for v in verdicts if v[2] is not None]
+    lse_err = max(lse_errs, key=lambda e: (math.isnan(e), e)) if lse_errs else None
+    ok = all(v[0] for v in verdicts)
+    failed = [m for m in METRICS if beyond(errors[m]["cp"], errors[m]["bound"])]
+    if lse_err is not None and beyond(lse_err, LSE_TOLERANCE):
+        failed.append("lse")
+    return {
+        "errors": errors,
+        "lse_err": lse_err,
+        "ok": ok,
+        "status": "ok" if ok else "incorrect",
+        "reason": f"beyond tolerance: {', '.join(failed)}" if failed else "",
+    }
+
+
 def check_strategy(
     name: str,
     inputs,
@@ -123,23 +149,13 @@ def check_strategy(
         e_cp, e_single = _max_err(state[m], expected), _max_err(layout.shard(single[m], rank), expected)
         bound = SINGLE_FACTOR * e_single + RELATIVE_TOLERANCE * expected.abs().max().item()
         result["errors"][m] = {"cp": e_cp, "single": e_single, "bound": bound}
-        ok &= e_cp <= bound
+        ok &= not beyond(e_cp, bound)
     if state["lse"] is not None:
         result["lse_err"] = _max_err(state["lse"], layout.shard(ref["lse"], rank))
-        ok &= result["lse_err"] <= LSE_TOLERANCE
+        ok &= not beyond(result["lse_err"], LSE_TOLERANCE)
     verdicts: list = [None] * world  # a case passes only if it passes on every rank; report the worst
     dist.all_gather_object(verdicts, (ok, result["errors"], result["lse_err"]), group=group)
-    result["errors"] = {
-        m: max((v[1][m] for v in verdicts), key=lambda e: e["cp"] - e["bound"]) for m in METRICS
-    }
-    lse_errs = [v[2] for v in verdicts if v[2] is not None]
-    result["lse_err"] = max(lse_errs) if lse_errs else None
-    result["ok"] = all(v[0] for v in verdicts)
-    failed = [m for m in METRICS if result["errors"][m]["cp"] > result["errors"][m]["bound"]]
-    if result["lse_err"] is not None and result["lse_err"] > LSE_TOLERANCE:
-        failed.append("lse")
-    result["status"] = "ok" if result["ok"] else "incorrect"
-    result["reason"] = f"beyond tolerance: {', '.join(failed)}" if failed else ""
+    result.update(combine_verdicts(verdicts))
     return result
 
 
