@@ -1,0 +1,7 @@
+"""Our own attention kernels (Triton), each readable top to bottom with its math in a docstring.
+
+flash_attention2   FlashAttention-2 forward and backward (causal and full, GQA, bf16/fp16/fp32, head dims
+                   16..128), an autograd Function returning the output and the log-sum-exp.
+
+Importing this package imports nothing heavy; import the kernel module you need.
+"""

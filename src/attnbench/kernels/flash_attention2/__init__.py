@@ -1,0 +1,77 @@
+"""FlashAttention-2 in Triton: forward, backward, an autograd Function.
+
+    out, lse = flash_attention(q, k, v, causal=True, return_lse=True)   # q [B, H, Sq, D], k/v [B, Hkv, Sk, D]
+
+The math (per batch element and query head h; key/value head h // (H / Hkv), so GQA needs no copies):
+
+    S = scale · Q Kᵀ                     scale = 1/sqrt(D) unless given; causal: S_ij = -inf for j > i
+    P = softmax(S) (row-wise),   O = P V,   lse_i = log Σ_j exp(S_ij)      (natural log, fp32)
+
+Forward (one program per block of BLOCK_M query rows). Stream key/value blocks of BLOCK_N rows keeping a
+running row maximum m, a running sum l and an unnormalised fp32 accumulator A:
+
+    m' = max(m, rowmax(S_blk))      P_blk = exp(S_blk - m')      α = exp(m - m')
+    l' = α l + rowsum(P_blk)        A' = α A + P_blk V_blk
+    finally O = A / l,  lse = m + log l
+
+In the kernel, exponentials are exp2 with log2(e) folded into the scale (one FMA per score: s·c - m with
+c = scale·log2 e), and P is rounded to the input dtype before P·V (fp32 accumulation), as FA2 does.
+With a causal mask a query block's key blocks split in two stages: the blocks strictly left of the
+diagonal need no mask at all (most of the work), the diagonal blocks apply it. Query blocks are launched
+heaviest first, so the short causal tiles fill the tail of the schedule. The score matrix is never
+stored: memory is O(S·D), and only lse (one float per row) is kept for the backward.
+
+Backward (recomputes P from Q, K and lse instead of storing it; Δ_i = Σ_d dO_id O_id):
+
+    P = exp(scale·Q Kᵀ - lse)      dV = Pᵀ dO      dP = dO Vᵀ      dS = P ∘ (dP - Δ)
+    dQ = scale · dS K              dK = scale · dSᵀ Q
+
+One program owns key/value block j: it loops over the query blocks that see it and accumulates dK_j,
+dV_j in registers (no atomics; for GQA it also loops over the group's query heads). dQ needs a sum over
+key blocks instead. Two ways exist: (a) FA2's original, each key-block program adds its dS K share into
+an fp32 dQ buffer with atomic adds (5 matmuls per tile, but Sq·D·(Sk/BLOCK_N) atomic adds: ~1e9 fp32
+atomics for the CS336 leaderboard shape, plus zeroing and casting the buffer); (b) the same program
+then takes query block j and loops over its key blocks, recomputing P and dP (7 matmuls per tile, no
+atomics, deterministic, dQ written once in the input dtype). We default to (b), `dq_mode="recompute"`:
+on Hopper the two extra tensor-core matmuls cost less than a billion atomic round trips through L2, the
+result is bit-reproducible, and pairing key block j with query block j balances causal work exactly
+(the dK/dV part of block j shrinks as the dQ part grows). `dq_mode="atomic"` keeps (a) so the notebook
+can measure both (the CS336 report's leaderboard cell does).
+
+Tiles (BLOCK_M, BLOCK_N, warps, pipeline stages, Hopper warp specialisation) are autotuned per head
+dimension, dtype, mask and sequence lengths from a short list in `configs.py`. Loads and stores use
+Triton tensor descriptors (TMA on Hopper) built per head with the head's true length, so rows past the
+end read as zeros and are never written: any length works, not only multiples of the block.
+
+Without a CUDA device the kernels run under the Triton interpreter (TRITON_INTERPRET=1 is set on import
+when no GPU is visible): slow, for tests on tiny shapes only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():  # the interpreter is the only way Triton runs without a GPU
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from attnbench.kernels.flash_attention2.function import (
+    DQ_MODES,
+    FlashAttention2Function,
+    flash_attention,
+)
+from attnbench.kernels.flash_attention2.launch import (
+    attention_backward,
+    attention_forward,
+    interpreting,
+)
+
+__all__ = [
+    "DQ_MODES",
+    "FlashAttention2Function",
+    "attention_backward",
+    "attention_forward",
+    "flash_attention",
+    "interpreting",
+]

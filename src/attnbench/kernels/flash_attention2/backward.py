@@ -1,0 +1,298 @@
+"""The backward kernels (math and the dQ choice in the package docstring).
+
+flash_bwd_preprocess  Δ_i = Σ_d dO_id · O_id (fp32), one program per block of query rows.
+flash_bwd_kernel      grid (blocks, batch * kv_heads). Program j:
+                        1. dK, dV of key block j (BLOCK_N1 keys): loop over the query heads of its group and
+                           over the query blocks (BLOCK_M1 rows) that see it; causal: the diagonal blocks
+                           with the mask, then the rest without.
+                        2. (dq_mode "recompute") dQ of query block j (BLOCK_M2 rows) for each query head of
+                           the group: loop over its key blocks (BLOCK_N2 keys), recomputing P and dP.
+                        (dq_mode "atomic") step 1 also adds scale · dS K into an fp32 dQ buffer; no step 2.
+
+Rows past the end of a sequence read as zeros through the descriptors; their lse is loaded as +inf, so
+their P is exactly 0 and they add nothing to dK, dV (and their dQ rows are never stored).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from attnbench.kernels.flash_attention2.forward import (
+    CAUSAL_MASK,
+    KEY_TAIL_MASK,
+    LOG2E,
+    NO_MASK,
+    _head_descriptor,
+    mma,
+)
+
+
+@triton.jit
+def flash_bwd_preprocess(
+    O,
+    DO,
+    DELTA,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    stride_dob,
+    stride_doh,
+    stride_dos,
+    heads,
+    seqlen_q,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    offs_d = tl.arange(0, D_PAD)
+    mask = (offs_m < seqlen_q)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    o = tl.load(
+        O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :],
+        mask=mask,
+        other=0.0,
+    )
+    do = tl.load(
+        DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dos + offs_d[None, :],
+        mask=mask,
+        other=0.0,
+    )
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(DELTA + bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _bwd_dkdv(
+    dk,
+    dv,
+    k,
+    v,
+    desc_q,
+    desc_do,
+    lse_ptr,
+    delta_ptr,
+    dq_ptr,
+    lo,
+    hi,
+    offs_n,
+    sm_scale,
+    qk_scale,
+    seqlen_q,
+    D_PAD: tl.constexpr,
+    BLOCK_M1: tl.constexpr,
+    MASK: tl.constexpr,
+    DQ_ATOMIC: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """Accumulate dK, dV of one key block over query blocks [lo, hi) (transposed tiles: keys are rows)."""
+    offs_base = tl.arange(0, BLOCK_M1)
+    for start_m in tl.range(lo, hi, BLOCK_M1):
+        start_m = tl.multiple_of(start_m, BLOCK_M1)
+        offs_m = start_m + offs_base
+        q = desc_q.load([start_m, 0])
+        lse = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+        qk_t = mma(k, q.T, tl.zeros([k.shape[0], BLOCK_M1], tl.float32), UPCAST)
+        p_t = tl.math.exp2(qk_t * qk_scale - lse[None, :])
+        if MASK == CAUSAL_MASK:
+            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
+        do = desc_do.load([start_m, 0])
+        dv = mma(p_t.to(do.dtype), do, dv, UPCAST)
+        delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
+        dp_t = mma(v, do.T, tl.zeros([v.shape[0], BLOCK_M1], tl.float32), UPCAST)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = mma(ds_t.to(q.dtype), q, dk, UPCAST)
+        if DQ_ATOMIC:
+            dq = mma(ds_t.T.to(k.dtype), k, tl.zeros([BLOCK_M1, D_PAD], tl.float32), UPCAST) * sm_scale
+            offs_d = tl.arange(0, D_PAD)
+            tl.atomic_add(
+                dq_ptr + offs_m[:, None] * D_PAD + offs_d[None, :],
+                dq,
+                mask=(offs_m < seqlen_q)[:, None],
+                sem="relaxed",
+            )
+    return dk, dv
+
+
+@triton.jit
+def _bwd_dq(
+    dq,
+    q,
+    do,
+    lse,
+    delta,
+    desc_k,
+    desc_v,
+    lo,
+    hi,
+    offs_m,
+    qk_scale,
+    seqlen_k,
+    BLOCK_N2: tl.constexpr,
+    MASK: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """Accumulate dQ (unscaled) of one query block over key blocks [lo, hi)."""
+    offs_base = tl.arange(0, BLOCK_N2)
+    for start_n in tl.range(lo, hi, BLOCK_N2):
+        start_n = tl.multiple_of(start_n, BLOCK_N2)
+        offs_n = start_n + offs_base
+        k = desc_k.load([start_n, 0])
+        v = desc_v.load([start_n, 0])
+        qk = mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N2], tl.float32), UPCAST)
+        p = tl.math.exp2(qk * qk_scale - lse[:, None])
+        if MASK == CAUSAL_MASK:
+            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        elif MASK == KEY_TAIL_MASK:
+            p = tl.where(offs_n[None, :] < seqlen_k, p, 0.0)
+        dp = mma(do, v.T, tl.zeros([do.shape[0], BLOCK_N2], tl.float32), UPCAST)
+        ds = p * (dp - delta[:, None])
+        dq = mma(ds.to(k.dtype), k, dq, UPCAST)
+    return dq
+
+
+@triton.jit
+def flash_bwd_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    DQ,
+    DK,
+    DV,
+    LSE,
+    DELTA,
+    DQ_ACC,
+    sm_scale,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_dob,
+    stride_doh,
+    stride_dos,
+    heads,
+    kv_heads,
+    group,
+    seqlen_q,
+    seqlen_k,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M1: tl.constexpr,
+    BLOCK_N1: tl.constexpr,
+    BLOCK_M2: tl.constexpr,
+    BLOCK_N2: tl.constexpr,
+    DQ_ATOMIC: tl.constexpr,
+    UPCAST: tl.constexpr = False,
+):
+    # DQ, DK, DV have the strides of Q, K, V (the launcher allocates them with empty_like)
+    pid = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = (bhk // kv_heads).to(tl.int64)
+    hk = (bhk % kv_heads).to(tl.int64)
+    qk_scale = sm_scale * LOG2E
+
+    # 1. dK, dV of key block `pid`
+    start_n = pid * BLOCK_N1
+    if start_n < seqlen_k:
+        desc_k = _head_descriptor(
+            K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
+        )
+        desc_v = _head_descriptor(
+            V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
+        )
+        k = desc_k.load([start_n, 0])
+        v = desc_v.load([start_n, 0])
+        offs_n = start_n + tl.arange(0, BLOCK_N1)
+        dk = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
+        for g in range(group):
+            h = hk * group + g
+            desc_q = _head_descriptor(
+                Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M1, D_PAD
+            )
+            desc_do = _head_descriptor(
+                DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M1, D_PAD
+            )
+            row = (b * heads + h) * seqlen_q
+            dq_ptr = DQ_ACC + row * D_PAD
+            if CAUSAL:
+                # query blocks on the diagonal (masked), then every later one (all pairs allowed)
+                dk, dv = _bwd_dkdv(
+                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + BLOCK_N1,
+                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST,
+                )  # fmt: skip
+                dk, dv = _bwd_dkdv(
+                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + BLOCK_N1, seqlen_q,
+                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
+                )  # fmt: skip
+            else:
+                dk, dv = _bwd_dkdv(
+                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
+                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
+                )  # fmt: skip
+        desc_dk = _head_descriptor(
+            DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
+        )
+        desc_dv = _head_descriptor(
+            DV + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
+        )
+        desc_dk.store([start_n, 0], (dk * sm_scale).to(DK.dtype.element_ty))
+        desc_dv.store([start_n, 0], dv.to(DV.dtype.element_ty))
+
+    # 2. dQ of query block `pid`, one query head of the group at a time
+    start_m = pid * BLOCK_M2
+    if not DQ_ATOMIC and start_m < seqlen_q:
+        desc_k = _head_descriptor(
+            K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N2, D_PAD
+        )
+        desc_v = _head_descriptor(
+            V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N2, D_PAD
+        )
+        offs_m = start_m + tl.arange(0, BLOCK_M2)
+        for g in range(group):
+            h = hk * group + g
+            desc_q = _head_descriptor(
+                Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
+            )
+            desc_do = _head_descriptor(
+                DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M2, D_PAD
+            )
+            row = (b * heads + h) * seqlen_q
+            q = desc_q.load([start_m, 0])
+            do = desc_do.load([start_m, 0])
+            lse = tl.load(LSE + row + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+            delta = tl.load(DELTA + row + offs_m, mask=offs_m < seqlen_q, other=0.0)
+            dq = tl.zeros([BLOCK_M2, D_PAD], dtype=tl.float32)
+            if CAUSAL:
+                dq = _bwd_dq(
+                    dq, q, do, lse, delta, desc_k, desc_v, start_m, start_m + BLOCK_M2, offs_m, qk_scale,
+                    seqlen_k, BLOCK_N2, CAUSAL_MASK, UPCAST,
+                )  # fmt: skip
+                dq = _bwd_dq(
+                    dq, q, do, lse, delta, desc_k, desc_v, 0, start_m, offs_m, qk_scale, seqlen_k,
+                    BLOCK_N2, NO_MASK, UPCAST,
+                )  # fmt: skip
+            else:
+                full_end = (seqlen_k // BLOCK_N2) * BLOCK_N2
+                dq = _bwd_dq(
+                    dq, q, do, lse, delta, desc_k, desc_v, 0, full_end, offs_m, qk_scale, seqlen_k,
+                    BLOCK_N2, NO_MASK, UPCAST,
+                )  # fmt: skip
+                dq = _bwd_dq(
+                    dq, q, do, lse, delta, desc_k, desc_v, full_end, seqlen_k, offs_m, qk_scale, seqlen_k,
+                    BLOCK_N2, KEY_TAIL_MASK, UPCAST,
+                )  # fmt: skip
+            desc_dq = _head_descriptor(
+                DQ + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
+            )
+            desc_dq.store([start_m, 0], (dq * sm_scale).to(DQ.dtype.element_ty))

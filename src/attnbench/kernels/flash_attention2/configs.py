@@ -1,0 +1,182 @@
+"""Tile configurations: the candidates the autotuner times, and the rule that picks them per problem.
+
+A forward tile is (BLOCK_M query rows, BLOCK_N key rows, warps, pipeline stages, warp specialisation);
+a backward tile is (BLOCK_M1, BLOCK_N1) for the dK/dV loop, (BLOCK_M2, BLOCK_N2) for the dQ loop, warps
+and stages. Why these candidates (Hopper, H100/H200):
+
+- 16-bit inputs: 128-row query blocks (one 4-warp warpgroup per 64 rows of wgmma); 64- or 128-key blocks;
+  2-4 stages of TMA prefetch within ~227 KB of shared memory. 8 warps for 128x128 score tiles (the
+  fp32 scores of one warpgroup alone would need 128 registers per thread), 4 otherwise.
+- Warp specialisation (`tl.range(..., warp_specialize=True)`: a producer warp issues the TMA loads,
+  consumer warpgroups do the math) takes effect on Hopper with 4 warps in Triton 3.6, and only on a
+  kernel whose one loop holds every dot, with no branch inside (the compiler's Hopper pass fails on a
+  second loop or a dot outside it, and silently skips a loop with an `if`). Such tiles run one loop over
+  every key block with the mask applied on each (forward.py): no diagonal split, but loads overlap
+  the math. Whether that wins is measured: the autotuner times both kinds.
+- fp32 inputs (TF32 tensor cores) take twice the shared memory per element: smaller tiles.
+- Causal tiles need BLOCK_M to be a multiple of BLOCK_N (the diagonal stage is whole key blocks);
+  the backward needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 for the same reason.
+
+`scripts/check_triton_fa2_sm90.py` compiles every candidate for sm_90 on a CPU (no GPU needed) and prints
+registers, spills and shared memory, so a candidate that cannot fit is caught before a GPU run.
+Under the Triton interpreter (CPU) a single small tile is used: autotuning needs CUDA events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import triton
+
+
+@dataclass(frozen=True)
+class ForwardTile:
+    block_m: int
+    block_n: int
+    warps: int
+    stages: int
+    warp_specialize: bool = False
+
+    def meta(self) -> dict:
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "WARP_SPECIALIZE": self.warp_specialize}
+
+    def config(self) -> triton.Config:
+        return triton.Config(self.meta(), num_warps=self.warps, num_stages=self.stages)
+
+    def label(self) -> str:
+        ws = " ws" if self.warp_specialize else ""
+        return f"fwd {self.block_m}x{self.block_n} w{self.warps} s{self.stages}{ws}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BackwardTile:
+    block_m1: int
+    block_n1: int
+    block_m2: int
+    block_n2: int
+    warps: int
+    stages: int
+
+    def meta(self) -> dict:
+        return {
+            "BLOCK_M1": self.block_m1,
+            "BLOCK_N1": self.block_n1,
+            "BLOCK_M2": self.block_m2,
+            "BLOCK_N2": self.block_n2,
+        }
+
+    def config(self) -> triton.Config:
+        return triton.Config(self.meta(), num_warps=self.warps, num_stages=self.stages)
+
+    def label(self) -> str:
+        return (
+            f"bwd dkdv {self.block_m1}x{self.block_n1} dq {self.block_m2}x{self.block_n2} "
+            f"w{self.warps} s{self.stages}"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# keyed by (bytes per element, padded head dim <= 64 ? "small" : "large")
+FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
+    (2, "small"): [
+        ForwardTile(128, 64, 4, 3),
+        ForwardTile(128, 128, 8, 3),
+        ForwardTile(128, 64, 4, 4),
+        ForwardTile(64, 64, 4, 3),
+        ForwardTile(128, 64, 4, 3, warp_specialize=True),
+        ForwardTile(128, 128, 4, 2, warp_specialize=True),
+    ],
+    (2, "large"): [
+        ForwardTile(128, 128, 8, 3),
+        ForwardTile(128, 64, 4, 3),
+        ForwardTile(128, 64, 8, 3),
+        ForwardTile(128, 128, 8, 2),
+        ForwardTile(128, 128, 4, 2, warp_specialize=True),
+        ForwardTile(128, 64, 4, 3, warp_specialize=True),
+    ],
+    (4, "small"): [ForwardTile(64, 64, 4, 3), ForwardTile(128, 64, 8, 2), ForwardTile(64, 32, 4, 3)],
+    (4, "large"): [ForwardTile(64, 64, 4, 2), ForwardTile(64, 32, 4, 3), ForwardTile(128, 32, 8, 2)],
+}
+BACKWARD_TILES: dict[tuple[int, str], list[BackwardTile]] = {
+    (2, "small"): [
+        BackwardTile(64, 128, 128, 64, 8, 2),
+        BackwardTile(32, 128, 128, 32, 4, 3),
+        BackwardTile(64, 128, 128, 64, 4, 2),
+        BackwardTile(32, 64, 64, 32, 4, 3),
+    ],
+    (2, "large"): [
+        BackwardTile(64, 128, 128, 64, 8, 2),
+        BackwardTile(32, 128, 128, 32, 8, 2),
+        BackwardTile(32, 64, 64, 32, 4, 2),
+        BackwardTile(64, 64, 64, 64, 4, 2),
+    ],
+    (4, "small"): [
+        BackwardTile(32, 64, 64, 32, 4, 2),
+        BackwardTile(16, 64, 64, 16, 4, 2),
+        BackwardTile(32, 32, 32, 32, 4, 2),
+    ],
+    (4, "large"): [
+        BackwardTile(32, 64, 64, 32, 4, 2),
+        BackwardTile(16, 64, 64, 16, 4, 2),
+        BackwardTile(32, 32, 32, 32, 4, 1),
+    ],
+}
+# The interpreter runs one program after another in numpy: one small tile that still exercises several
+# blocks, the causal diagonal stage (BLOCK_M > BLOCK_N) and partial last blocks on test shapes.
+INTERPRETER_FORWARD = ForwardTile(32, 16, 4, 1)
+INTERPRETER_BACKWARD = BackwardTile(16, 32, 32, 16, 4, 1)
+
+
+def size_class(head_dim_pad: int) -> str:
+    return "small" if head_dim_pad <= 64 else "large"
+
+
+def forward_candidates(element_size: int, head_dim_pad: int, causal: bool) -> list[ForwardTile]:
+    """The forward tiles the autotuner may pick for this problem."""
+    tiles = FORWARD_TILES[(min(element_size, 4), size_class(head_dim_pad))]
+    if causal:
+        tiles = [t for t in tiles if t.block_m % t.block_n == 0]
+    return tiles
+
+
+def backward_candidates(element_size: int, head_dim_pad: int) -> list[BackwardTile]:
+    return BACKWARD_TILES[(min(element_size, 4), size_class(head_dim_pad))]
+
+
+def _all_configs(table: dict) -> list[triton.Config]:
+    unique = list(dict.fromkeys(t for tiles in table.values() for t in tiles))
+    return [t.config() for t in unique]
+
+
+ALL_FORWARD_CONFIGS = _all_configs(FORWARD_TILES)
+ALL_BACKWARD_CONFIGS = _all_configs(BACKWARD_TILES)
+
+
+def _forward_tile(config: triton.Config) -> ForwardTile:
+    kw = config.kwargs
+    return ForwardTile(
+        kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["WARP_SPECIALIZE"]
+    )
+
+
+def _backward_tile(config: triton.Config) -> BackwardTile:
+    kw = config.kwargs
+    return BackwardTile(
+        kw["BLOCK_M1"], kw["BLOCK_N1"], kw["BLOCK_M2"], kw["BLOCK_N2"], config.num_warps, config.num_stages
+    )
+
+
+def prune_forward(configs, named_args, **kwargs):
+    """Autotuner hook: keep the configs that are candidates for this dtype, head dim and mask."""
+    wanted = set(forward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"], kwargs["CAUSAL"]))
+    return [c for c in configs if _forward_tile(c) in wanted]
+
+
+def prune_backward(configs, named_args, **kwargs):
+    wanted = set(backward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"]))
+    return [c for c in configs if _backward_tile(c) in wanted]

@@ -1,0 +1,202 @@
+"""Host side: check the inputs, make them TMA-addressable, pick the tile (autotuned, or given), launch."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from attnbench.kernels.flash_attention2 import configs
+from attnbench.kernels.flash_attention2.backward import flash_bwd_kernel, flash_bwd_preprocess
+from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
+
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
+PREPROCESS_BLOCK = 64
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y, where batch * heads goes
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    return bool(triton.knobs.runtime.interpret)
+
+
+def _quick_bench(fn, quantiles):
+    # Each candidate tile is timed for ~25 ms (Triton's default is 100 ms): a sweep tunes many shapes.
+    return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
+
+
+_forward_tuned = triton.autotune(
+    configs=configs.ALL_FORWARD_CONFIGS,
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": configs.prune_forward},
+    do_bench=_quick_bench,
+)(flash_fwd_kernel)
+_backward_tuned = triton.autotune(
+    configs=configs.ALL_BACKWARD_CONFIGS,
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC"],
+    prune_configs_by={"early_config_prune": configs.prune_backward},
+    reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
+    do_bench=_quick_bench,
+)(flash_bwd_kernel)
+
+
+def padded_head_dim(head_dim: int) -> int:
+    return max(16, 1 << math.ceil(math.log2(head_dim)))
+
+
+def check_inputs(q, k, v, causal: bool) -> tuple[int, int, int, int, int, int]:
+    """(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim); ValueError naming what is wrong."""
+    for name, t in zip("qkv", (q, k, v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(
+                f"{name} must be a 4-D tensor [batch, heads, seq, head_dim], got {getattr(t, 'shape', t)}"
+            )
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
+        raise ValueError(f"q, k, v must share one dtype of {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device; got {q.device}, {k.device}, {v.device}")
+    if q.device.type != "cuda" and not interpreting():
+        raise ValueError(f"inputs are on {q.device}: the kernel needs CUDA tensors (or TRITON_INTERPRET=1)")
+    batch, heads, seqlen_q, head_dim = q.shape
+    if k.shape != v.shape or k.shape[0] != batch or k.shape[3] != head_dim:
+        raise ValueError(
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} must match each other and q {tuple(q.shape)}"
+        )
+    kv_heads, seqlen_k = k.shape[1], k.shape[2]
+    if kv_heads == 0 or heads % kv_heads:
+        raise ValueError(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+    per_16_bytes = 16 // q.element_size()
+    if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM or head_dim % per_16_bytes:
+        raise ValueError(
+            f"head_dim {head_dim} not supported: {MIN_HEAD_DIM}..{MAX_HEAD_DIM} and a multiple of "
+            f"{per_16_bytes} for {q.dtype} (rows must be whole 16-byte units for TMA)"
+        )
+    if causal and seqlen_q != seqlen_k:
+        raise ValueError(f"causal attention needs seqlen_q == seqlen_k, got {seqlen_q} and {seqlen_k}")
+    if min(seqlen_q, seqlen_k) < 1:
+        raise ValueError(f"empty sequence: seqlen_q={seqlen_q}, seqlen_k={seqlen_k}")
+    if batch * heads > MAX_GRID_Y:
+        raise ValueError(f"batch * heads = {batch * heads} exceeds the grid limit {MAX_GRID_Y}")
+    return batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim
+
+
+def tma_ready(x: torch.Tensor) -> torch.Tensor:
+    """x itself if a TMA descriptor can address its [seq, head_dim] planes, else a contiguous copy.
+
+    Needs: unit stride along head_dim, every other stride a multiple of 16 bytes (also the batch and
+    head strides, which move the base address), a 16-byte aligned start. A [B, S, H, D] tensor viewed as
+    [B, H, S, D] (transpose(1, 2)) qualifies as it is: no copy.
+    """
+    size = x.element_size()
+    aligned = x.data_ptr() % 16 == 0 and x.stride(3) == 1
+    aligned = aligned and all((x.stride(i) * size) % 16 == 0 for i in range(3) if x.shape[i] > 1)
+    return x if aligned else x.contiguous()
+
+
+def _set_scratch_allocator(device: torch.device) -> None:
+    """Device-side tensor descriptors need 128 bytes of global scratch per descriptor and program."""
+
+    def alloc(size: int, alignment: int, stream):
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(alloc)
+
+
+def _strides(t: torch.Tensor) -> tuple[int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None):
+    """(out [B, H, Sq, D] like q, lse [B, H, Sq] fp32, natural log). `tile`: a configs.ForwardTile to use
+    instead of autotuning (the interpreter always uses configs.INTERPRETER_FORWARD)."""
+    batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
+    q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
+    args = (q, k, v, out, lse, scale, *_strides(q), *_strides(k), *_strides(v), *_strides(out))
+    args += (heads, heads // kv_heads, seqlen_q, seqlen_k)
+    meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": bool(causal)}
+
+    def grid(m):
+        return (triton.cdiv(seqlen_q, m["BLOCK_M"]), batch * heads)
+
+    _set_scratch_allocator(q.device)
+    if interpreting():
+        tile = configs.INTERPRETER_FORWARD
+        meta["UPCAST"] = q.dtype == torch.bfloat16
+    if tile is None:
+        _forward_tuned[grid](*args, **meta)
+    else:
+        flash_fwd_kernel[grid({"BLOCK_M": tile.block_m})](
+            *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
+        )
+    return out, lse
+
+
+def attention_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    dq_mode: str = "recompute",
+    tile=None,
+):
+    """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic"."""
+    if dq_mode not in ("recompute", "atomic"):
+        raise ValueError(f"dq_mode must be 'recompute' or 'atomic', got {dq_mode!r}")
+    batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
+    if dout.shape != q.shape or out.shape != q.shape or lse.shape != (batch, heads, seqlen_q):
+        raise ValueError(
+            f"dout {tuple(dout.shape)}, out {tuple(out.shape)} must be {tuple(q.shape)}; lse {tuple(lse.shape)}"
+        )
+    q, k, v, dout = tma_ready(q), tma_ready(k), tma_ready(v), tma_ready(dout.to(q.dtype))
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
+    d_pad = padded_head_dim(head_dim)
+    lse = lse.contiguous()
+    delta = torch.empty_like(lse)
+    flash_bwd_preprocess[(triton.cdiv(seqlen_q, PREPROCESS_BLOCK), batch * heads)](
+        out, dout, delta, *_strides(out), *_strides(dout), heads, seqlen_q,
+        HEAD_DIM=head_dim, D_PAD=d_pad, BLOCK_M=PREPROCESS_BLOCK,
+    )  # fmt: skip
+    atomic = dq_mode == "atomic"
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    shape = (batch, heads, seqlen_q, d_pad) if atomic else (1,)
+    dq_acc = torch.zeros(shape, device=q.device, dtype=torch.float32)
+    args = (q, k, v, dout, dq, dk, dv, lse, delta, dq_acc, scale)
+    args += (*_strides(q), *_strides(k), *_strides(v), *_strides(dout))
+    args += (heads, kv_heads, heads // kv_heads, seqlen_q, seqlen_k)
+    meta = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": bool(causal), "DQ_ATOMIC": atomic}
+
+    def grid(m):
+        key_blocks = triton.cdiv(seqlen_k, m["BLOCK_N1"])
+        query_blocks = 0 if atomic else triton.cdiv(seqlen_q, m["BLOCK_M2"])
+        return (max(key_blocks, query_blocks), batch * kv_heads)
+
+    _set_scratch_allocator(q.device)
+    if interpreting():
+        tile = configs.INTERPRETER_BACKWARD
+        meta["UPCAST"] = q.dtype == torch.bfloat16
+    if tile is None:
+        _backward_tuned[grid](*args, **meta)
+    else:
+        flash_bwd_kernel[grid(tile.meta())](
+            *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
+        )
+    if atomic:
+        dq.copy_(dq_acc[..., :head_dim])
+    return dq, dk, dv
+
+
+def best_tiles() -> dict:
+    """The tiles the autotuner chose so far, per tuning key (for the report)."""
+    return {
+        "forward": {str(key): str(cfg) for key, cfg in _forward_tuned.cache.items()},
+        "backward": {str(key): str(cfg) for key, cfg in _backward_tuned.cache.items()},
+    }
