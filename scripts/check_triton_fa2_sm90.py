@@ -60,18 +60,22 @@ def signature(kernel, pointer_type: str, constexprs: dict) -> tuple[dict, dict]:
 
 
 def resources(ptx: str) -> dict:
-    """Registers per thread and spilled bytes, from `ptxas -v` on the kernel's PTX (as Triton assembles it)."""
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    """Registers per thread and spilled bytes, from `ptxas -v` on the kernel's PTX (Triton ships ptxas;
+    newer Triton versions ship a second one for newer PTX, so each is tried)."""
+    tools = sorted((Path(triton.__file__).parent / "backends" / "nvidia" / "bin").glob("ptxas*"))
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "kernel.ptx"
         source.write_text(ptx)
-        text = subprocess.run(
-            [str(tool), "-v", "-arch=sm_90a", str(source), "-o", str(Path(folder) / "kernel.cubin")],
-            capture_output=True, text=True, check=False,
-        ).stderr  # fmt: skip
-    regs = re.search(r"Used (\d+) registers", text)
-    spill = re.search(r"(\d+) bytes spill stores", text)
-    return {"regs": int(regs[1]) if regs else None, "spill": int(spill[1]) if spill else None}
+        for tool in tools:
+            proc = subprocess.run(
+                [str(tool), "-v", "-arch=sm_90a", str(source), "-o", str(Path(folder) / "kernel.cubin")],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if proc.returncode == 0:
+                regs = re.search(r"Used (\d+) registers", proc.stderr)
+                spill = re.search(r"(\d+) bytes spill stores", proc.stderr)
+                return {"regs": int(regs[1]) if regs else "?", "spill": int(spill[1]) if spill else "?"}
+    return {"regs": "?", "spill": "?"}
 
 
 def compile_one(kernel, dtype: str, constexprs: dict, warps: int, stages: int) -> dict:

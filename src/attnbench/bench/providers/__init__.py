@@ -14,6 +14,7 @@ from attnbench.bench.providers.hf_kernels import HfKernel
 from attnbench.bench.providers.sage import SageProvider, SageVarlen
 from attnbench.bench.providers.sdpa import SdpaProvider
 from attnbench.bench.providers.te import TransformerEngine
+from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.providers.xformers import XFormers
 
 __all__ = ["Prepared", "Provider", "Unsupported", "all_providers", "families", "get", "select"]
@@ -44,6 +45,7 @@ _REGISTRY: list[Provider] = [
     TransformerEngine("te_sbhd", "sbhd"),
     XFormers("xformers"),
     XFormers("xformers_compiled", compiled=True),
+    TritonFlashAttention2("triton_fa2"),
 ]
 
 

@@ -44,7 +44,9 @@ Triton tensor descriptors (TMA on Hopper) built per head with the head's true le
 end read as zeros and are never written: any length works, not only multiples of the block.
 
 Without a CUDA device the kernels run under the Triton interpreter (TRITON_INTERPRET=1 is set on import
-when no GPU is visible): slow, for tests on tiny shapes only.
+when no GPU is visible): slow, for tests on tiny shapes only. Triton reads that variable when it is
+first imported, so this package must be imported before anything else imports triton; if that did not
+happen, the import fails and says so rather than failing later inside a kernel.
 """
 
 from __future__ import annotations
@@ -55,6 +57,15 @@ import torch
 
 if not torch.cuda.is_available():  # the interpreter is the only way Triton runs without a GPU
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    import triton.language
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if os.environ["TRITON_INTERPRET"] == "1" and not isinstance(triton.language.zeros, InterpretedFunction):
+        raise ImportError(
+            "no CUDA device, and triton was imported before TRITON_INTERPRET=1 was set, so its interpreter "
+            "cannot run these kernels: set TRITON_INTERPRET=1 in the environment, or import "
+            "attnbench.kernels.flash_attention2 before triton"
+        )
 
 from attnbench.kernels.flash_attention2.function import (
     DQ_MODES,

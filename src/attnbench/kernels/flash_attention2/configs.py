@@ -102,34 +102,37 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
     (4, "small"): [ForwardTile(64, 64, 4, 3), ForwardTile(128, 64, 8, 2), ForwardTile(64, 32, 4, 3)],
     (4, "large"): [ForwardTile(64, 64, 4, 2), ForwardTile(64, 32, 4, 3), ForwardTile(128, 32, 8, 2)],
 }
+# Backward candidates: the dK/dV loop keeps two fp32 accumulators of BLOCK_N1 x head_dim live, so the
+# register file is the limit (ptxas, sm_90, Triton 3.6, causal: every other tile we tried spills 200 B+).
 BACKWARD_TILES: dict[tuple[int, str], list[BackwardTile]] = {
     (2, "small"): [
-        BackwardTile(64, 128, 128, 64, 8, 2),
-        BackwardTile(32, 128, 128, 32, 4, 3),
-        BackwardTile(64, 128, 128, 64, 4, 2),
-        BackwardTile(32, 64, 64, 32, 4, 3),
+        BackwardTile(64, 128, 128, 64, 8, 2),  # 255 regs, 64 B spilled
+        BackwardTile(32, 128, 128, 32, 8, 3),  # 244 regs, no spill
+        BackwardTile(32, 128, 128, 32, 8, 2),  # 237 regs, no spill
+        BackwardTile(32, 64, 64, 32, 4, 3),  # 244 regs, no spill
     ],
     (2, "large"): [
-        BackwardTile(64, 128, 128, 64, 8, 2),
-        BackwardTile(32, 128, 128, 32, 8, 2),
-        BackwardTile(32, 64, 64, 32, 4, 2),
-        BackwardTile(64, 64, 64, 64, 4, 2),
+        BackwardTile(32, 128, 128, 32, 8, 2),  # 104 B spilled
+        BackwardTile(16, 128, 128, 16, 8, 2),  # no spill
+        BackwardTile(32, 64, 64, 32, 8, 2),  # no spill
+        BackwardTile(64, 128, 128, 64, 8, 2),  # 448 B spilled, but twice the work per loaded tile
     ],
     (4, "small"): [
         BackwardTile(32, 64, 64, 32, 4, 2),
         BackwardTile(16, 64, 64, 16, 4, 2),
         BackwardTile(32, 32, 32, 32, 4, 2),
     ],
-    (4, "large"): [
-        BackwardTile(32, 64, 64, 32, 4, 2),
-        BackwardTile(16, 64, 64, 16, 4, 2),
-        BackwardTile(32, 32, 32, 32, 4, 1),
-    ],
+    (4, "large"): [BackwardTile(32, 64, 64, 32, 4, 2), BackwardTile(16, 64, 64, 16, 4, 2)],
 }
-# The interpreter runs one program after another in numpy: one small tile that still exercises several
-# blocks, the causal diagonal stage (BLOCK_M > BLOCK_N) and partial last blocks on test shapes.
-INTERPRETER_FORWARD = ForwardTile(32, 16, 4, 1)
-INTERPRETER_BACKWARD = BackwardTile(16, 32, 32, 16, 4, 1)
+# The interpreter runs one program after another in numpy, so its speed is set by the number of tile
+# operations: small tiles for small problems (several blocks, the causal diagonal stage with BLOCK_M >
+# BLOCK_N and partial last blocks are all exercised on test shapes), 64-row tiles from 128 tokens on.
+INTERPRETER_SMALL = (ForwardTile(32, 16, 4, 1), BackwardTile(16, 32, 32, 16, 4, 1))
+INTERPRETER_LARGE = (ForwardTile(64, 64, 4, 1), BackwardTile(64, 64, 64, 64, 4, 1))
+
+
+def interpreter_tiles(seqlen_q: int, seqlen_k: int) -> tuple[ForwardTile, BackwardTile]:
+    return INTERPRETER_LARGE if min(seqlen_q, seqlen_k) >= 128 else INTERPRETER_SMALL
 
 
 def size_class(head_dim_pad: int) -> str:

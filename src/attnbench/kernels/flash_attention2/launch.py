@@ -110,7 +110,7 @@ def _strides(t: torch.Tensor) -> tuple[int, int, int]:
 
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None):
     """(out [B, H, Sq, D] like q, lse [B, H, Sq] fp32, natural log). `tile`: a configs.ForwardTile to use
-    instead of autotuning (the interpreter always uses configs.INTERPRETER_FORWARD)."""
+    instead of autotuning (the interpreter uses configs.interpreter_tiles)."""
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
@@ -125,7 +125,7 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
 
     _set_scratch_allocator(q.device)
     if interpreting():
-        tile = configs.INTERPRETER_FORWARD
+        tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[0]
         meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
         _forward_tuned[grid](*args, **meta)
@@ -181,7 +181,7 @@ def attention_backward(
 
     _set_scratch_allocator(q.device)
     if interpreting():
-        tile = configs.INTERPRETER_BACKWARD
+        tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[1]
         meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
         _backward_tuned[grid](*args, **meta)
