@@ -108,9 +108,12 @@ def _strides(t: torch.Tensor) -> tuple[int, int, int]:
     return t.stride(0), t.stride(1), t.stride(2)
 
 
-def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None):
+def attention_forward(
+    q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None, return_kernel=False
+):
     """(out [B, H, Sq, D] like q, lse [B, H, Sq] fp32, natural log). `tile`: a configs.ForwardTile to use
-    instead of autotuning (the interpreter uses configs.interpreter_tiles)."""
+    instead of autotuning (the interpreter uses configs.interpreter_tiles). return_kernel: also return
+    Triton's compiled kernel (its n_regs, n_spills, metadata.shared), None under the interpreter."""
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
@@ -128,12 +131,12 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
         tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[0]
         meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
-        _forward_tuned[grid](*args, **meta)
+        kernel = _forward_tuned[grid](*args, **meta)
     else:
-        flash_fwd_kernel[grid({"BLOCK_M": tile.block_m})](
+        kernel = flash_fwd_kernel[grid({"BLOCK_M": tile.block_m})](
             *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
         )
-    return out, lse
+    return (out, lse, kernel) if return_kernel else (out, lse)
 
 
 def attention_backward(
@@ -147,8 +150,10 @@ def attention_backward(
     sm_scale: float | None = None,
     dq_mode: str = "recompute",
     tile=None,
+    return_kernel: bool = False,
 ):
-    """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic"."""
+    """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic".
+    tile / return_kernel: as for attention_forward (the kernel is the main backward kernel)."""
     if dq_mode not in ("recompute", "atomic"):
         raise ValueError(f"dq_mode must be 'recompute' or 'atomic', got {dq_mode!r}")
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
@@ -184,14 +189,14 @@ def attention_backward(
         tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[1]
         meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
-        _backward_tuned[grid](*args, **meta)
+        kernel = _backward_tuned[grid](*args, **meta)
     else:
-        flash_bwd_kernel[grid(tile.meta())](
+        kernel = flash_bwd_kernel[grid(tile.meta())](
             *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
         )
     if atomic:
         dq.copy_(dq_acc[..., :head_dim])
-    return dq, dk, dv
+    return (dq, dk, dv, kernel) if return_kernel else (dq, dk, dv)
 
 
 def best_tiles() -> dict:

@@ -1,0 +1,169 @@
+"""The attention scan (CS336's benchmark_attn): eager attention at batch 8, one head (q, k, v [batch,
+seq, d_model], no mask, fp32), over d_model x seq: `iterations` forward passes, the memory in use before
+the backward, `iterations` backward passes; then the same function under torch.compile.
+
+Per row: forward and backward ms per pass (mean and median of per-pass CUDA events; perf_counter on a
+CPU; each timed backward runs on the graph of an untimed forward just before it), memory allocated
+before the backward and the peak of one forward and of one backward (CUDA only),
+and the memory model's prediction for the same shape. Out-of-memory in a phase is an `oom` row naming
+that phase (what was measured before it is kept); the scan goes on.
+
+Memory model (fp32, 4 bytes, B = batch, S = seq, d = d_model; eager autograd):
+  before backward   B·S²·4 (the softmax output P, saved for P·V and the softmax backward)
+                    + 4·B·S·d·4 (q, k, v and the output)
+  forward peak      2·B·S²·4 + 4·B·S·d·4 (scores and their scaled copy, or scaled scores and P, at once)
+  backward peak     3·B·S²·4 + 7·B·S·d·4 (P, dP = dO·Vᵀ and dS alive together; + dO, dq, dk, dv)
+so eager attention runs out of memory near S = sqrt(M / (3·B·4)) for a GPU with M bytes free: the
+S² term is everything, d_model barely matters.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+from attnbench.bench.timing import is_oom, release_memory
+from attnbench.models.attention import eager_attention
+
+BYTES = 4  # fp32
+
+
+def memory_model(batch: int, seq: int, d_model: int, bytes_per: int = BYTES) -> dict[str, int]:
+    square, vectors = batch * seq * seq * bytes_per, batch * seq * d_model * bytes_per
+    return {
+        "before_backward": square + 4 * vectors,
+        "peak_forward": 2 * square + 4 * vectors,
+        "peak_backward": 3 * square + 7 * vectors,
+    }
+
+
+def oom_seq_len(free_bytes: int, batch: int, d_model: int) -> int:
+    """The longest sequence whose predicted backward peak fits in `free_bytes`."""
+    seq = int(math.sqrt(free_bytes / (3 * batch * BYTES)))
+    while seq > 1 and memory_model(batch, seq, d_model)["peak_backward"] > free_bytes:
+        seq -= 1
+    return seq
+
+
+def _noncausal_eager(q, k, v):
+    return eager_attention(q, k, v, causal=False)
+
+
+def compiled_attention(backend: str):
+    """Eager attention under torch.compile; the sequence dimension is marked dynamic at each call site."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    return torch.compile(_noncausal_eager, backend=backend)
+
+
+def _timed(fn, n: int, device: torch.device, before=None) -> list[float]:
+    """Milliseconds of each of n calls of fn; `before()` (untimed) runs ahead of each call."""
+    times = []
+    for _ in range(n):
+        args = before() if before else ()
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*args)
+            end.record()
+            times.append((start, end))
+        else:
+            t0 = time.perf_counter()
+            fn(*args)
+            times.append((time.perf_counter() - t0) * 1e3)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return [s.elapsed_time(e) for s, e in times]
+    return times
+
+
+def _stats(times: list[float]) -> dict:
+    return {"mean": statistics.fmean(times), "median": statistics.median(times), "n": len(times)}
+
+
+def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: torch.device, variant: str = "eager",
+             fn=None, warmup: int = 2) -> dict:  # fmt: skip
+    """One (d_model, seq) row of the scan for `fn` (default: eager attention)."""
+    fn = fn or _noncausal_eager
+    cuda = device.type == "cuda"
+    row = {"variant": variant, "d_model": d_model, "seq": seq, "batch": batch, "iterations": iterations,
+           "status": "ok", "reason": "", "timer": "cuda_event" if cuda else "perf_counter",
+           "model": memory_model(batch, seq, d_model)}  # fmt: skip
+    stage = "inputs"
+    q = k = v = out = dout = None
+    try:
+        gen = torch.Generator(device=device).manual_seed(0)
+        q, k, v = (
+            torch.randn(batch, seq, d_model, generator=gen, device=device, requires_grad=True)
+            for _ in range(3)
+        )
+        dout = torch.randn(batch, seq, d_model, generator=gen, device=device)
+        if variant != "eager":
+            for t in (q, k, v):
+                torch._dynamo.mark_dynamic(t, 1)
+        stage = "forward"
+        t0 = time.perf_counter()
+        out = fn(q, k, v)  # the first call compiles (compiled variant)
+        if cuda:
+            torch.cuda.synchronize(device)
+        row["first_call_ms"] = (time.perf_counter() - t0) * 1e3
+        out = None
+        for _ in range(warmup):
+            fn(q, k, v)
+        row["forward_ms"] = _stats(_timed(lambda: fn(q, k, v), iterations, device))
+        if cuda:
+            release_memory(device, collect=False)
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+        out = fn(q, k, v)
+        if cuda:
+            torch.cuda.synchronize(device)
+            row["mem_before_backward_bytes"] = torch.cuda.memory_allocated(device)
+            row["peak_forward_bytes"] = torch.cuda.max_memory_allocated(device)
+            row["inputs_bytes"] = base
+        stage = "backward"
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        torch.autograd.grad(out, (q, k, v), dout)
+        if cuda:
+            row["peak_backward_bytes"] = torch.cuda.max_memory_allocated(device)
+        out = None
+        # each backward gets a fresh graph from an untimed forward (a compiled backward may not be re-run)
+        row["backward_ms"] = _stats(
+            _timed(
+                lambda o: torch.autograd.grad(o, (q, k, v), dout),
+                iterations,
+                device,
+                before=lambda: (fn(q, k, v),),
+            )
+        )
+    except Exception as exc:  # noqa: BLE001 - an out-of-memory (or any failure) is a row; the scan goes on
+        row["status"] = "oom" if is_oom(exc) else "error"
+        row["reason"] = f"{stage}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+        row["failed_phase"] = stage
+    finally:
+        q = k = v = out = dout = None  # drop the references before releasing memory
+        release_memory(device)
+    return row
+
+
+def run_scan(config: dict, device: torch.device, variant: str = "eager", progress=print) -> list[dict]:
+    """Every (d_model, seq) of the profile's scan, for eager attention or its compiled version."""
+    fn = None if variant == "eager" else compiled_attention(config["compile_backend"])
+    rows = []
+    for d_model in config["d_models"]:
+        for seq in config["seq_lens"]:
+            row = scan_one(d_model, seq, batch=config["batch"], iterations=config["iterations"], device=device,
+                           variant=variant, fn=fn)  # fmt: skip
+            rows.append(row)
+            if progress:
+                fwd, bwd = row.get("forward_ms", {}).get("mean"), row.get("backward_ms", {}).get("mean")
+                mem = row.get("mem_before_backward_bytes")
+                progress(f"[scan {variant}] d={d_model:<4} seq={seq:<6} {row['status']:<5} "
+                         f"fwd {'-' if fwd is None else f'{fwd:.3f}'} ms  bwd {'-' if bwd is None else f'{bwd:.3f}'} ms  "
+                         f"mem before bwd {'-' if mem is None else f'{mem / 2**20:.0f} MiB'}  {row['reason']}")  # fmt: skip
+    return rows

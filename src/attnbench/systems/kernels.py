@@ -1,0 +1,189 @@
+"""Kernel measurements of the CS336 report, through the benchmark sweep (bench/sweep.py: correctness
+against the fp32 reference, CUDA events on a cold L2, exact causal FLOPs):
+
+- the comparison table: PyTorch eager attention (the CS336 reference implementation) against our Triton
+  FlashAttention-2, with SDPA cuDNN and FlashAttention-3 beside them, causal, batch 1, one head;
+- the leaderboard row and the forward speed target (profiles.py has both shapes), our kernel in both dQ
+  modes beside FlashAttention-3, cuDNN and PyTorch's FlashAttention-2 backend;
+- the tile audit: every candidate tile of our kernel at those shapes, launched explicitly (no
+  autotuning): time, correctness, registers, spills, shared memory; and a profiler listing of the
+  device kernels one call launches.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnbench.bench import correctness, providers, timing
+from attnbench.bench.providers.base import Prepared, Provider, leaf
+from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
+from attnbench.bench.results import Workload
+from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
+from attnbench.models.attention import eager_attention
+
+COMPARED = ("sdpa_cudnn", "flash_attn3")  # the kernels a reader compares ours against, from the registry
+
+
+class EagerTorchAttention(Provider):
+    """softmax(q kᵀ/√d + mask) v in plain PyTorch ops (models/attention.py), in the inputs' dtype."""
+
+    family = "torch"
+    layout = "bhsd"
+    dtypes = ("bfloat16", "float16", "float32")
+    masks = ("full", "causal")
+    backward = True
+    needs_cuda = False
+    causal_any_lengths = False  # the eager mask is top-left aligned when the lengths differ
+
+    def __init__(self, name: str = "torch_eager"):
+        self.name = name
+
+    def version(self) -> str:
+        return torch.__version__
+
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        q, k, v = (leaf(t, backward) for t in (q, k, v))
+        causal = workload.mask == "causal"
+        return Prepared(run=lambda: eager_attention(q, k, v, causal=causal), to_canonical=lambda out: out,
+                        inputs=(q, k, v), note="CS336 reference implementation (materialises the scores)")  # fmt: skip
+
+
+def table_providers() -> list:
+    return [EagerTorchAttention(), providers.get("triton_fa2"), *(providers.get(name) for name in COMPARED)]
+
+
+def kernel_providers() -> list:
+    """Ours in both dQ modes and the kernels it is compared with (PyTorch's FA2 backend as a baseline)."""
+    return [providers.get("triton_fa2"), TritonFlashAttention2("triton_fa2_atomic_dq", dq_mode="atomic"),
+            *(providers.get(name) for name in (*COMPARED, "sdpa_flash"))]  # fmt: skip
+
+
+def table_workloads(config: dict, dtype: str) -> list[Workload]:
+    return [
+        Workload(config["batch"], seq, seq, config["heads"], config["heads"], head_dim, dtype, "causal")
+        for seq in config["seq_lens"]
+        for head_dim in config["head_dims"]
+    ]
+
+
+def shape_workload(shape: dict) -> Workload:
+    return Workload(shape["batch"], shape["seq"], shape["seq"], shape["heads"], shape["heads"], shape["head_dim"],
+                    shape["dtype"], shape["mask"])  # fmt: skip
+
+
+def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, progress) -> list:
+    return run_sweep(table_providers(), table_workloads(config, dtype), ["fwd", "bwd", "fwd_bwd"], device=device,
+                     peak_tflops=peak_tflops, datasheet_tflops=datasheet_tflops, progress=progress,
+                     timing_options=config["timing"])  # fmt: skip
+
+
+# --- the tile audit ----------------------------------------------------------------------------------
+
+
+def _kernel_resources(kernel) -> dict:
+    if kernel is None:  # the interpreter compiles nothing
+        return {}
+    return {"regs": getattr(kernel, "n_regs", None), "spills": getattr(kernel, "n_spills", None),
+            "shared_bytes": getattr(kernel.metadata, "shared", None)}  # fmt: skip
+
+
+def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
+    """Every forward candidate tile at `shape`: ms, TFLOP/s (exact causal FLOPs), correctness, resources."""
+    from attnbench.bench.flops import attention_flops, tflops
+    from attnbench.kernels.flash_attention2 import attention_forward, configs, launch
+
+    workload = shape_workload(shape)
+    q, k, v = make_inputs(workload, device)
+    ref = correctness.reference_attention(q, k, v, workload)
+    causal = workload.mask == "causal"
+    d_pad = launch.padded_head_dim(workload.head_dim)
+    rows = []
+    for tile in configs.forward_candidates(q.element_size(), d_pad, causal):
+        row = {"kernel": "forward", "tile": tile.label(), **tile.to_dict()}
+        try:
+            out, _, kernel = attention_forward(q, k, v, causal, tile=tile, return_kernel=True)
+            check = correctness.compare(out, ref, workload.dtype)
+            result = timing.measure(
+                lambda t=tile: attention_forward(q, k, v, causal, tile=t), device=device, **timing_options
+            )
+            row.update(status="ok" if check.ok else "incorrect", reason=check.reason, rel_l2=check.rel_l2,
+                       ms=result.ms_median, tflops=tflops(attention_flops(workload, "fwd"), result.ms_median),
+                       **_kernel_resources(kernel))  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
+            row.update(
+                status="oom" if timing.is_oom(exc) else "error",
+                reason=f"{type(exc).__name__}: {str(exc)[:200]}",
+            )
+        rows.append(row)
+        timing.release_memory(device, collect=row["status"] != "ok")
+    return rows
+
+
+def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
+    """Every backward candidate tile at `shape`, in both dQ modes (the forward is run once, autotuned)."""
+    from attnbench.bench.flops import attention_flops, tflops
+    from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, configs, launch
+
+    workload = shape_workload(shape)
+    q, k, v = make_inputs(workload, device)
+    dout = make_dout(workload, device)
+    causal = workload.mask == "causal"
+    out, lse = attention_forward(q, k, v, causal)
+    refs = correctness.reference_grads(q, k, v, dout, workload)
+    d_pad = launch.padded_head_dim(workload.head_dim)
+    rows = []
+    for dq_mode in ("recompute", "atomic"):
+        for tile in configs.backward_candidates(q.element_size(), d_pad):
+            row = {
+                "kernel": f"backward ({dq_mode} dQ)",
+                "tile": tile.label(),
+                "dq_mode": dq_mode,
+                **tile.to_dict(),
+            }
+
+            def call(t=tile, mode=dq_mode, **kw):
+                return attention_backward(dout, q, k, v, out, lse, causal, dq_mode=mode, tile=t, **kw)
+
+            try:
+                *grads, kernel = call(return_kernel=True)
+                checks = [correctness.compare(g, r, workload.dtype, grad=True, what=n)
+                          for n, g, r in zip(("dq", "dk", "dv"), grads, refs)]  # fmt: skip
+                worst = correctness.worst(dict(zip(("dq", "dk", "dv"), checks)))
+                result = timing.measure(call, device=device, **timing_options)
+                row.update(status="ok" if worst.ok else "incorrect", reason=worst.reason, rel_l2=worst.rel_l2,
+                           ms=result.ms_median, tflops=tflops(attention_flops(workload, "bwd"), result.ms_median),
+                           **_kernel_resources(kernel))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001
+                row.update(
+                    status="oom" if timing.is_oom(exc) else "error",
+                    reason=f"{type(exc).__name__}: {str(exc)[:200]}",
+                )
+            rows.append(row)
+            timing.release_memory(device, collect=row["status"] != "ok")
+    return rows
+
+
+def device_kernels(fn, device, calls: int = 3) -> list[dict]:
+    """The device kernels `calls` calls of fn launch (torch.profiler), µs per call, largest first."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    if torch.device(device).type != "cuda":
+        return []
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type == DeviceType.CUDA:
+            entry = totals.setdefault(event.name, [0.0, 0])
+            entry[0] += event.time_range.elapsed_us()
+            entry[1] += 1
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])
+    return [
+        {"kernel": name[:120], "us_per_call": us / calls, "launches_per_call": n / calls}
+        for name, (us, n) in ranked
+    ]

@@ -1,0 +1,113 @@
+"""Memory over time of training steps, from the CUDA caching allocator's history.
+
+`record_largest` tries the sizes largest first and keeps the first one whose steps all fit: it records
+`torch.cuda.memory._record_memory_history` during the steps, saves the snapshot (a pickle that
+https://pytorch.org/memory_viz opens) and returns a compact timeline: allocated bytes after every
+allocation or free, with the phase it happened in. The timeline is what the report plots; the pickle is
+kept as an artifact for a closer look. Needs CUDA (the allocator history does not exist on a CPU).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import torch
+
+from attnbench.bench.timing import is_oom, release_memory
+from attnbench.models.transformer import build
+from attnbench.systems.steps import PHASES, model_size, train_step
+
+MAX_ENTRIES = 200_000  # allocator events kept (a 2.7B-parameter step makes ~20k)
+MAX_POINTS = 20_000  # timeline points kept for the plot (evenly thinned beyond that)
+
+
+def timeline(snapshot: dict, phase_marks: list[tuple[int, str]], device: int = 0) -> dict:
+    """Allocated bytes after each alloc/free event of `device`, and each event's phase.
+
+    phase_marks: (time_us, phase) when each phase started, from the same clock as the trace
+    (`time_us` of the allocator's events). Memory allocated before recording started (the model's
+    parameters when built earlier) is not in the trace: `baseline_bytes` adds it back.
+    """
+    traces = snapshot.get("device_traces") or []
+    events = traces[device] if device < len(traces) else []
+    allocated, points = 0, []
+    marks = sorted(phase_marks)
+    for event in events:
+        action = event.get("action")
+        if action == "alloc":
+            allocated += event["size"]
+        elif action == "free_completed":
+            allocated -= event["size"]
+        else:
+            continue
+        t = event.get("time_us", 0)
+        phase = next((name for start, name in reversed(marks) if start <= t), "setup")
+        points.append((t, allocated, phase))
+    if len(points) > MAX_POINTS:
+        stride = len(points) / MAX_POINTS
+        points = [points[int(i * stride)] for i in range(MAX_POINTS)] + [points[-1]]
+    start = points[0][0] if points else 0
+    return {
+        "t_ms": [(t - start) / 1e3 for t, _, _ in points],
+        "allocated_bytes": [a for _, a, _ in points],
+        "phase": [p for _, _, p in points],
+    }
+
+
+def _now_us() -> int:
+    import time
+
+    return int(time.time() * 1e6)  # the allocator stamps its trace with wall-clock microseconds
+
+
+def record_largest(sizes: list[str], context: int, precision: str, *, batch: int, steps: int,
+                   device: torch.device, snapshot_path: str, custom_sizes: dict | None = None) -> dict:  # fmt: skip
+    """Record `steps` training steps of the first size in `sizes` that fits; the tried sizes and the timeline."""
+    if device.type != "cuda":
+        return {
+            "status": "skipped",
+            "reason": "needs CUDA: the allocator history exists only on a GPU",
+            "tried": [],
+        }
+    tried = []
+    for name in sizes:
+        result = _record(name, context, precision, batch, steps, device, snapshot_path, custom_sizes)
+        tried.append({"size": name, "status": result["status"], "reason": result.get("reason", "")})
+        if result["status"] == "ok":
+            return {**result, "tried": tried}
+    return {"status": "oom", "reason": "no size fits", "tried": tried}
+
+
+def _record(name, context, precision, batch, steps, device, snapshot_path, custom_sizes) -> dict:
+    where, model, optimizer, marks = [""], None, None, []
+    release_memory(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+    try:
+        marks.append((_now_us(), "build"))
+        model = build(model_size(name, custom_sizes), context, device=device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        data = torch.randint(0, model.vocab_size, (batch, context + 1), device=device)
+        for step in range(steps):
+            torch.cuda.synchronize(device)
+
+            def mark(phase, step=step):
+                marks.append((_now_us(), f"step {step} {phase}"))
+
+            train_step(model, optimizer, data[:, :-1], data[:, 1:], precision, device, where, on_phase=mark)
+        torch.cuda.synchronize(device)
+        snapshot = torch.cuda.memory._snapshot()
+        with open(snapshot_path, "wb") as f:
+            pickle.dump(snapshot, f)
+        peak = torch.cuda.max_memory_allocated(device) - base
+        return {"status": "ok", "size": name, "context": context, "precision": precision, "batch": batch,
+                "steps": steps, "peak_bytes": peak, "phases": list(PHASES), "timeline": timeline(snapshot, marks)}  # fmt: skip
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        return {"status": "oom", "reason": f"out of memory in {where[0] or 'setup'}"}
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+        del model, optimizer
+        release_memory(device)

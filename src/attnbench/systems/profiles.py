@@ -1,0 +1,191 @@
+"""What the CS336 systems notebook measures, per profile, declared once; and what that costs on an H200.
+
+smoke    CPU, seconds: a tiny model, a tiny attention scan, the Triton interpreter. Not a GPU measurement.
+default  one H200: the five model sizes x 4 contexts x fp32/bf16, the attention scan eager and compiled,
+         the kernel table (seq 128..64k x head dim 16..128 x bf16/fp32), the leaderboard row, the
+         speed targets and a tile audit. Sized for ~13 minutes of GPU time, every cell under 10 minutes.
+full     the same with the scan to 32k tokens, every size in the profiler, more repetitions.
+"""
+
+from __future__ import annotations
+
+import copy
+
+NOT_GPU = "smoke profile: not a GPU measurement"
+SIZES = ["small", "medium", "large", "xl", "2.7B"]
+K = 1024
+
+# the CS336 leaderboard row: batch 1, 16 heads x 16,384 tokens x head dim 64, bf16, causal, forward+backward
+LEADERBOARD = {"batch": 1, "heads": 16, "seq": 16 * K, "head_dim": 64, "dtype": "bfloat16", "mask": "causal"}
+BEST_PUBLIC_MS = 5.364  # the best public CS336 leaderboard entry, on an H100 (forward + backward)
+# the forward speed target: causal, head dim 128, 16k tokens, at least 0.8x FlashAttention-3 in the same run
+TARGET_FORWARD = {
+    "batch": 1,
+    "heads": 16,
+    "seq": 16 * K,
+    "head_dim": 128,
+    "dtype": "bfloat16",
+    "mask": "causal",
+}
+TARGET_RATIO_TO_FA3 = 0.8
+
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "device": "cpu",
+        "label": NOT_GPU,
+        "custom_sizes": {
+            "tiny": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4},
+            "tiny-wide": {"d_model": 96, "d_ff": 192, "num_layers": 2, "num_heads": 4},
+        },
+        "steps": {
+            "sizes": ["tiny", "tiny-wide"],
+            "contexts": [16, 32],
+            "precisions": ["fp32", "bf16"],
+            "batch": 4,
+            "warmups": [0, 1, 2],
+            "measured": 3,
+            "attention": "eager",
+        },
+        "attention_variants": {
+            "sizes": ["tiny"],
+            "context": 32,
+            "precision": "fp32",
+            "kernels": ["eager", "sdpa", "triton"],
+        },
+        "breakdown": {"size": "tiny", "context": 32, "precision": "bf16", "warmup": 1, "steps": 2},
+        "memory": {"sizes": ["tiny-wide", "tiny"], "context": 32, "precision": "bf16", "steps": 2},
+        "scan": {
+            "batch": 8,
+            "d_models": [16, 32],
+            "seq_lens": [64, 128],
+            "iterations": 3,
+            "compile_backend": "aot_eager",
+        },
+        "table": {
+            "seq_lens": [64, 128],
+            "head_dims": [16, 32],
+            "dtypes": ["bfloat16", "float32"],
+            "batch": 1,
+            "heads": 1,
+            "timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
+        },
+        "kernel_shapes": {
+            "leaderboard": {**LEADERBOARD, "heads": 2, "seq": 128, "head_dim": 16},
+            "target": {**TARGET_FORWARD, "heads": 2, "seq": 128, "head_dim": 32},
+        },
+        "kernel_timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
+        "audit": False,
+    },
+    "default": {
+        "device": "cuda",
+        "custom_sizes": {},
+        "steps": {
+            "sizes": SIZES,
+            "contexts": [128, 256, 512, 1024],
+            "precisions": ["fp32", "bf16"],
+            "batch": 4,
+            "warmups": [0, 1, 5],
+            "measured": 10,
+            "attention": "eager",
+        },
+        "attention_variants": {
+            "sizes": SIZES,
+            "context": 1024,
+            "precision": "bf16",
+            "kernels": ["eager", "sdpa", "triton"],
+        },
+        "breakdown": {"size": "large", "context": 1024, "precision": "bf16", "warmup": 3, "steps": 3},
+        "memory": {"sizes": list(reversed(SIZES)), "context": 512, "precision": "bf16", "steps": 2},
+        "scan": {
+            "batch": 8,
+            "d_models": [16, 32, 64, 128],
+            "seq_lens": [256, 1 * K, 4 * K, 8 * K, 16 * K],
+            "iterations": 100,
+            "compile_backend": "inductor",
+        },
+        "table": {
+            "seq_lens": [128 << i for i in range(10)],  # 128 ... 65,536
+            "head_dims": [16, 32, 64, 128],
+            "dtypes": ["bfloat16", "float32"],
+            "batch": 1,
+            "heads": 1,
+            "timing": {"min_reps": 5, "min_time_ms": 25.0, "warmup_reps": 2, "max_reps": 200},
+        },
+        "kernel_shapes": {"leaderboard": LEADERBOARD, "target": TARGET_FORWARD},
+        "kernel_timing": {"min_reps": 20, "min_time_ms": 300.0, "warmup_reps": 5, "max_reps": 2000},
+        "audit": True,
+    },
+}
+PROFILES["full"] = copy.deepcopy(PROFILES["default"])
+PROFILES["full"]["steps"]["measured"] = 20
+PROFILES["full"]["breakdown"]["size"] = "2.7B"
+PROFILES["full"]["scan"]["seq_lens"] += [32 * K]
+PROFILES["full"]["table"]["timing"] = {
+    "min_reps": 20,
+    "min_time_ms": 200.0,
+    "warmup_reps": 5,
+    "max_reps": 2000,
+}
+
+
+def resolve(profile: str, cuda: bool) -> dict:
+    """The profile's settings (a deep copy) with its name; auto = default with CUDA, else smoke."""
+    name = profile if profile != "auto" else ("default" if cuda else "smoke")
+    if name not in PROFILES:
+        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
+    if PROFILES[name]["device"] == "cuda" and not cuda:
+        raise ValueError(f"profile {name!r} needs a CUDA GPU; this machine has none (use profile=smoke)")
+    return {"profile": name, "requested": profile, **copy.deepcopy(PROFILES[name])}
+
+
+# --- cost model (H200 estimates, seconds; refine from the first run's measured cell durations) -----------
+# Training-step time at sustained TFLOP/s: fp32 without TF32 ~50, bf16 autocast ~250 at these small
+# batches. Eager attention scan: ~6 memory passes over batch*seq^2 fp32 per forward+backward at ~3 TB/s.
+# Triton compiles ~1.5 s per (tile, head dim, dtype); kernel-table rows ~0.15 s each plus the big shapes.
+STEP_TFLOPS = {"fp32": 50.0, "bf16": 250.0}
+CELL_START_S = 15.0  # python, torch, CUDA context per cell
+
+
+def estimate_seconds(config: dict) -> dict[str, float]:
+    """Rough seconds per GPU cell of the notebook for a resolved profile (printed by the first cell)."""
+    from attnbench.models.transformer import SIZES as NAMED
+    from attnbench.models.transformer import ModelSize, flops_per_step
+
+    sizes = {**NAMED, **{k: ModelSize(**v) for k, v in config["custom_sizes"].items()}}
+    steps = config["steps"]
+    n_steps = max(steps["warmups"]) + steps["measured"]
+    out = {}
+    for precision in steps["precisions"]:
+        flops = sum(
+            flops_per_step(sizes[s], steps["batch"], c)["train"]
+            for s in steps["sizes"]
+            for c in steps["contexts"]
+        )
+        out[f"steps_{precision}"] = (
+            CELL_START_S
+            + n_steps * flops / (STEP_TFLOPS[precision] * 1e12)
+            + 2 * len(steps["sizes"]) * len(steps["contexts"])
+        )
+    variants = config["attention_variants"]
+    flops = sum(
+        flops_per_step(sizes[s], steps["batch"], variants["context"])["train"] for s in variants["sizes"]
+    )
+    out["attention_variants"] = (
+        CELL_START_S + len(variants["kernels"]) * n_steps * flops / (STEP_TFLOPS["bf16"] * 1e12) + 20
+    )
+    out["breakdown"] = CELL_START_S + 20
+    out["memory"] = CELL_START_S + 30
+    scan = config["scan"]
+    passes = sum(8 * scan["batch"] * s * s * 4 for s in scan["seq_lens"]) * len(scan["d_models"])
+    out["scan_eager"] = CELL_START_S + scan["iterations"] * passes / 3e12
+    out["scan_compiled"] = CELL_START_S + 0.6 * out["scan_eager"] + 60  # compile once per shape family
+    table = config["table"]
+    rows = len(table["seq_lens"]) * len(table["head_dims"]) * 4 * 3
+    big = (
+        sum(s * s for s in table["seq_lens"]) * len(table["head_dims"]) * 40 / 3e12
+    )  # eager, the largest shapes
+    for dtype in table["dtypes"]:
+        out[f"table_{dtype}"] = CELL_START_S + rows * 0.15 + big + 1.5 * 10 * len(table["head_dims"])
+    out["kernels"] = CELL_START_S + 120 if config["audit"] else CELL_START_S + 10
+    out["total"] = sum(out.values())
+    return {k: round(v) for k, v in out.items()}

@@ -1,0 +1,168 @@
+"""End-to-end training steps of the CS336 model, timed per phase: forward (with the loss), backward,
+optimizer step (AdamW, then zero_grad).
+
+Every step is timed, warm-up steps included, so a report can show the statistics after 0, 1 or 5 warm-up
+steps from the same run. On CUDA each phase lies between two CUDA events recorded on the stream (one sync
+per step, after the optimizer); on a CPU, perf_counter. Peak memory per phase is the allocator's peak
+during that phase (reset at its start), parameters, gradients and optimizer state included. An
+out-of-memory anywhere (building the model, a phase of any step) makes the row `oom`, names the phase,
+frees everything and lets the run go on.
+
+A row is a plain dict (JSON): the report (report/systems.py) computes means, std, tokens/s and MFU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+
+import torch
+
+from attnbench.bench.timing import is_oom, release_memory
+from attnbench.models.transformer import SIZES as NAMED_SIZES
+from attnbench.models.transformer import VOCAB_SIZE, ModelSize, build, flops_per_step, parameter_count
+
+PHASES = ("forward", "backward", "optimizer")
+PRECISIONS = ("fp32", "bf16")
+
+
+def model_size(name: str, custom: dict | None = None) -> ModelSize:
+    """A named CS336 size, or one of the profile's own (`custom_sizes`)."""
+    if custom and name in custom:
+        return ModelSize(**custom[name])
+    if name not in NAMED_SIZES:
+        raise ValueError(f"unknown model size {name!r}; choose from {[*NAMED_SIZES, *(custom or {})]}")
+    return NAMED_SIZES[name]
+
+
+def autocast_for(precision: str, device: torch.device):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class PhaseClock:
+    """Marks the end of each phase of one step; `times_ms()` after the step's synchronisation."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.marks: list = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def times_ms(self) -> list[float]:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+
+
+def _peak(device: torch.device) -> int | None:
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def train_step(
+    model, optimizer, inputs, targets, precision: str, device: torch.device, where: list[str], on_phase=None
+):
+    """One step; returns ([forward, backward, optimizer] ms, [peak bytes per phase]). `where[0]` names
+    the phase running (so an out-of-memory can say where it happened); `on_phase(name)`, if given, is
+    called as each phase starts (the memory timeline marks them)."""
+    clock, peaks = PhaseClock(device), []
+    on_phase = on_phase or (lambda _: None)
+    clock.mark()
+    where[0] = "forward"
+    on_phase("forward")
+    _reset_peak(device)
+    with autocast_for(precision, device):
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    clock.mark()
+    peaks.append(_peak(device))
+    where[0] = "backward"
+    on_phase("backward")
+    _reset_peak(device)
+    loss.backward()
+    clock.mark()
+    peaks.append(_peak(device))
+    where[0] = "optimizer"
+    on_phase("optimizer")
+    _reset_peak(device)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    clock.mark()
+    peaks.append(_peak(device))
+    return clock.times_ms(), peaks
+
+
+def profile_model(
+    size_name: str,
+    context: int,
+    precision: str,
+    *,
+    steps: int,
+    batch: int,
+    device: torch.device,
+    attention: str = "eager",
+    custom_sizes: dict | None = None,
+    seed: int = 0,
+) -> dict:
+    """Build the model, run `steps` training steps, return the row (never raises but KeyboardInterrupt)."""
+    size = model_size(size_name, custom_sizes)
+    row = {
+        "size": size_name,
+        **{f"model_{k}": v for k, v in vars(size).items()},
+        "context": context,
+        "batch": batch,
+        "precision": precision,
+        "attention": attention,
+        "params": parameter_count(size)["total"],
+        "flops": flops_per_step(size, batch, context),
+        "status": "ok",
+        "reason": "",
+        "timer": "cuda_event" if device.type == "cuda" else "perf_counter",
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "times_ms": {phase: [] for phase in PHASES},
+        "peak_mem_bytes": dict.fromkeys(PHASES),
+    }
+    where = ["building the model"]
+    model = optimizer = None
+    try:
+        torch.manual_seed(seed)
+        model = build(size, context, attention=attention, device=device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        data = torch.randint(0, VOCAB_SIZE, (batch, context + 1), generator=gen, device=device)
+        inputs, targets = data[:, :-1], data[:, 1:]
+        for step in range(steps):
+            times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
+            for phase, ms, peak in zip(PHASES, times, peaks):
+                row["times_ms"][phase].append(ms)
+                if peak is not None:
+                    row["peak_mem_bytes"][phase] = max(peak, row["peak_mem_bytes"][phase] or 0)
+            where[0] = f"after step {step}"
+    except Exception as exc:  # noqa: BLE001 - every failure is a row; the run goes on
+        steps_done = len(row["times_ms"]["optimizer"])
+        row["status"] = "oom" if is_oom(exc) else "error"
+        first = (str(exc).strip().splitlines() or [""])[0]
+        row["reason"] = f"{type(exc).__name__} in {where[0]} (step {steps_done}): {first[:300]}"
+        if row["status"] == "error":
+            row["traceback"] = traceback.format_exc(limit=6)
+    finally:
+        del model, optimizer
+        release_memory(device)
+    return row
