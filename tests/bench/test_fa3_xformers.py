@@ -217,3 +217,53 @@ def test_xformers_op_names_are_checked():
         XFormers("x", op="fa9")
     names = {p.name for p in providers.select(["xformers"])}
     assert {"xformers", "xformers_cutlass", "xformers_fa2", "xformers_fa3"} <= names
+
+
+def test_fa3_build_flags_make_left_out_features_unsupported(monkeypatch):
+    config = types.ModuleType("flash_attn_config")
+    config.CONFIG = {
+        "build_flags": {"FLASHATTENTION_DISABLE_FP16": True, "FLASHATTENTION_DISABLE_HDIM96": True}
+    }
+    monkeypatch.setitem(sys.modules, "flash_attn_config", config)
+    p = providers.get("flash_attn3")
+    assert "leaves out fp16" in p.unsupported(Workload(1, 64, 64, 2, 2, 128, "float16"), "fwd")
+    assert "leaves out head dim 96" in p.unsupported(Workload(1, 64, 64, 2, 2, 96, "bfloat16"), "fwd")
+    assert p.unsupported(Workload(1, 64, 64, 2, 2, 128, "bfloat16", "causal"), "fwd_bwd") is None
+    reason = FlashAttn3Kernel().unavailable(torch.device("cpu"), torch.float16, 128)
+    assert reason is None or "leaves out fp16" in reason or "cannot be imported" in reason
+
+
+def test_fp8_output_tolerance_adds_the_output_rounding():
+    from attnbench.bench.correctness import tolerance_for
+
+    plain, fp8_out = tolerance_for("bfloat16", True), tolerance_for("bfloat16", "quantized_fp8_output")
+    assert fp8_out.rel_l2 == pytest.approx(plain.rel_l2 + 2**-4)
+    assert providers.get("cudnn_frontend_fp8").tolerance == "quantized_fp8_output"
+    # the exact result rounded to e4m3 sits inside it, a wrong scale (x1.3) does not
+    ref = torch.randn(4, 256, 64, dtype=torch.float64)
+    rounded = ref.to(torch.float8_e4m3fn).double()
+    assert compare(rounded, ref, "bfloat16", "quantized_fp8_output").ok
+    assert not compare(rounded * 1.3, ref, "bfloat16", "quantized_fp8_output").ok
+
+
+def test_reasons_follow_a_wrapped_exception_to_its_cause():
+    try:
+        try:
+            raise ConnectionError("Failed to resolve 'huggingface.co'")
+        except ConnectionError:
+            raise ValueError("Kernel repository 'x' could not verify publisher trust status.") from None
+    except ValueError as exc:
+        assert (
+            base.describe_exception(exc)
+            == "ValueError: Kernel repository 'x' could not verify publisher trust status."
+        )
+    try:
+        try:
+            raise ConnectionError("Failed to resolve 'huggingface.co'")
+        except ConnectionError:
+            raise ValueError("could not verify publisher trust status.")  # as kernels does: no "from"
+    except ValueError as exc:
+        assert base.describe_exception(exc) == (
+            "ValueError: could not verify publisher trust status. "
+            "(from ConnectionError: Failed to resolve 'huggingface.co')"
+        )

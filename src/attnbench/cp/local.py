@@ -241,7 +241,13 @@ class FlashAttn3Kernel(_ProbedKernel):
                 f"flash_attn_interface (FlashAttention-3) cannot be imported: {type(exc).__name__}: {exc}; "
                 "build it from flash-attention's hopper/ folder (no PyPI wheel)"
             )[:400]
-        return super().unavailable(device, dtype, head_dim)
+        from attnbench.bench.providers.flash_attn3 import build_leaves_out
+        from attnbench.bench.results import Workload
+
+        # a call outside what this build holds can crash the process instead of raising: ask first
+        dtype_name = str(dtype).removeprefix("torch.")
+        left_out = build_leaves_out(Workload(1, 128, 128, 1, 1, head_dim, dtype_name, "causal"), "fwd_bwd")
+        return left_out or super().unavailable(device, dtype, head_dim)
 
     def forward(self, q, k, v, *, causal, scale):
         from flash_attn_interface import _flash_attn_forward

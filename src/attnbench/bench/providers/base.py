@@ -45,6 +45,7 @@ class Provider:
     gqa: bool = False  # accepts heads_kv < heads_q without repeating K/V
     backward: bool = False
     quantized: bool = False  # computes in lower precision on purpose (judged with looser tolerances)
+    tolerance: str | None = None  # a correctness.TOLERANCES entry of its own (e.g. an fp8 output), if any
     needs_cuda: bool = True
     compiled: bool = False  # setup includes torch.compile
     install: str = ""  # what a user with network runs to get this provider (named in "not installed" rows)
@@ -98,9 +99,19 @@ class Provider:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`ExcType: first line of the message`, the form every reason uses."""
+    """`ExcType: first line of the message`, the form every reason uses, followed by the exception
+    it was raised from (`__cause__`, or the one being handled, `__context__`) when there is one: a
+    wrapper's first line ("backend='inductor' raised", "could not verify publisher") says little."""
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    inner = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    seen = {id(exc)}
+    while inner is not None and id(inner) not in seen and len(seen) < 4:
+        seen.add(id(inner))
+        inner_lines = str(inner).strip().splitlines()
+        text += f" (from {type(inner).__name__}: {inner_lines[0][:300] if inner_lines else ''})"
+        inner = inner.__cause__ or (None if inner.__suppress_context__ else inner.__context__)
+    return text
 
 
 def import_failure(module: str, install: str = "") -> str | None:
@@ -209,6 +220,13 @@ def compile_fn(fn, *, mode: str | None = None, fullgraph: bool = False):
 
 
 def _configure_dynamo(torch) -> None:
+    # The backward pass is timed as repeated autograd.grad(..., retain_graph=True) on one forward;
+    # AOTAutograd's donated buffers forbid retain_graph, so they are turned off (a compiled model's
+    # training step, which frees its graph, would donate them: a small effect on memory, not time).
+    try:
+        torch._functorch.config.donated_buffer = False
+    except AttributeError:
+        pass
     config = torch._dynamo.config
     for name, value in (
         ("recompile_limit", 64),

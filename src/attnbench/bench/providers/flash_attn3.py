@@ -48,6 +48,34 @@ def fa3_window(workload: Workload) -> tuple[bool, int, int]:
     return False, -1, -1
 
 
+def build_flags() -> dict:
+    """FA3's setup.py records what a build left out (flash_attn_config.CONFIG["build_flags"]); {} if unknown."""
+    try:
+        from flash_attn_config import CONFIG
+
+        return dict(CONFIG.get("build_flags", {}))
+    except Exception:  # noqa: BLE001 - older builds have no config module: nothing known to be left out
+        return {}
+
+
+def build_leaves_out(workload: Workload, pass_: str) -> str | None:
+    """Why this FA3 build cannot run the workload (a call outside the build can crash the process)."""
+    flags = build_flags()
+    left_out = [
+        (flags.get("FLASHATTENTION_DISABLE_FP16") and workload.dtype == "float16", "fp16"),
+        (flags.get(f"FLASHATTENTION_DISABLE_HDIM{workload.head_dim}"), f"head dim {workload.head_dim}"),
+        (
+            flags.get("FLASHATTENTION_DISABLE_LOCAL") and workload.mask == "sliding_window",
+            "local (sliding window)",
+        ),
+        (flags.get("FLASHATTENTION_DISABLE_BACKWARD") and pass_ != "fwd", "the backward"),
+    ]
+    missing = [what for off, what in left_out if off]
+    if missing:
+        return f"this FlashAttention-3 build leaves out {', '.join(missing)} (flash_attn_config build flags)"
+    return None
+
+
 def _fa3_op_attention(q, k, v, causal: bool, window_left: int, window_right: int):
     """FA3's own registered custom op (traceable: fake impl + autograd registered by FA3)."""
     from flash_attn_interface import _flash_attn_forward
@@ -72,6 +100,12 @@ class FlashAttn3(FlashStyleProvider):
     )
     head_dims = (64, 96, 128, 192, 256)  # FA3's kernel head dims; a build may hold fewer (then: unsupported)
     dtypes = ("bfloat16", "float16")
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        if reason is None:
+            reason = build_leaves_out(workload, pass_)
+        return reason
 
     def version(self) -> str:
         # the module has no __version__; the distribution is "flash_attn_3" (or an older name)
@@ -122,6 +156,12 @@ class FlashAttn3Fp8(FlashAttn3):
     backward = False
     dtypes = ("bfloat16",)
     masks = ("full", "causal", "sliding_window")
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        if reason is None and build_flags().get("FLASHATTENTION_DISABLE_FP8"):
+            reason = "this FlashAttention-3 build leaves out fp8 (flash_attn_config build flags)"
+        return reason
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
         attn = self.load()

@@ -67,7 +67,7 @@ class HfKernel(FlashStyleProvider):
             return f"loaded {self.repo}, but {exc}"
         except Exception as exc:  # noqa: BLE001
             hint = ""
-            text = f"{type(exc).__name__} {exc}".lower()
+            text = describe_exception(exc).lower()
             if any(
                 word in text
                 for word in (
@@ -78,6 +78,7 @@ class HfKernel(FlashStyleProvider):
                     "local cache",
                     "timed out",
                     "localentrynotfound",
+                    "could not verify publisher",  # kernels asks the Hub whether the publisher is trusted
                 )
             ):
                 hint = (

@@ -131,6 +131,9 @@ class XFormers(Provider):
         ops = self.ops()
         note = "GQA via BMGHK expand; " if groups > 1 else ""
         if ops is None:
+            refused = _dispatch_refuses(inputs, backward)
+            if refused:
+                raise Unsupported(refused)
             note += f"dispatch picked {_dispatched(inputs, backward)}"
         else:
             reasons = ops[0].not_supported_reasons(inputs)
@@ -150,6 +153,23 @@ class XFormers(Provider):
         return Prepared(
             run=run, to_canonical=lambda out: out.transpose(1, 2), inputs=(q, k, v), note=note.strip("; ")
         )
+
+
+def _dispatch_refuses(inputs, backward: bool) -> str | None:
+    """xFormers' own words when no op of this install takes these inputs (e.g. no backward for BMGHK)."""
+    from xformers.ops.fmha import dispatch
+
+    try:
+        dispatch._dispatch_fw(inputs, backward)
+        if backward:
+            dispatch._dispatch_bw(inputs, None)
+    except NotImplementedError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = [line for line in lines[1:] if line.startswith(("`", "-", "*")) or "not supported" in line]
+        return f"{lines[0] if lines else 'no operator'}: " + "; ".join(why[:6])[:600]
+    except Exception:  # noqa: BLE001 - a private API: if it cannot be asked, let the call itself tell
+        return None
+    return None
 
 
 def _dispatched(inputs, backward: bool) -> str:
