@@ -1,0 +1,192 @@
+"""The CS336 systems report's figures (SVG, matplotlib), from rows alone. Each takes a `note` that is
+stamped under the title (the smoke profile's "not a GPU measurement")."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from attnbench.bench.results import Result, usable
+from attnbench.report.systems import GIB, MIB, PHASES, mean_std, step_times, window
+
+PHASE_COLORS = {
+    "forward": "#4C72B0",
+    "backward": "#DD8452",
+    "optimizer": "#55A868",
+    "build": "#8C8C8C",
+    "setup": "#8C8C8C",
+}
+PROVIDER_STYLE = {"torch_eager": ("#8C8C8C", "torch eager"), "triton_fa2": ("#C44E52", "ours (Triton FA2)"),
+                  "sdpa_cudnn": ("#4C72B0", "SDPA cuDNN"), "flash_attn3": ("#55A868", "FlashAttention-3")}  # fmt: skip
+
+
+def _figure(ncols: int, title: str, note: str, width: float = 5.5, height: float = 4.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
+    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
+    return fig, axes[0]
+
+
+def _save(fig, path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, format="svg")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str = "") -> None:
+    """Stacked forward / backward / optimizer ms per step, per size and context; one panel per precision."""
+    precisions = sorted({r["precision"] for r in rows})
+    fig, axes = _figure(
+        len(precisions), f"Training step time per phase (mean after {warmup} warm-up steps)", note, 7.0
+    )
+    for ax, precision in zip(axes, precisions):
+        mine = [r for r in rows if r["precision"] == precision and r["attention"] == "eager"]
+        sizes = list(dict.fromkeys(r["size"] for r in mine))
+        contexts = sorted({r["context"] for r in mine})
+        width = 0.8 / max(len(contexts), 1)
+        for i, size in enumerate(sizes):
+            for j, context in enumerate(contexts):
+                x = i + (j - (len(contexts) - 1) / 2) * width
+                row = next((r for r in mine if r["size"] == size and r["context"] == context), None)
+                if row is None or row["status"] != "ok":
+                    ax.text(
+                        x,
+                        0,
+                        "OOM" if row and row["status"] == "oom" else "x",
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                    )
+                    continue
+                bottom = 0.0
+                for phase in PHASES:
+                    value = mean_std(window(row["times_ms"][phase], warmup, measured))[0]
+                    ax.bar(
+                        x,
+                        value,
+                        width,
+                        bottom=bottom,
+                        color=PHASE_COLORS[phase],
+                        label=phase if (i, j) == (0, 0) else None,
+                    )
+                    bottom += value
+        ax.set_xticks(range(len(sizes)), sizes)
+        ax.set_ylabel("ms per step")
+        ax.set_title(
+            f"{precision}, contexts {', '.join(map(str, contexts))} (bars left to right)", fontsize=9
+        )
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_warmup(rows: list[dict], path, *, precision: str, note: str = "") -> None:
+    """Whole-step ms of every step, warm-up included, per size at its longest context."""
+    fig, (ax,) = _figure(1, f"Every step's time, {precision}: why warm-up steps are dropped", note, 7.0)
+    mine = [
+        r for r in rows if r["precision"] == precision and r["attention"] == "eager" and r["status"] == "ok"
+    ]
+    for size in dict.fromkeys(r["size"] for r in mine):
+        row = max((r for r in mine if r["size"] == size), key=lambda r: r["context"])
+        steps = step_times(row)
+        ax.plot(
+            range(len(steps)), steps, marker="o", markersize=3, label=f"{size} (context {row['context']})"
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_memory_timeline(record: dict, path, note: str = "") -> None:
+    """Allocated GiB after every allocation and free, coloured by the phase it happened in."""
+    line = record["timeline"]
+    title = (f"Allocated memory, {record['size']} model, context {record['context']}, {record['precision']}, "
+             f"batch {record['batch']}, {record['steps']} steps")  # fmt: skip
+    fig, (ax,) = _figure(1, title, note, 9.0)
+    ax.plot(line["t_ms"], [b / GIB for b in line["allocated_bytes"]], color="black", linewidth=0.6)
+    spans: dict[str, list] = defaultdict(list)
+    for t, phase in zip(line["t_ms"], line["phase"]):
+        spans[phase.split()[-1]].append(t)
+    for phase, times in spans.items():
+        ax.scatter(times, [0] * len(times), color=PHASE_COLORS.get(phase, "#8C8C8C"), s=4, label=phase)
+    ax.set_xlabel("ms since recording started")
+    ax.set_ylabel("GiB allocated")
+    ax.legend(fontsize=8, title="phase (ticks on the axis)")
+    _save(fig, path)
+
+
+def plot_scan(
+    eager: list[dict], compiled: list[dict], path, *, device_bytes: int | None, note: str = ""
+) -> None:
+    """Left: forward + backward ms vs seq per d_model, eager and compiled. Right: memory before the
+    backward, measured against the memory model, with the GPU's memory as a line."""
+    fig, (ax_t, ax_m) = _figure(2, "Attention scan: batch 8, one head, fp32", note)
+    for rows, style, name in ((eager, "-", "eager"), (compiled, "--", "compiled")):
+        for d in sorted({r["d_model"] for r in rows}):
+            mine = [r for r in rows if r["d_model"] == d and r.get("forward_ms") and r.get("backward_ms")]
+            ax_t.plot([r["seq"] for r in mine], [r["forward_ms"]["mean"] + r["backward_ms"]["mean"] for r in mine],
+                      style, marker="o", markersize=3, label=f"{name} d={d}")  # fmt: skip
+    ax_t.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="forward + backward ms")
+    ax_t.legend(fontsize=7, ncol=2)
+    d_max = max((r["d_model"] for r in eager), default=0)
+    widest = sorted((r for r in eager if r["d_model"] == d_max), key=lambda r: r["seq"])
+    ax_m.plot(
+        [r["seq"] for r in widest],
+        [r["model"]["before_backward"] / MIB for r in widest],
+        "k:",
+        label="model: B·S²·4 + 4·B·S·d·4",
+    )
+    ax_m.plot(
+        [r["seq"] for r in widest],
+        [r["model"]["peak_backward"] / MIB for r in widest],
+        "k-.",
+        label="model: backward peak",
+    )
+    for d in sorted({r["d_model"] for r in eager}):
+        mine = [r for r in eager if r["d_model"] == d and r.get("mem_before_backward_bytes")]
+        ax_m.plot(
+            [r["seq"] for r in mine],
+            [r["mem_before_backward_bytes"] / MIB for r in mine],
+            "o",
+            markersize=4,
+            label=f"measured d={d}",
+        )
+    for r in eager:
+        if r["status"] == "oom":
+            ax_m.annotate("OOM", (r["seq"], r["model"]["before_backward"] / MIB), fontsize=7, color="red")
+    if device_bytes:
+        ax_m.axhline(device_bytes / MIB, color="red", linewidth=0.8, label="GPU memory")
+    ax_m.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="MiB before the backward")
+    ax_m.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_kernels(
+    rows: list[Result], path, *, dtype: str = "bfloat16", pass_: str = "fwd_bwd", note: str = ""
+) -> None:
+    """TFLOP/s (exact causal FLOPs) against sequence length, one panel per head dim."""
+    mine = [r for r in rows if r.workload.dtype == dtype and r.pass_ == pass_]
+    dims = sorted({r.workload.head_dim for r in mine})
+    fig, axes = _figure(
+        max(len(dims), 1), f"Causal attention, batch 1, one head, {dtype}, {pass_}: TFLOP/s", note, 4.2
+    )
+    for ax, d in zip(axes, dims):
+        for provider, (color, label) in PROVIDER_STYLE.items():
+            points = sorted(
+                (r.workload.seqlen_q, r.tflops)
+                for r in mine
+                if r.workload.head_dim == d and r.provider == provider and usable(r)
+            )
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, color=color, label=label)
+        ax.set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s", title=f"head dim {d}")
+        ax.legend(fontsize=7)
+    _save(fig, path)
