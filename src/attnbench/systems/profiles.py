@@ -39,41 +39,43 @@ PROFILES: dict[str, dict] = {
         },
         "steps": {
             "sizes": ["tiny", "tiny-wide"],
-            "contexts": [16, 32],
+            "contexts": [32],
             "precisions": ["fp32", "bf16"],
             "batch": 4,
             "warmups": [0, 1, 2],
-            "measured": 3,
+            "measured": 2,
             "attention": "eager",
         },
         "attention_variants": {
             "sizes": ["tiny"],
-            "context": 32,
+            "context": 16,
             "precision": "fp32",
             "kernels": ["eager", "sdpa", "triton"],
+            "warmup": 1,
+            "measured": 1,
         },
-        "breakdown": {"size": "tiny", "context": 32, "precision": "bf16", "warmup": 1, "steps": 2},
+        "breakdown": {"size": "tiny", "context": 32, "precision": "bf16", "warmup": 1, "steps": 1},
         "memory": {"sizes": ["tiny-wide", "tiny"], "context": 32, "precision": "bf16", "steps": 2},
         "scan": {
             "batch": 8,
             "d_models": [16, 32],
-            "seq_lens": [64, 128],
-            "iterations": 3,
+            "seq_lens": [64],
+            "iterations": 2,
             "compile_backend": "aot_eager",
         },
         "table": {
-            "seq_lens": [64, 128],
+            "seq_lens": [64],
             "head_dims": [16, 32],
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
-            "timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
+            "timing": {"min_reps": 1, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 1},
         },
         "kernel_shapes": {
             "leaderboard": {**LEADERBOARD, "heads": 2, "seq": 128, "head_dim": 16},
             "target": {**TARGET_FORWARD, "heads": 2, "seq": 128, "head_dim": 32},
         },
-        "kernel_timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
+        "kernel_timing": {"min_reps": 1, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 1},
         "audit": False,
     },
     "default": {
@@ -93,6 +95,8 @@ PROFILES: dict[str, dict] = {
             "context": 1024,
             "precision": "bf16",
             "kernels": ["eager", "sdpa", "triton"],
+            "warmup": 5,
+            "measured": 10,
         },
         "breakdown": {"size": "large", "context": 1024, "precision": "bf16", "warmup": 3, "steps": 3},
         "memory": {"sizes": list(reversed(SIZES)), "context": 512, "precision": "bf16", "steps": 2},
@@ -170,22 +174,36 @@ def estimate_seconds(config: dict) -> dict[str, float]:
     flops = sum(
         flops_per_step(sizes[s], steps["batch"], variants["context"])["train"] for s in variants["sizes"]
     )
-    out["attention_variants"] = (
-        CELL_START_S + len(variants["kernels"]) * n_steps * flops / (STEP_TFLOPS["bf16"] * 1e12) + 20
-    )
-    out["breakdown"] = CELL_START_S + 20
-    out["memory"] = CELL_START_S + 30
+    n_variant = variants["warmup"] + variants["measured"]
+    out["steps_bf16"] += len(variants["kernels"]) * n_variant * flops / (STEP_TFLOPS["bf16"] * 1e12) + 20
+    out["breakdown"] = CELL_START_S + 60  # three profiled steps, then the memory history of the largest size
     scan = config["scan"]
-    passes = sum(8 * scan["batch"] * s * s * 4 for s in scan["seq_lens"]) * len(scan["d_models"])
-    out["scan_eager"] = CELL_START_S + scan["iterations"] * passes / 3e12
-    out["scan_compiled"] = CELL_START_S + 0.6 * out["scan_eager"] + 60  # compile once per shape family
+    # per iteration: a forward (~6 passes over B*S^2 fp32) and a forward + backward (~20 passes), ~3 TB/s
+    passes = sum(26 * scan["batch"] * s * s * 4 for s in scan["seq_lens"]) * len(scan["d_models"])
+    eager = scan["iterations"] * passes / 3e12
+    out["scan"] = (
+        CELL_START_S + eager * 1.8 + 40
+    )  # the compiled run: similar, plus compiling once per d_model
     table = config["table"]
     rows = len(table["seq_lens"]) * len(table["head_dims"]) * 4 * 3
     big = (
         sum(s * s for s in table["seq_lens"]) * len(table["head_dims"]) * 40 / 3e12
     )  # eager, the largest shapes
+    compiles = {
+        "bfloat16": 40,
+        "float32": 22,
+    }  # (tile, head dim) pairs our kernel compiles, forward + backward
     for dtype in table["dtypes"]:
-        out[f"table_{dtype}"] = CELL_START_S + rows * 0.15 + big + 1.5 * 10 * len(table["head_dims"])
-    out["kernels"] = CELL_START_S + 120 if config["audit"] else CELL_START_S + 10
+        short = "bf16" if dtype == "bfloat16" else "fp32"
+        out[f"kernels_{short}"] = CELL_START_S + rows * 0.1 + big + 1.5 * compiles.get(dtype, 30)
+    out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
+
+
+def write_json_lines(path, rows) -> None:
+    """Rows (dicts) as JSON lines."""
+    import json
+
+    with open(path, "w") as f:
+        f.writelines(json.dumps(row, default=str) + "\n" for row in rows)

@@ -166,3 +166,44 @@ def profile_model(
         del model, optimizer
         release_memory(device)
     return row
+
+
+def _progress_line(row: dict) -> str:
+    if row["status"] != "ok":
+        return f"[steps] {row['size']:<9} ctx {row['context']:<5} {row['precision']} {row['attention']:<6} {row['status']}: {row['reason']}"
+    step = [sum(parts) for parts in zip(*(row["times_ms"][p] for p in PHASES))]
+    return (f"[steps] {row['size']:<9} ctx {row['context']:<5} {row['precision']} {row['attention']:<6} ok   "
+            f"first step {step[0]:9.2f} ms, last {step[-1]:9.2f} ms")  # fmt: skip
+
+
+def run_grid(config: dict, precision: str, device: torch.device, progress=print) -> list[dict]:
+    """Every size x context of the profile's `steps` at one precision (the measured matmul peak of that
+    precision is kept in each row, for MFU)."""
+    spec = config["steps"]
+    n_steps = max(spec["warmups"]) + spec["measured"]
+    rows = []
+    for size in spec["sizes"]:
+        for context in spec["contexts"]:
+            row = profile_model(size, context, precision, steps=n_steps, batch=spec["batch"], device=device,
+                                attention=spec["attention"], custom_sizes=config["custom_sizes"])  # fmt: skip
+            row["peak_tflops"] = (config.get("peak_tflops") or {}).get(precision)
+            rows.append(row)
+            if progress:
+                progress(_progress_line(row))
+    return rows
+
+
+def run_attention_variants(config: dict, device: torch.device, progress=print) -> list[dict]:
+    """The profile's sizes at one context and precision with each attention kernel (eager, sdpa, triton)."""
+    spec, steps_spec = config["attention_variants"], config["steps"]
+    n_steps = spec["warmup"] + spec["measured"]
+    rows = []
+    for size in spec["sizes"]:
+        for kernel in spec["kernels"]:
+            row = profile_model(size, spec["context"], spec["precision"], steps=n_steps, batch=steps_spec["batch"],
+                                device=device, attention=kernel, custom_sizes=config["custom_sizes"])  # fmt: skip
+            row["peak_tflops"] = (config.get("peak_tflops") or {}).get(spec["precision"])
+            rows.append(row)
+            if progress:
+                progress(_progress_line(row))
+    return rows
