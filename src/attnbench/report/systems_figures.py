@@ -142,7 +142,7 @@ def plot_scan(
         [r["seq"] for r in widest],
         [r["model"]["before_backward"] / MIB for r in widest],
         "k:",
-        label="model: B·S²·4 + 4·B·S·d·4",
+        label="model: B·S²·4 + 5·B·S·d·4",
     )
     ax_m.plot(
         [r["seq"] for r in widest],

@@ -3,16 +3,17 @@ seq, d_model], no mask, fp32), over d_model x seq: `iterations` forward passes, 
 the backward, `iterations` backward passes; then the same function under torch.compile.
 
 Per row: forward and backward ms per pass (mean and median of per-pass CUDA events; perf_counter on a
-CPU; each timed backward runs on the graph of an untimed forward just before it), memory allocated
+CPU; each timed backward runs on the graph of an untimed forward just before it; fewer than `iterations`
+passes when they would take more than 15 s, with the count in the row), memory allocated
 before the backward and the peak of one forward and of one backward (CUDA only),
 and the memory model's prediction for the same shape. Out-of-memory in a phase is an `oom` row naming
 that phase (what was measured before it is kept); the scan goes on.
 
 Memory model (fp32, 4 bytes, B = batch, S = seq, d = d_model; eager autograd):
   before backward   B·S²·4 (the softmax output P, saved for P·V and the softmax backward)
-                    + 4·B·S·d·4 (q, k, v and the output)
-  forward peak      2·B·S²·4 + 4·B·S·d·4 (scores and their scaled copy, or scaled scores and P, at once)
-  backward peak     3·B·S²·4 + 7·B·S·d·4 (P, dP = dO·Vᵀ and dS alive together; + dO, dq, dk, dv)
+                    + 5·B·S·d·4 (q, k, v and dO, made up front, and the output)
+  forward peak      2·B·S²·4 + 5·B·S·d·4 (scores and their scaled copy, or scaled scores and P, at once)
+  backward peak     3·B·S²·4 + 8·B·S·d·4 (P, dP = dO·Vᵀ and dS alive together; + dq, dk, dv)
 so eager attention runs out of memory near S = sqrt(M / (3·B·4)) for a GPU with M bytes free: the
 S² term is everything, d_model barely matters.
 """
@@ -34,9 +35,9 @@ BYTES = 4  # fp32
 def memory_model(batch: int, seq: int, d_model: int, bytes_per: int = BYTES) -> dict[str, int]:
     square, vectors = batch * seq * seq * bytes_per, batch * seq * d_model * bytes_per
     return {
-        "before_backward": square + 4 * vectors,
-        "peak_forward": 2 * square + 4 * vectors,
-        "peak_backward": 3 * square + 7 * vectors,
+        "before_backward": square + 5 * vectors,
+        "peak_forward": 2 * square + 5 * vectors,
+        "peak_backward": 3 * square + 8 * vectors,
     }
 
 
@@ -85,9 +86,21 @@ def _stats(times: list[float]) -> dict:
     return {"mean": statistics.fmean(times), "median": statistics.median(times), "n": len(times)}
 
 
+def _affordable(call, iterations: int, budget_s: float, device: torch.device) -> int:
+    """How many of `iterations` calls fit in `budget_s` seconds, from one timed call (at least 3)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    call()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return max(min(3, iterations), min(iterations, int(budget_s / max(time.perf_counter() - t0, 1e-6))))
+
+
 def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: torch.device, variant: str = "eager",
-             fn=None, warmup: int = 2) -> dict:  # fmt: skip
-    """One (d_model, seq) row of the scan for `fn` (default: eager attention)."""
+             fn=None, warmup: int = 2, budget_s: float = 15.0) -> dict:  # fmt: skip
+    """One (d_model, seq) row of the scan for `fn` (default: eager attention). Each phase times
+    `iterations` calls, or fewer if they would take more than `budget_s` (the row's `n` says how many)."""
     fn = fn or _noncausal_eager
     cuda = device.type == "cuda"
     row = {"variant": variant, "d_model": d_model, "seq": seq, "batch": batch, "iterations": iterations,
@@ -114,7 +127,8 @@ def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: tor
         out = None
         for _ in range(warmup):
             fn(q, k, v)
-        row["forward_ms"] = _stats(_timed(lambda: fn(q, k, v), iterations, device))
+        n = _affordable(lambda: fn(q, k, v), iterations, budget_s, device)
+        row["forward_ms"] = _stats(_timed(lambda: fn(q, k, v), n, device))
         if cuda:
             release_memory(device, collect=False)
             torch.cuda.reset_peak_memory_stats(device)
@@ -132,11 +146,14 @@ def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: tor
         if cuda:
             row["peak_backward_bytes"] = torch.cuda.max_memory_allocated(device)
         out = None
+        n = _affordable(
+            lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), iterations, budget_s, device
+        )
         # each backward gets a fresh graph from an untimed forward (a compiled backward may not be re-run)
         row["backward_ms"] = _stats(
             _timed(
                 lambda o: torch.autograd.grad(o, (q, k, v), dout),
-                iterations,
+                n,
                 device,
                 before=lambda: (fn(q, k, v),),
             )

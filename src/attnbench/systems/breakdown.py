@@ -76,10 +76,14 @@ def _leave(stack: list):
 
 
 def _ranges(events, prefix: str) -> list[tuple[float, float, str]]:
+    """The CPU-side ranges named prefix...: the profiler also shows each annotation on the GPU timeline,
+    later than the launches it contains, which must not be used to attribute them."""
+    from torch.autograd import DeviceType
+
     found = [
         (e.time_range.start, e.time_range.end, e.name.removeprefix(prefix))
         for e in events
-        if e.name.startswith(prefix)
+        if e.name.startswith(prefix) and e.device_type == DeviceType.CPU
     ]
     return sorted(found)
 

@@ -4,7 +4,8 @@
 `torch.cuda.memory._record_memory_history` during the steps, saves the snapshot (a pickle that
 https://pytorch.org/memory_viz opens) and returns a compact timeline: allocated bytes after every
 allocation or free, with the phase it happened in. The timeline is what the report plots; the pickle is
-kept as an artifact for a closer look. Needs CUDA (the allocator history does not exist on a CPU).
+kept as an artifact for a closer look. Stack traces are off by default (with them a 2.7B-parameter step
+makes a snapshot of tens of MB; `with_stacks=True` records Python frames). Needs CUDA.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ MAX_ENTRIES = 200_000  # allocator events kept (a 2.7B-parameter step makes ~20k
 MAX_POINTS = 20_000  # timeline points kept for the plot (evenly thinned beyond that)
 
 
-def timeline(snapshot: dict, phase_marks: list[tuple[int, str]], device: int = 0) -> dict:
+def timeline(
+    snapshot: dict, phase_marks: list[tuple[int, str]], device: int = 0, baseline_bytes: int = 0
+) -> dict:
     """Allocated bytes after each alloc/free event of `device`, and each event's phase.
 
     phase_marks: (time_us, phase) when each phase started, from the same clock as the trace
@@ -30,7 +33,7 @@ def timeline(snapshot: dict, phase_marks: list[tuple[int, str]], device: int = 0
     """
     traces = snapshot.get("device_traces") or []
     events = traces[device] if device < len(traces) else []
-    allocated, points = 0, []
+    allocated, points = baseline_bytes, []
     marks = sorted(phase_marks)
     for event in events:
         action = event.get("action")
@@ -61,7 +64,8 @@ def _now_us() -> int:
 
 
 def record_largest(sizes: list[str], context: int, precision: str, *, batch: int, steps: int,
-                   device: torch.device, snapshot_path: str, custom_sizes: dict | None = None) -> dict:  # fmt: skip
+                   device: torch.device, snapshot_path: str, custom_sizes: dict | None = None,
+                   with_stacks: bool = False) -> dict:  # fmt: skip
     """Record `steps` training steps of the first size in `sizes` that fits; the tried sizes and the timeline."""
     if device.type != "cuda":
         return {
@@ -71,19 +75,24 @@ def record_largest(sizes: list[str], context: int, precision: str, *, batch: int
         }
     tried = []
     for name in sizes:
-        result = _record(name, context, precision, batch, steps, device, snapshot_path, custom_sizes)
+        result = _record(
+            name, context, precision, batch, steps, device, snapshot_path, custom_sizes, with_stacks
+        )
         tried.append({"size": name, "status": result["status"], "reason": result.get("reason", "")})
         if result["status"] == "ok":
             return {**result, "tried": tried}
     return {"status": "oom", "reason": "no size fits", "tried": tried}
 
 
-def _record(name, context, precision, batch, steps, device, snapshot_path, custom_sizes) -> dict:
+def _record(name, context, precision, batch, steps, device, snapshot_path, custom_sizes, with_stacks) -> dict:
     where, model, optimizer, marks = [""], None, None, []
     release_memory(device)
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
-    torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+    if with_stacks:
+        torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, stacks="python")
+    else:
+        torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, context=None)
     try:
         marks.append((_now_us(), "build"))
         model = build(model_size(name, custom_sizes), context, device=device)
@@ -102,7 +111,8 @@ def _record(name, context, precision, batch, steps, device, snapshot_path, custo
             pickle.dump(snapshot, f)
         peak = torch.cuda.max_memory_allocated(device) - base
         return {"status": "ok", "size": name, "context": context, "precision": precision, "batch": batch,
-                "steps": steps, "peak_bytes": peak, "phases": list(PHASES), "timeline": timeline(snapshot, marks)}  # fmt: skip
+                "steps": steps, "peak_bytes": peak, "phases": list(PHASES), "baseline_bytes": base,
+                "timeline": timeline(snapshot, marks, device.index or 0, base)}  # fmt: skip
     except Exception as exc:
         if not is_oom(exc):
             raise

@@ -1,0 +1,169 @@
+"""Units of the CS336 report on CPU: out-of-memory rows, the memory model, the memory timeline, the
+profiler attribution's bookkeeping, and the report tables and targets from synthetic rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
+from attnbench.bench.results import Result, Workload
+from attnbench.report import cs336_seed
+from attnbench.report import systems as tables
+from attnbench.systems import attention_scan, breakdown, memory, profiles, steps
+
+
+def test_out_of_memory_is_a_row_naming_the_phase(monkeypatch):
+    def explode(*args, **kwargs):
+        args[-1][0] = "backward"  # the phase train_step would be in
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(steps, "train_step", lambda *a, **k: explode(*a))
+    row = steps.profile_model("tiny", 8, "fp32", steps=2, batch=1, device=torch.device("cpu"),
+                              custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
+    assert row["status"] == "oom"
+    assert row["reason"].startswith("OutOfMemoryError in backward (step 0): CUDA out of memory")
+    assert row["times_ms"]["forward"] == []
+
+
+def test_a_real_step_on_cpu_fills_every_phase():
+    row = steps.profile_model("tiny", 8, "bf16", steps=2, batch=1, device=torch.device("cpu"),
+                              custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
+    assert row["status"] == "ok" and all(len(v) == 2 and min(v) > 0 for v in row["times_ms"].values())
+
+
+def test_memory_model_and_where_eager_runs_out():
+    model = attention_scan.memory_model(batch=8, seq=8192, d_model=16)
+    assert model["before_backward"] == 8 * 8192**2 * 4 + 5 * 8 * 8192 * 16 * 4
+    # the write-up measured 2182 "MB" (10^6 bytes, it seems) before the backward at this shape
+    assert abs(model["before_backward"] / 1e6 - 2182) / 2182 < 0.01
+    seq = attention_scan.oom_seq_len(141 * 2**30, batch=8, d_model=128)
+    fits, over = attention_scan.memory_model(8, seq, 128), attention_scan.memory_model(8, seq + 1, 128)
+    assert fits["peak_backward"] <= 141 * 2**30 < over["peak_backward"] and 39_000 < seq < 41_000
+
+
+def test_memory_timeline_counts_allocations_and_phases():
+    snapshot = {"device_traces": [[
+        {"action": "alloc", "size": 100, "time_us": 10}, {"action": "alloc", "size": 50, "time_us": 20},
+        {"action": "free_requested", "size": 100, "time_us": 25}, {"action": "free_completed", "size": 100, "time_us": 30},
+    ]]}  # fmt: skip
+    line = memory.timeline(snapshot, [(0, "step 0 forward"), (25, "step 0 backward")], baseline_bytes=7)
+    assert line["allocated_bytes"] == [107, 157, 57]
+    assert line["phase"] == ["step 0 forward", "step 0 forward", "step 0 backward"]
+    assert line["t_ms"] == [0.0, 0.01, 0.02]
+
+
+def test_kernel_classes_and_summary():
+    assert breakdown.kernel_class("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n") == "matmul"
+    assert breakdown.kernel_class("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN") == "matmul"
+    assert (
+        breakdown.kernel_class("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4>") == "softmax"
+    )
+    assert breakdown.kernel_class("void at::native::vectorized_elementwise_kernel<4>") == "other"
+    records = [
+        {"name": "gemm_a", "us": 30.0, "phase": "forward", "block": "attention", "class": "matmul"},
+        {"name": "softmax", "us": 10.0, "phase": "forward", "block": "attention", "class": "softmax"},
+        {"name": "gemm_a", "us": 50.0, "phase": "forward", "block": "mlp", "class": "matmul"},
+        {"name": "adam", "us": 20.0, "phase": "optimizer", "block": "rest", "class": "other"},
+    ]
+    summary = breakdown.summarise(records, steps=2)
+    forward = summary["forward"]
+    assert forward["us_per_step"] == 45.0 and forward["top"][0] == {
+        "kernel": "gemm_a", "us_per_step": 40.0, "calls_per_step": 1.0, "share": 80 / 90}  # fmt: skip
+    shares = tables.block_share_table({"phases": summary}).set_index("phase")
+    assert (
+        shares.loc["forward", "attention matmul"] == "33.3%"
+        and shares.loc["forward", "mlp matmul"] == "55.6%"
+    )
+    assert shares.loc["optimizer", "rest (norms, embedding, loss, optimizer)"] == "100.0%"
+
+
+def _step_row(size, precision, steps_ms, status="ok", reason=""):
+    return {"size": size, "context": 128, "batch": 4, "precision": precision, "attention": "eager", "params": 10**8,
+            "status": status, "reason": reason, "flops": {"train": 6e12}, "peak_tflops": 600.0,
+            "times_ms": {"forward": [s / 4 for s in steps_ms], "backward": [s / 2 for s in steps_ms],
+                         "optimizer": [s / 4 for s in steps_ms]},
+            "peak_mem_bytes": {"forward": 2**30, "backward": 2 * 2**30, "optimizer": 2**30}}  # fmt: skip
+
+
+def test_step_tables_warmup_and_oom():
+    rows = [
+        _step_row("small", "bf16", [100.0, 12.0, 10.0, 10.0]),
+        _step_row("2.7B", "bf16", [], "oom", "OOM in forward"),
+    ]
+    table = tables.step_table(rows, "bf16", warmup=2, measured=2)
+    small = table.iloc[0]
+    assert small["step ms"] == "10.00 ± 0.00" and small["tokens/s"] == "51,200" and small["MFU"] == "100.0%"
+    assert small["peak GiB backward"] == "2.00"
+    assert table.iloc[1]["status"] == "oom" and table.iloc[1]["reason"] == "OOM in forward"
+    warm = tables.warmup_table(rows, "bf16", [0, 2], measured=2).iloc[0]
+    assert warm["first step ms"] == "100.00" and warm["warm-up 0: step ms"].startswith("56.00 ±")
+    assert warm["warm-up 2: step ms"] == "10.00 ± 0.00"
+
+
+def _result(provider, pass_, ms, timer="cuda_event", status="ok", head_dim=64, seq=16384):
+    workload = Workload(1, seq, seq, 16, 16, head_dim, "bfloat16", "causal")
+    return Result(provider, "f", status, workload, pass_, ms_median=ms if status == "ok" else None, timer=timer,
+                  ok=True if status == "ok" else None, rel_l2=1e-3 if status == "ok" else None,
+                  reason="" if status == "ok" else "why")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ours_fwd", "ours_fb", "met"), [(1.0, 5.0, [True, True]), (2.0, 6.0, [False, False])]
+)
+def test_targets_met_or_missed_with_the_gap(ours_fwd, ours_fb, met):
+    target = [
+        _result("triton_fa2", "fwd", ours_fwd, head_dim=128),
+        _result("flash_attn3", "fwd", 1.2, head_dim=128),
+    ]
+    leaderboard = [_result("triton_fa2", "fwd_bwd", ours_fb)]
+    checks = tables.target_checks(leaderboard, target, best_public_ms=5.364, ratio=0.8)
+    assert [c["met"] for c in checks] == met
+    lines = tables.target_lines(checks)
+    assert lines[0].startswith("MET" if met[0] else "MISSED") and "%" in lines[0]
+
+
+def test_targets_are_not_judged_on_cpu_timings_or_missing_rows():
+    cpu = [_result("triton_fa2", "fwd_bwd", 300.0, timer="perf_counter")]
+    assert all(
+        c["met"] is None and "not judged" in c["detail"]
+        for c in tables.target_checks(cpu, [], best_public_ms=5.364, ratio=0.8)
+    )
+    missing = tables.target_checks(
+        [], [_result("flash_attn3", "fwd", 1.0, status="unavailable")], best_public_ms=5.364, ratio=0.8
+    )
+    assert [c["met"] for c in missing] == [None, None]
+    assert tables.target_lines(missing)[0].startswith("NOT MEASURED")
+
+
+def test_kernel_table_in_the_seed_layout():
+    rows = [
+        _result("torch_eager", p, ms, seq=4096) for p, ms in (("fwd", 4.0), ("bwd", 8.0), ("fwd_bwd", 12.0))
+    ]
+    rows += [
+        _result("triton_fa2", p, ms, seq=4096) for p, ms in (("fwd", 1.0), ("bwd", 2.0), ("fwd_bwd", 3.0))
+    ]
+    rows += [_result("flash_attn3", "fwd", None, status="unsupported", seq=4096)]
+    entry = tables.kernel_table(rows).iloc[0]
+    assert (entry["ft_torch"], entry["fbt_triton"], entry["speedup_fwd_bwd"]) == ("4.000", "3.000", "4.0x")
+    assert entry["triton correct"] == "ok (1.0e-03)" and entry["ft_FA3"] == "—"
+    assert tables.not_run_reasons(rows) == ["flash_attn3: unsupported: why (1 rows)"]
+
+
+def test_the_seed_tables_parse():
+    flash = tables.parse_markdown_table(cs336_seed.FLASH_TABLE)
+    assert len(flash) == 54 and list(flash.columns)[:3] == ["seq_len", "d_model", "precision"]
+    scan = tables.parse_scan_text(cs336_seed.ATTENTION_SCAN)
+    assert len(scan) == 20 and (scan["fwd(ms)"] == "OOM").sum() == 4
+    assert len(tables.parse_markdown_table(cs336_seed.PROFILE_FORWARD_BACKWARD)) == 2
+
+
+def test_profiles_resolve_and_estimate():
+    assert profiles.resolve("auto", cuda=False)["profile"] == "smoke"
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        profiles.resolve("default", cuda=False)
+    with pytest.raises(ValueError, match="params.profile must be"):
+        profiles.resolve("huge", cuda=True)
+    estimate = profiles.estimate_seconds(profiles.resolve("default", cuda=True))
+    assert 600 < estimate["total"] < 1200  # the default profile is designed for ~13 minutes on an H200
+    assert all(v < 600 for k, v in estimate.items() if k != "total")  # every cell inside one 10-minute call
