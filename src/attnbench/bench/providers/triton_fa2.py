@@ -16,7 +16,10 @@ from attnbench.bench.providers.base import (
 )
 from attnbench.bench.results import Workload
 
-INTERPRETER_NOTE = "Triton interpreter on the CPU (no GPU visible): a correctness run, not a GPU kernel"
+INTERPRETER_NOTE = (
+    "Triton interpreter on the CPU (no GPU visible): a correctness run, not a GPU kernel; the interpreter "
+    "truncates fp32->bf16 casts (a GPU rounds to nearest), so its bf16 errors are ~2x a GPU's"
+)
 
 
 def _cuda_visible() -> bool:
