@@ -72,7 +72,10 @@ def test_matches_the_reference(case):
         checks[name] = compare(got, ref, workload.dtype, grad=True, what=name)
     failed = {name: c.reason for name, c in checks.items() if not c.ok}
     assert not failed, failed
-    assert torch.allclose(lse.double(), _reference_lse(q, k, workload), atol=1e-4, rtol=1e-5)
+    # fp32 inputs run TF32 tensor cores on a GPU (10-bit mantissa in the scores); 16-bit inputs and the
+    # interpreter give near-exact scores
+    atol = 5e-3 if workload.dtype == "float32" and DEVICE == "cuda" else 1e-4
+    assert torch.allclose(lse.double(), _reference_lse(q, k, workload), atol=atol, rtol=1e-5)
 
 
 def test_atomic_dq_agrees_with_recompute():
@@ -80,7 +83,7 @@ def test_atomic_dq_agrees_with_recompute():
     _, _, dq, dk, dv = _run(q, k, v, dout, True)
     _, _, dq_atomic, dk_atomic, dv_atomic = _run(q, k, v, dout, True, dq_mode="atomic")
     for a, b in ((dq, dq_atomic), (dk, dk_atomic), (dv, dv_atomic)):
-        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-3)  # the same math summed in another order
     assert not torch.equal(dq, torch.zeros_like(dq))
 
 

@@ -155,7 +155,7 @@ def flash_fwd_kernel(
         # Triton 3.6 warp-specialises a loop on Hopper only when it is the kernel's only loop with dots
         # and has no branch inside: one loop over every key block, the mask applied on each of them.
         if CAUSAL:
-            hi = tl.minimum((start_m + 1) * BLOCK_M, seqlen_k)
+            hi = (start_m + 1) * BLOCK_M  # keys past the end read as zeros and are masked for every real row
             acc, l_i, m_i = _fwd_inner(
                 acc, l_i, m_i, q, desc_k, desc_v, 0, hi, offs_m, qk_scale, seqlen_k,
                 BLOCK_N, CAUSAL_MASK, True, UPCAST,
@@ -172,7 +172,7 @@ def flash_fwd_kernel(
             acc, l_i, m_i, q, desc_k, desc_v, 0, diagonal, offs_m, qk_scale, seqlen_k,
             BLOCK_N, NO_MASK, False, UPCAST,
         )  # fmt: skip
-        diagonal_end = tl.minimum(diagonal + BLOCK_M, seqlen_k)
+        diagonal_end = diagonal + BLOCK_M  # keys past the end: zeros, masked for every real row
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, desc_k, desc_v, diagonal, diagonal_end, offs_m, qk_scale, seqlen_k,
             BLOCK_N, CAUSAL_MASK, False, UPCAST,
