@@ -24,6 +24,7 @@ Under the Triton interpreter (CPU) a single small tile is used: autotuning needs
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 import triton
@@ -139,11 +140,19 @@ def size_class(head_dim_pad: int) -> str:
     return "small" if head_dim_pad <= 64 else "large"
 
 
+def warp_specialization_allowed() -> bool:
+    """ATTNBENCH_FA2_WARP_SPECIALIZE=0 drops the warp-specialised tiles (read at each autotuning), for a
+    Triton build whose Hopper warp specialisation misbehaves: the tile audit would show it."""
+    return os.environ.get("ATTNBENCH_FA2_WARP_SPECIALIZE", "1") != "0"
+
+
 def forward_candidates(element_size: int, head_dim_pad: int, causal: bool) -> list[ForwardTile]:
     """The forward tiles the autotuner may pick for this problem."""
     tiles = FORWARD_TILES[(min(element_size, 4), size_class(head_dim_pad))]
     if causal:
         tiles = [t for t in tiles if t.block_m % t.block_n == 0]
+    if not warp_specialization_allowed():
+        tiles = [t for t in tiles if not t.warp_specialize]
     return tiles
 
 
