@@ -22,7 +22,7 @@ import torch
 import attnbench
 from attnbench.bench.results import write_jsonl
 from attnbench.bench.sweep import make_dout, make_inputs, print_progress, run_sweep
-from attnbench.kernels.flash_attention2 import flash_attention, launch
+from attnbench.kernels.flash_attention2 import configs, flash_attention, launch
 from attnbench.systems import kernels, profiles
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
@@ -47,7 +47,7 @@ if config["audit"]:
 profiles.write_json_lines("audit.jsonl", audit)
 
 # what one call launches, ours against FlashAttention-3, at the leaderboard shape (forward + backward)
-listing = {"autotuned": launch.best_tiles()}
+listing = {"autotuned": launch.best_tiles(), "warp_specialize_allowed": configs.warp_specialization_allowed()}
 workload = kernels.shape_workload(shapes["leaderboard"])
 q, k, v = (t.requires_grad_(True) for t in make_inputs(workload, device))
 dout = make_dout(workload, device)
@@ -63,3 +63,5 @@ else:
 with open("kernel_profile.json", "w") as f:
     json.dump(listing, f, indent=2)
 print(f"\nautotuner's choices: {json.dumps(listing['autotuned'], indent=1)}")
+print(f"warp-specialised tiles offered to the autotuner: {listing['warp_specialize_allowed']} "
+      "(ATTNBENCH_FA2_WARP_SPECIALIZE=0 removes them)")
