@@ -39,29 +39,44 @@ def _save(fig, path) -> None:
 
 
 def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str = "") -> None:
-    """Stacked forward / backward / optimizer ms per step, per size and context; one panel per precision."""
-    precisions = sorted({r["precision"] for r in rows})
-    fig, axes = _figure(
-        len(precisions), f"Training step time per phase (mean after {warmup} warm-up steps)", note, 7.0
+    """Stacked forward / backward / optimizer ms per step: one panel per (precision, size), one bar per
+    context (linear axes: the sizes differ by 100x, so each has its own)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mine = [r for r in rows if r["attention"] == "eager"]
+    precisions = sorted({r["precision"] for r in mine})
+    sizes = list(dict.fromkeys(r["size"] for r in mine))
+    fig, axes = plt.subplots(
+        len(precisions),
+        len(sizes),
+        figsize=(max(2.6 * len(sizes), 7.0), 2.6 * len(precisions)),
+        squeeze=False,
     )
-    for ax, precision in zip(axes, precisions):
-        mine = [r for r in rows if r["precision"] == precision and r["attention"] == "eager"]
-        sizes = list(dict.fromkeys(r["size"] for r in mine))
-        contexts = sorted({r["context"] for r in mine})
-        width = 0.8 / max(len(contexts), 1)
-        for i, size in enumerate(sizes):
-            for j, context in enumerate(contexts):
-                x = i + (j - (len(contexts) - 1) / 2) * width
-                row = next((r for r in mine if r["size"] == size and r["context"] == context), None)
-                if row is None or row["status"] != "ok":
+    fig.suptitle(
+        f"Training step time per phase (mean after {warmup} warm-up steps, batch 4)"
+        + (f"\n{note}" if note else "")
+    )
+    for i, precision in enumerate(precisions):
+        for j, size in enumerate(sizes):
+            ax = axes[i][j]
+            these = sorted(
+                (r for r in mine if r["precision"] == precision and r["size"] == size),
+                key=lambda r: r["context"],
+            )
+            for x, row in enumerate(these):
+                if row["status"] != "ok":
                     ax.text(
                         x,
                         0,
-                        "OOM" if row and row["status"] == "oom" else "x",
+                        row["status"].upper(),
                         rotation=90,
                         ha="center",
                         va="bottom",
-                        fontsize=7,
+                        fontsize=8,
+                        color="red",
                     )
                     continue
                 bottom = 0.0
@@ -70,19 +85,20 @@ def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str 
                     ax.bar(
                         x,
                         value,
-                        width,
+                        0.7,
                         bottom=bottom,
                         color=PHASE_COLORS[phase],
-                        label=phase if (i, j) == (0, 0) else None,
+                        label=phase if x == 0 else None,
                     )
                     bottom += value
-        ax.set_xticks(range(len(sizes)), sizes)
-        ax.set_ylabel("ms per step")
-        ax.set_title(
-            f"{precision}, contexts {', '.join(map(str, contexts))} (bars left to right)", fontsize=9
-        )
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
+            ax.set_xticks(range(len(these)), [r["context"] for r in these], fontsize=8)
+            ax.set_title(f"{size}, {precision}", fontsize=9)
+            ax.tick_params(axis="y", labelsize=8)
+            if j == 0:
+                ax.set_ylabel("ms per step")
+            if i == len(precisions) - 1:
+                ax.set_xlabel("context", fontsize=8)
+    axes[0][-1].legend(fontsize=7)
     _save(fig, path)
 
 
@@ -111,15 +127,17 @@ def plot_memory_timeline(record: dict, path, note: str = "") -> None:
     title = (f"Allocated memory, {record['size']} model, context {record['context']}, {record['precision']}, "
              f"batch {record['batch']}, {record['steps']} steps")  # fmt: skip
     fig, (ax,) = _figure(1, title, note, 9.0)
-    ax.plot(line["t_ms"], [b / GIB for b in line["allocated_bytes"]], color="black", linewidth=0.6)
-    spans: dict[str, list] = defaultdict(list)
-    for t, phase in zip(line["t_ms"], line["phase"]):
-        spans[phase.split()[-1]].append(t)
-    for phase, times in spans.items():
-        ax.scatter(times, [0] * len(times), color=PHASE_COLORS.get(phase, "#8C8C8C"), s=4, label=phase)
+    gib = [b / GIB for b in line["allocated_bytes"]]
+    ax.plot(line["t_ms"], gib, color="#8C8C8C", linewidth=0.6)
+    points: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for t, y, phase in zip(line["t_ms"], gib, line["phase"]):
+        points[phase.split()[-1]][0].append(t)
+        points[phase.split()[-1]][1].append(y)
+    for phase, (times, values) in points.items():
+        ax.scatter(times, values, color=PHASE_COLORS.get(phase, "#8C8C8C"), s=3, label=phase, zorder=3)
     ax.set_xlabel("ms since recording started")
     ax.set_ylabel("GiB allocated")
-    ax.legend(fontsize=8, title="phase (ticks on the axis)")
+    ax.legend(fontsize=8, title="phase", markerscale=3)
     _save(fig, path)
 
 
