@@ -50,10 +50,15 @@ def timeline(
         stride = len(points) / MAX_POINTS
         points = [points[int(i * stride)] for i in range(MAX_POINTS)] + [points[-1]]
     start = points[0][0] if points else 0
+    # the phases are matched by time: if the trace's clock and ours do not overlap, say so, not guess
+    clocks_agree = not points or not marks or (marks[0][0] - 60e6 <= start <= marks[-1][0] + 60e6)
     return {
         "t_ms": [(t - start) / 1e3 for t, _, _ in points],
         "allocated_bytes": [a for _, a, _ in points],
-        "phase": [p for _, _, p in points],
+        "phase": [p if clocks_agree else "unknown" for _, _, p in points],
+        "phase_clock": "agrees"
+        if clocks_agree
+        else "the allocator's clock did not match wall time: phases unknown",
     }
 
 
