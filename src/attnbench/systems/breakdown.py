@@ -89,12 +89,12 @@ def _ranges(events, prefix: str) -> list[tuple[float, float, str]]:
 
 
 def _innermost(ranges: list[tuple[float, float, str]], starts: list[float], t: float) -> str | None:
-    """Name of the shortest range containing t (ranges sorted by start)."""
-    best = None
-    for start, end, name in ranges[: bisect.bisect_right(starts, t)]:
-        if start <= t <= end and (best is None or end - start < best[1] - best[0]):
-            best = (start, end, name)
-    return best[2] if best else None
+    """Name of the range containing t. Ranges of one kind follow each other without overlapping (blocks
+    run one after another, forward and backward alike), so only the last one starting before t can."""
+    i = bisect.bisect_right(starts, t)
+    if i and ranges[i - 1][0] <= t <= ranges[i - 1][1]:
+        return ranges[i - 1][2]
+    return None
 
 
 def attribute(events, device_kernels: bool) -> list[dict]:
