@@ -98,8 +98,15 @@ class Chromium:
 
     def __init__(self, executable: str, user_data: Path):
         self.user_data = user_data
+        import fcntl
+
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
+        # The child's ends move above 3 and 4 first, so that moving them onto 3 and 4 clobbers neither.
+        low = (to_child_r, from_child_w)
+        to_child_r, from_child_w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in low)
+        for fd in low:
+            os.close(fd)
         args = [
             executable,
             "--headless",
@@ -114,12 +121,17 @@ class Chromium:
             f"--user-data-dir={user_data}",
             "about:blank",
         ]
-        # Chromium wants the pipe on fds 3 and 4: a shell moves them there and execs it (no preexec_fn,
-        # which is unsafe with threads).
-        move = f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w} {to_child_r}<&- {from_child_w}>&-'
+
+        def onto_3_and_4() -> None:  # in the child, before exec: two dup2 calls, nothing else
+            os.dup2(to_child_r, 3)
+            os.dup2(from_child_w, 4)
+
+        # preexec_fn only runs dup2 (async-signal-safe), so the threads warning does not apply; a shell
+        # doing the redirection instead cannot name fds above 9 (dash).
         self.process = subprocess.Popen(
-            ["/bin/sh", "-c", move, *args],
-            pass_fds=(to_child_r, from_child_w),
+            args,
+            pass_fds=(3, 4),
+            preexec_fn=onto_3_and_4,  # noqa: PLW1509
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
