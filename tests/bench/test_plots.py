@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from attnbench.bench.plots import CPU_NOTE, not_run, plot_sweep
 from attnbench.bench.results import Result, Workload
+from attnbench.report.figures import CPU_NOTE, not_run, plot_sweep
 
 SEQS = (256, 288, 320)
 

@@ -3,7 +3,7 @@ one panel per (pass, mask), the single-GPU reference at the same per-GPU tokens 
 
 Strategies that failed the correctness check are drawn dashed and labelled "(incorrect)"; rows that
 did not run (oom, unavailable, error) are listed under the figure with their reasons
-(attnbench.bench.plots.not_run).
+(attnbench.report.figures.not_run).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.bench.plots import CPU_NOTE, PASS_TITLES, not_run
 from attnbench.bench.results import Result
-from attnbench.cp.report import is_reference, strategy_of, verdicts
+from attnbench.report.cp_tables import is_reference, strategy_of, verdicts
+from attnbench.report.figures import CPU_NOTE, PASS_TITLES, not_run
 
 MASKS = ("causal", "full")
 
