@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
 from pathlib import Path
 
 import pytest
-
-from attnbench.notebook.cli import main
+from site_helpers import run_engine
 
 FIXTURES = Path(__file__).with_name("fixtures")
 RUNS = {  # label -> params
@@ -18,14 +15,6 @@ RUNS = {  # label -> params
     "gpu-b": ["-p", "scale=1.5"],  # 1.5x the throughput of gpu-a, so its target is met
     "cpu": ["-p", "timer=perf_counter", "-p", "seq_lens=[64]"],  # no shape in common with the others
 }
-
-
-def run_engine(*argv: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = main([str(a) for a in argv])
-    assert code == 0, out.getvalue()
-    return out.getvalue()
 
 
 @pytest.fixture(scope="session")

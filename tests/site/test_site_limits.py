@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import run_engine
+from site_helpers import run_engine
 
 from attnbench.notebook import provenance
 from attnbench.notebook.render import MAX_COPY_BYTES, build_site

@@ -127,10 +127,13 @@ class Chromium:
             os.dup2(from_child_w, 4)
 
         # preexec_fn only runs dup2 (async-signal-safe), so the threads warning does not apply; a shell
-        # doing the redirection instead cannot name fds above 9 (dash).
+        # doing the redirection instead cannot name fds above 9 (dash). dup2's copies are inheritable;
+        # every other descriptor of this process is close-on-exec (PEP 446; the pipe ends made so
+        # above), so close_fds=False leaks nothing, and pass_fds cannot be used: it needs 3 and 4 open
+        # here, and closes what preexec_fn made.
         self.process = subprocess.Popen(
             args,
-            pass_fds=(3, 4),
+            close_fds=False,
             preexec_fn=onto_3_and_4,  # noqa: PLW1509
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
