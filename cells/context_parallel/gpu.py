@@ -19,7 +19,8 @@ import json
 import torch
 
 from attnbench.bench import env
-from attnbench.cp import STRATEGIES, profiles
+from attnbench.cp import STRATEGIES
+from attnbench.cp_bench import profiles
 
 cuda = torch.cuda.is_available()
 try:

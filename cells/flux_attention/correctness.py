@@ -19,7 +19,7 @@ import json
 import pandas as pd
 
 import attnbench
-from attnbench.bench.report import correctness_table, formatted, markdown_table
+from attnbench.report.tables import correctness_table, formatted, markdown_table
 from attnbench.bench.results import read_jsonl
 
 folder = attnbench.inputs("bench")

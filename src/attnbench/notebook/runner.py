@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.notebook import store
+from attnbench.notebook import provenance, store
 from attnbench.notebook.execute import KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.launchers import (
     LaunchError,
@@ -213,6 +213,7 @@ class Runner:
                 "launcher": meta["launcher"],
             },
             "artifacts": artifacts,
+            "code": provenance.code_version(session.root),  # the commit that produced this result
         }
         staged.commit(result)
         state = "ran" if finished.status == "ok" else finished.status

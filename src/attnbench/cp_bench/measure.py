@@ -33,7 +33,10 @@ from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
-from attnbench.cp.agree import (
+from attnbench.cp.double_ring import default_window
+from attnbench.cp.local import get_kernel
+from attnbench.cp.usp import default_degrees
+from attnbench.cp_bench.agree import (
     OK,
     OOM,
     STATUS_NAMES,
@@ -45,9 +48,6 @@ from attnbench.cp.agree import (
     outcome,
     release,
 )
-from attnbench.cp.double_ring import default_window
-from attnbench.cp.local import get_kernel
-from attnbench.cp.usp import default_degrees
 
 
 class Call:

@@ -23,10 +23,10 @@ import torch.distributed as dist
 
 from attnbench.bench.sweep import torch_dtype
 from attnbench.cp import comm, get_strategy
-from attnbench.cp.agree import OK, STATUS_NAMES, align, attempt, release
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
-from attnbench.cp.measure import (
+from attnbench.cp_bench.agree import OK, STATUS_NAMES, align, attempt, release
+from attnbench.cp_bench.measure import (
     cp_function,
     precheck,
     random_call,

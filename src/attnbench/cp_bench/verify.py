@@ -17,9 +17,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from attnbench.cp import attention, comm, get_strategy
-from attnbench.cp.agree import OK, STATUS_NAMES, attempt
 from attnbench.cp.local import get_kernel
-from attnbench.cp.measure import strategy_label
+from attnbench.cp_bench.agree import OK, STATUS_NAMES, attempt
+from attnbench.cp_bench.measure import strategy_label
 
 METRICS = ("out", "dq", "dk", "dv")
 LSE_TOLERANCE = 1e-3
