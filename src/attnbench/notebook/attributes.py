@@ -1,5 +1,5 @@
 """The attributes of a ```python fence: `id=bench deps=torch,pandas needs=gpu,other.md:x outputs=*.svg
-timeout=900 gpus=2 env=K=V,K2=V2 collapse-code collapse-output`, typed and checked.
+timeout=900 gpus=2 env=K=V,K2=V2 collapse-code collapse-output script=file.py`, typed and checked.
 
 Every problem is a NotebookError naming the fence's `path:line` and the bad value.
 """
@@ -11,13 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.document import Need, NotebookError
+from attnbench.notebook.document import MAX_ID_LENGTH, Need, NotebookError
 from attnbench.notebook.pep723 import requirement_problem
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]+")
-# uvnote's attributes (id, deps, needs | depends, outputs, collapse-*, collapsed) plus ours.
+# uvnote's attributes (0.3.1 parser.py: id, deps, needs | depends, outputs, timeout, script, collapse-*,
+# collapsed) plus ours (gpus, env).
 KNOWN_ATTRIBUTES = (
-    "id", "deps", "needs", "depends", "outputs", "timeout", "gpus", "env",
+    "id", "deps", "needs", "depends", "outputs", "timeout", "script", "gpus", "env",
     "collapse-code", "collapse-output", "collapsed",
 )  # fmt: skip
 FLAG_ATTRIBUTES = ("collapse-code", "collapse-output", "collapsed")
@@ -58,6 +59,8 @@ def fence_attributes(path: Path, line: int, words: list[str]) -> dict[str, Any]:
             attrs["gpus"] = int(value)
         elif key == "env":
             attrs.setdefault("env", {}).update(_env(path, line, value))
+        elif key == "script":
+            attrs["script"] = _script(path, line, value)
     return attrs
 
 
@@ -71,6 +74,19 @@ def _check_id(path: Path, line: int, value: str, what: str) -> str:
     if not ID_RE.fullmatch(value):
         shown = f"{what}={value!r}" if value else f"empty {what}="
         raise NotebookError(path, line, f"bad cell id: {shown}; ids use only letters, digits, '_' and '-'")
+    if len(value) > MAX_ID_LENGTH:
+        raise NotebookError(
+            path,
+            line,
+            f"bad cell id: {what}={value[:20]}... is {len(value)} characters; at most {MAX_ID_LENGTH} "
+            "(an id names the cell's files and folders)",
+        )
+    return value
+
+
+def _script(path: Path, line: int, value: str) -> str:
+    if not value or "\0" in value:
+        raise NotebookError(path, line, f"script={value!r} must name a file (relative to the notebook)")
     return value
 
 
@@ -108,6 +124,13 @@ def _check_requirement(path: Path, line: int, requirement: str) -> str:
 def _need(path: Path, line: int, key: str, value: str) -> Need:
     notebook, sep, cell = value.rpartition(":")
     if not sep:
+        if value.endswith(".md"):
+            raise NotebookError(
+                path,
+                line,
+                f"{key}={value!r} names a whole notebook (uvnote's manifest of its cells): name the cells "
+                f"it needs instead, {key}={value}:CELL",
+            )
         return Need(_check_id(path, line, value, key))
     if not notebook.endswith(".md") or notebook == ".md":
         raise NotebookError(
