@@ -231,6 +231,21 @@ def test_input_variables_reach_cells_as_uvnote_sets_them(project):
     assert Path(seen["UVNOTE_INPUT_SAVE_DATA"], "data.csv").read_text() == "x\n1\n"
 
 
+def test_a_cell_opening_with_future_imports_runs(project):
+    # uvnote puts nothing before the code; the engine's params prelude must not break this either.
+    body = '''
+    """A docstring."""
+    from __future__ import annotations
+
+    x: undefined_name = 1
+    print(x, __doc__)
+    '''
+    path = project.write("f.md", notebook(cell("id=a", body), params={"n": 1}))
+    out = project.run(path)
+    assert out.code == 0, out.err
+    assert project.stdout("f", "a") == "1 A docstring.\n"
+
+
 @pytest.mark.timeout(120)
 def test_notes_without_ids_and_the_readme_run_unmodified(project):
     paths = copy_documents(project, "algebra", "python_basics", "physics", "README")

@@ -12,6 +12,7 @@ Every cell is compiled here, so that a syntax error anywhere stops the run befor
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import platform
 import re
@@ -327,6 +328,25 @@ class _Ids:
                 "rename one",
             )
         self.by_id[cell.id] = self.by_env[name] = cell
+
+
+def split_future_imports(source: str) -> tuple[str, str]:
+    """(the code's opening docstring and `from __future__` imports, the rest). Python takes those only
+    at the top of a file, so a script that puts anything before the cell's code puts them first."""
+    if "__future__" not in source:
+        return "", source
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return "", source
+    end = 0
+    for index, node in enumerate(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            end = node.end_lineno or end
+        elif not (index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            break
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:end]), "".join(lines[end:])
 
 
 def _unique(items: list) -> list:
