@@ -70,6 +70,25 @@ def test_an_id_from_the_code_is_uvnotes():
     assert [c.id for c in parse_text(init, Path("mynote.md")).cells] == ["1eb8d5a3"]
 
 
+def test_ids_from_the_code_match_uvnote_on_awkward_text():
+    # CRLF, a form feed and U+2028 (str.splitlines() ends lines there), an empty fence (no cell in
+    # uvnote), a whitespace-only one (a cell in uvnote). Ids recorded from uvnote 0.3.1's parser.
+    text = (
+        "# T\r\n\r\n```python\r\nx = 1\r\n\r\n```\r\n\r\n"
+        "```python\r\n# a page break:\x0c\r\nprint(1)  # \u2028 in a comment\r\n```\r\n\r\n"
+        "```python\r\n```\r\n\r\n```python\r\n   \r\n```\r\n\r\n```python\r\ny = 2\r\n```\r\n"
+    )
+    parsed = parse_text(text, Path("t.md"))
+    assert [c.id for c in parsed.cells] == ["9e26bf36", "0f888ec1", "0aad7da7", "9067770c"]
+    assert [b.kind for b in parsed.blocks if b.language == "python"] == [
+        "cell",
+        "cell",
+        "code",
+        "cell",
+        "cell",
+    ]
+
+
 def test_identical_cells_without_ids_are_a_duplicate_with_a_hint():
     with pytest.raises(NotebookError) as caught:
         parse_text("```python\nx = 1\n```\n\n```python\nx = 1\n```\n", Path("d.md"))

@@ -182,8 +182,9 @@ def _blocks(src: _Source, body_start: int) -> list[Block]:
                 )
             blocks.append(Block(kind="code", line=opening + 1, text=token.content, language=language))
             continue
-        # uvnote's code of the cell: the lines between the fences, as written (its id hashes them).
-        written = "\n".join(src.lines[opening + 1 : end - 1])
+        # uvnote's code of the cell (its id hashes it): the lines between the fences as str.splitlines()
+        # cuts them (form feeds and the like end a line too), joined by "\n".
+        written = "\n".join(("\n".join(src.lines[opening + 1 : end - 1]) + "\n").splitlines())
         cell = _cell(src, opening + 1, info, token.content, written)
         if cell is None:  # an empty fence without an id: nothing to run (uvnote makes no cell of it)
             blocks.append(Block(kind="code", line=opening + 1, text=token.content, language="python"))
@@ -227,37 +228,36 @@ def _cell(src: _Source, line: int, info: str, body: str, written: str) -> Cell |
     except ValueError as e:
         raise src.error(line, f"cannot read the fence attributes {info!r}: {e}") from None
     attrs = fence_attributes(src.path, line, words)
-    script = attrs.get("script")
     code_path, first_line = src.path, line + 1  # where line 1 of the code is
-    if script is not None:
+    if attrs.script is not None:
         if body.strip():
-            raise src.error(line, f"the cell has script={script!r} and code of its own: keep one "
+            raise src.error(line, f"the cell has script={attrs.script!r} and code of its own: keep one "
                             "(uvnote would ignore the code)")  # fmt: skip
-        code_path, first_line = src.path.parent / script, 1
-        written = body = _read_script(src, line, script, code_path)
-    elif "id" not in attrs and not written.strip():
+        code_path, first_line = src.path.parent / attrs.script, 1
+        written = body = _read_script(src, line, attrs.script, code_path)
+    elif attrs.id is None and not written:  # uvnote: `if code`
         return None
-    cell_id = attrs.get("id") or code_id(written)
     try:
         source, meta = split_script_metadata(body)
     except ScriptMetadataError as e:
         raise NotebookError(code_path, first_line + e.line, e.message) from None
+    collapsed = bool(attrs.collapsed)
     cell = Cell(
-        id=cell_id,
+        id=attrs.id or code_id(written),
         source=source,
         line=line,
-        deps=_unique(attrs.get("deps", []) + meta.get("dependencies", [])),
+        deps=_unique(attrs.deps + meta.get("dependencies", [])),
         requires_python=meta.get("requires-python"),
         script_tool=meta.get("tool", {}),
-        needs=_unique(attrs.get("needs", [])),
-        outputs=_unique(attrs.get("outputs", [])),
-        timeout=attrs.get("timeout"),
-        gpus=attrs.get("gpus"),
-        env=attrs.get("env", {}),
-        collapse_code=attrs.get("collapse-code", attrs.get("collapsed", False)),
-        collapse_output=attrs.get("collapse-output", attrs.get("collapsed", False)),
-        id_from_code="id" not in attrs,
-        script=script,
+        needs=_unique(attrs.needs),
+        outputs=_unique(attrs.outputs),
+        timeout=attrs.timeout,
+        gpus=attrs.gpus,
+        env=attrs.env,
+        collapse_code=collapsed if attrs.collapse_code is None else attrs.collapse_code,
+        collapse_output=collapsed if attrs.collapse_output is None else attrs.collapse_output,
+        id_from_code=attrs.id is None,
+        script=attrs.script,
     )
     _check_syntax(cell, body, code_path, first_line)
     return cell
