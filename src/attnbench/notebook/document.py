@@ -55,10 +55,6 @@ def plain_data_problem(value: Any) -> str | None:
     return None
 
 
-def is_plain_data(value: Any) -> bool:
-    return plain_data_problem(value) is None
-
-
 def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
@@ -107,7 +103,7 @@ def param_type_problem(default: Any, value: Any, where: str = "") -> str | None:
                 if problem := param_type_problem(model, item, f"{where}[{index}]"):
                     return problem
     elif isinstance(default, dict):
-        for key in value.keys() & default.keys():
+        for key in [key for key in value if key in default]:  # in the given order: one stable message
             if problem := param_type_problem(default[key], value[key], f"{where}.{key}" if where else key):
                 return problem
     return None
