@@ -2,14 +2,10 @@
 # Run notebooks on an air-gapped GPU machine with its own python3 (torch preinstalled) and pack the
 # results into one archive under $OUT (or ./device-out), ready to unpack into outputs/ and commit.
 #   scripts/device_run.sh notebooks/flux_attention.md [more notebooks] [-- extra attnbench run args]
+# The carried wheels (.whl/, from scripts/fetch_wheels.sh) are installed first: scripts/device_env.sh.
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 3; }
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh" || exit 3
 notebooks=(); extra=()
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi

@@ -11,6 +11,7 @@ at idle clocks (the first 2x H200 run: 281 TFLOP/s for a row that measured 563 o
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -22,7 +23,7 @@ import torch.distributed as dist
 
 from attnbench.bench.results import Result, Workload, write_jsonl
 from attnbench.cp import STRATEGIES, comm, get_strategy
-from attnbench.cp.measure import measure, measure_reference, row
+from attnbench.cp.measure import measure, measure_reference, row, strategy_label
 from attnbench.cp.warmup import warm_up
 
 MEMORY_FRACTION = 0.9  # a strategy that cannot rehearse is not run where its predicted peak exceeds this
@@ -181,7 +182,12 @@ def run_sweep(
                 why = (
                     None
                     if STRATEGIES[name].rehearsable
-                    else predicted_oom(history, (f"cp_{name}", mask, pass_), seq_len, device_bytes)
+                    else predicted_oom(
+                        history,
+                        (f"cp_{strategy_label(name, measure_kwargs.get('kernel'))}", mask, pass_),
+                        seq_len,
+                        device_bytes,
+                    )
                 )
                 if why:
                     emit(_skipped(name, seq_len, mask, pass_, why, world, measure_kwargs))
@@ -200,6 +206,73 @@ def run_sweep(
     return Sweep(rows, warmup, time.perf_counter() - started)
 
 
+def notebook_sweep(config: dict, kernel: str, out_path: str = "results.jsonl") -> tuple[int, Sweep]:
+    """The notebook's benchmark with one local kernel: every strategy at the profile's points, the
+    single-GPU reference with the same kernel first; rows to `out_path` (rank 0, appended as measured),
+    a progress line per row and `sweep.json` (rank 0). Returns (rank, sweep); every rank gets the rows.
+    """
+    from attnbench.bench import env, flops
+
+    rank, world, device = init_distributed(timeout_s=600)
+    if (device.type == "cuda") != (config["device"] == "cuda"):
+        raise SystemExit(
+            f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine"
+        )
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    if rank == 0:
+        if os.path.exists(out_path):
+            os.remove(out_path)  # rows are appended as they are measured
+        banner = f"*** {config['label']} ***" if config.get("label") else f"{gpu} x {world}"
+        print(f"{banner}; local kernel {kernel}", flush=True)
+
+    def progress(r: Result) -> None:
+        if rank == 0:
+            ms = f"{r.ms_median:10.2f} ms" if r.ms_median else f"{'-':>13}"
+            tf = f"{r.tflops:7.3g} TFLOP/s/GPU" if r.tflops else f"{'':19}"
+            mem = f"{r.peak_mem_bytes / 2**30:6.1f} GiB" if r.peak_mem_bytes else f"{'':10}"
+            print(
+                f"{r.provider:<24} {r.workload.seqlen_q:>8} {r.workload.mask:<6} {r.pass_:<8} {r.status:<12} "
+                f"{ms} {tf} {mem} {r.reason[:90]}",
+                flush=True,
+            )
+
+    # the reference runs the same kernel family alone; on CPU SDPA's math backend, once (default kernel)
+    reference = kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
+    sweep = run_sweep(
+        config["strategies"],
+        config["points"],
+        passes=config["passes"],
+        out_path=out_path,
+        reference_kernel=reference,
+        strategy_options=config["strategy_options"],
+        warmup_s=config["warmup_s"],
+        progress=progress,
+        kernel=kernel,
+        env=env.machine_id(gpu),
+        **config["shape"],
+        **config["timing"],
+    )
+    if rank == 0:
+        counts = {s: sum(r.status == s for r in sweep.rows) for s in {r.status for r in sweep.rows}}
+        summary = {
+            "profile": config["profile"],
+            "label": config.get("label"),
+            "gpu": gpu,
+            "world_size": world,
+            "kernel": kernel,
+            "datasheet_peak_tflops": flops.datasheet_peak(gpu),
+            "sweep_seconds": round(sweep.seconds, 1),
+            "estimate": config.get("estimate"),
+            "warmup": sweep.warmup,
+            "status_counts": counts,
+        }
+        with open("sweep.json", "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+        print(f"\nwarm-up: {sweep.warmup.get('report')}")
+        print(f"{len(sweep.rows)} rows in {sweep.seconds:.0f} s: {counts}\n")
+    return rank, sweep
+
+
 def _skipped(name, seq_len, mask, pass_, reason, world, kwargs) -> Result:
     workload = Workload(
         kwargs.get("batch", 1),
@@ -212,7 +285,7 @@ def _skipped(name, seq_len, mask, pass_, reason, world, kwargs) -> Result:
         mask,
     )
     return row(
-        f"cp_{name}",
+        f"cp_{strategy_label(name, kwargs.get('kernel'))}",
         workload,
         pass_,
         "oom",
@@ -229,6 +302,7 @@ __all__ = [
     "init_distributed",
     "measure",
     "measure_reference",
+    "notebook_sweep",
     "predicted_oom",
     "run_sweep",
 ]

@@ -46,6 +46,7 @@ from attnbench.cp.agree import (
     release,
 )
 from attnbench.cp.double_ring import default_window
+from attnbench.cp.local import get_kernel
 from attnbench.cp.usp import default_degrees
 
 
@@ -154,13 +155,31 @@ def random_call(fn, pass_: str, shape, dtype: str, device, seed: int) -> Call:
     return Call(fn, pass_, q, k, v, dout)
 
 
-def precheck(spec, *, mask: str, seq_len: int, world: int, device, kernel) -> tuple[str, str] | None:
+# Kernels other than the default ones (cuDNN on GPUs, the math kernel on CPUs) are named in the row's
+# provider, so one results file can hold the same strategy over several kernels: cp_zigzag+fa3.
+KERNEL_LABELS = {"flash_attn3": "fa3", "sdpa_flash": "flash2"}
+
+
+def strategy_label(strategy: str, kernel: str | None) -> str:
+    """The strategy as rows and tables name it: `zigzag` (default kernel) or `zigzag+fa3`."""
+    if kernel in (None, "cudnn", "cpu_math"):
+        return strategy
+    return f"{strategy}+{KERNEL_LABELS.get(kernel, kernel)}"
+
+
+def precheck(
+    spec, *, mask: str, seq_len: int, world: int, device, kernel, dtype: str = "bfloat16", head_dim: int = 128
+) -> tuple[str, str] | None:
     """(status, reason) when a strategy cannot run this case at all, else None (measure and breakdown)."""
     if mask not in ("causal", "full"):
         return "unsupported", f"mask {mask}: CP strategies do causal and full"
     reason = spec.unavailable(device, kernel)
     if reason:
         return "unavailable", reason
+    if kernel is not None and spec.name != "torch_cp":
+        reason = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
+        if reason:
+            return "unavailable", f"local kernel {kernel}: {reason}"
     if seq_len % world:
         return "unsupported", f"seq_len {seq_len} is not divisible by the world size {world}"
     return None
@@ -221,7 +240,7 @@ def measure(
     world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
     spec = get_strategy(strategy)
-    provider = f"cp_{strategy}"
+    provider = f"cp_{strategy_label(strategy, kernel)}"
     extra = {
         "world_size": world,
         "seq_per_gpu": seq_len // world,
@@ -232,7 +251,16 @@ def measure(
         "timing": "per repetition, max over ranks (slowest rank)",
         "peak_mem": "max over ranks of max_memory_allocated, inputs included",
     }
-    refused = precheck(spec, mask=mask, seq_len=seq_len, world=world, device=device, kernel=kernel)
+    refused = precheck(
+        spec,
+        mask=mask,
+        seq_len=seq_len,
+        world=world,
+        device=device,
+        kernel=kernel,
+        dtype=dtype,
+        head_dim=head_dim,
+    )
     if refused:
         return row(provider, workload, pass_, *refused, env=env, extra=extra)
 
@@ -342,7 +370,8 @@ def measure_reference(
     max_time_s: float = 60.0,
     env: str = "",
 ) -> Result:
-    """Single-GPU SDPA (`kernel`: cudnn | sdpa_flash) on `seq_len` tokens, e.g. the CP per-GPU tokens.
+    """Single-GPU attention on `seq_len` tokens (e.g. the CP per-GPU tokens) with `kernel`: SDPA pinned to
+    cudnn | sdpa_flash, or FlashAttention-3's public flash_attn_func (flash_attn3).
 
     Every rank runs it alone on its own GPU at the same time (no communication); the slowest is reported.
     """
@@ -351,15 +380,27 @@ def measure_reference(
     device = comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
     backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
-    if device.type != "cuda" or kernel not in backends:
+    if device.type != "cuda" or kernel not in (*backends, "flash_attn3"):
         kernel = "math"  # SDPA's math backend: the CPU smoke runs
     chosen = backends.get(kernel, [SDPBackend.MATH])
     provider = f"single_gpu_{kernel}"
     extra = {"world_size": 1, "ran_on": "every GPU of the job at once, slowest reported", "kernel": kernel}
+    causal = mask == "causal"
 
-    def fn(q, k, v, _check):
-        with sdpa_kernel(chosen):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=mask == "causal")
+    if kernel == "flash_attn3":
+        why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
+        if why:
+            return row(provider, workload, pass_, "unavailable", why, env=env, extra=extra)
+        from flash_attn_interface import flash_attn_func
+
+        def fn(q, k, v, _check):  # FA3 reads the bshd views' strides: no copies in the timed call
+            out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
+            return (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+    else:
+
+        def fn(q, k, v, _check):
+            with sdpa_kernel(chosen):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     state: dict = {}
 

@@ -26,7 +26,14 @@ from attnbench.cp import comm, get_strategy
 from attnbench.cp.agree import OK, STATUS_NAMES, align, attempt, release
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
-from attnbench.cp.measure import cp_function, precheck, random_call, resolved_options, time_once
+from attnbench.cp.measure import (
+    cp_function,
+    precheck,
+    random_call,
+    resolved_options,
+    strategy_label,
+    time_once,
+)
 
 RING_STRATEGIES = ("ring", "zigzag", "double_ring", "burst")
 
@@ -163,7 +170,7 @@ def breakdown(
     world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
     spec = get_strategy(strategy)
     base = {
-        "strategy": strategy,
+        "strategy": strategy_label(strategy, kernel),
         "seq_len": seq_len,
         "mask": mask,
         "pass": pass_,
@@ -172,7 +179,16 @@ def breakdown(
         "head_dim": head_dim,
         "dtype": dtype,
     }
-    refused = precheck(spec, mask=mask, seq_len=seq_len, world=world, device=device, kernel=kernel)
+    refused = precheck(
+        spec,
+        mask=mask,
+        seq_len=seq_len,
+        world=world,
+        device=device,
+        kernel=kernel,
+        dtype=dtype,
+        head_dim=head_dim,
+    )
     if not refused and not spec.rehearsable:
         refused = "unavailable", "its kernels are inside PyTorch: nothing to time apart"
     if refused:

@@ -1,9 +1,10 @@
 """The context-parallel notebook's profiles, and what a profile costs on 2x H200 (an estimate).
 
 smoke    CPU, gloo, tiny shapes, kernel cpu_math: proves the pipeline in seconds; not a GPU measurement.
-default  the seed's shape (batch 1, 40 heads x 128, bf16, cuDNN): 128k for every strategy, both masks,
-         forward and forward+backward; 256k causal (the target length); light repetition. Sized to
-         fit one device call of ~8 minutes on 2 GPUs, NCCL start-up and the other cells included.
+default  the seed's shape (batch 1, 40 heads x 128, bf16): 128k for every strategy, both masks, forward
+         and forward+backward; 256k causal (the target length); light repetition; once with the cuDNN
+         local kernel and once with FlashAttention-3's (`extra_kernels`, its own cell). Each cell fits
+         one device call of under 10 minutes on 2 GPUs.
 full     128k..1M, both masks (out-of-memory rows are expected at 1M on 2 GPUs).
 """
 
@@ -19,6 +20,7 @@ PROFILES: dict[str, dict] = {
     "smoke": {
         "device": "cpu",
         "kernel": "cpu_math",
+        "extra_kernels": ["flash_attn3"],  # its rows say why it cannot run on a CPU
         "label": NOT_GPU,
         "shape": {"batch": 1, "heads": 4, "head_dim": 16, "dtype": "bfloat16"},
         "points": [[64, "causal"], [64, "full"], [128, "causal"], [128, "full"]],
@@ -38,6 +40,7 @@ PROFILES: dict[str, dict] = {
     "default": {
         "device": "cuda",
         "kernel": "cudnn",
+        "extra_kernels": ["flash_attn3"],
         "shape": SEED_SHAPE,
         "points": [[128 * K, "causal"], [128 * K, "full"], [256 * K, "causal"]],
         "passes": ["fwd", "fwd_bwd"],
@@ -56,6 +59,7 @@ PROFILES: dict[str, dict] = {
     "full": {
         "device": "cuda",
         "kernel": "cudnn",
+        "extra_kernels": ["flash_attn3"],
         "shape": SEED_SHAPE,
         "points": [[s * K, m] for s in (128, 256, 512, 1024) for m in ("causal", "full")],
         "passes": ["fwd", "fwd_bwd"],
@@ -132,9 +136,12 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
         for name in spec["strategies"]
         for seq in spec["seq_lens"]
     )
-    total = bench + overlap + CORRECTNESS_S + 3 * CELL_START_S + OTHER_CELLS_S
+    # each extra local kernel repeats the sweep and the correctness checks in cells of its own
+    kernels = 1 + len(config.get("extra_kernels", []))
+    total = kernels * (bench + CORRECTNESS_S + CELL_START_S) + overlap + 2 * CELL_START_S + OTHER_CELLS_S
     return {
-        "bench_s": round(bench),
+        "bench_s": round(bench),  # per kernel
+        "kernels": kernels,
         "overlap_s": round(overlap),
         "notebook_s": round(total),
         "world": world,

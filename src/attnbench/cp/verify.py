@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.agree import OK, STATUS_NAMES, attempt
 from attnbench.cp.local import get_kernel
+from attnbench.cp.measure import strategy_label
 
 METRICS = ("out", "dq", "dk", "dv")
 LSE_TOLERANCE = 1e-3
@@ -48,15 +49,22 @@ def reference_fp32(q, k, v, dout, causal: bool) -> dict:
 
 
 def single_device(q, k, v, dout, causal: bool, kernel: str) -> dict:
-    """SDPA on the whole sequence with the kernel's backend (math on CPU): out, dq, dk, dv."""
+    """The kernel's own family on the whole sequence: SDPA with its backend (math on CPU), or
+    FlashAttention-3's flash_attn_func for the flash_attn3 kernel: out, dq, dk, dv."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}.get(
-        kernel, SDPBackend.MATH
-    )
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel([backend]):
-        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+    if kernel == "flash_attn3" and q.is_cuda:
+        from flash_attn_interface import flash_attn_func
+
+        out = flash_attn_func(*(t.transpose(1, 2) for t in leaves), causal=causal)
+        out = (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+    else:
+        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}.get(
+            kernel, SDPBackend.MATH
+        )
+        with sdpa_kernel([backend]):
+            out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
     out.backward(dout)
     return {"out": out.detach(), "dq": leaves[0].grad, "dk": leaves[1].grad, "dv": leaves[2].grad}
 
@@ -113,7 +121,7 @@ def check_strategy(
     world, rank, device = comm.group_size(group), comm.group_rank(group), q.device
     options = dict(options or {})
     result = {
-        "strategy": name,
+        "strategy": strategy_label(name, kernel),
         "kernel": kernel,
         "mask": "causal" if causal else "full",
         "seq_len": q.shape[2],
@@ -127,7 +135,9 @@ def check_strategy(
         "reason": "",
     }
     spec = get_strategy(name)
-    reason = spec.unavailable(device, kernel)
+    reason = spec.unavailable(device, kernel) or get_kernel(kernel, device).unavailable(
+        device, q.dtype, q.shape[-1]
+    )
     if reason:
         return {**result, "status": "unavailable", "ok": None, "reason": reason}
     layout = spec.layout(world, q.shape[1], **options)

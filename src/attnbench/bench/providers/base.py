@@ -47,6 +47,7 @@ class Provider:
     quantized: bool = False  # computes in lower precision on purpose (judged with looser tolerances)
     needs_cuda: bool = True
     compiled: bool = False  # setup includes torch.compile
+    install: str = ""  # what a user with network runs to get this provider (named in "not installed" rows)
     head_dims: tuple[int, ...] | None = None  # None: any head_dim the library accepts
     causal_any_lengths: bool = True  # False: causal (and windows) only when seqlen_q == seqlen_k
 
@@ -102,18 +103,49 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
-def import_failure(module: str) -> str | None:
-    """None if `module` imports; "not installed" if it is absent; else "import failed: <why>"."""
+def import_failure(module: str, install: str = "") -> str | None:
+    """None if `module` imports; else why not, and what to do about it.
+
+    "not installed (no module 'x')" plus `install` (the command a user with network runs) and this
+    machine's note from ATTNBENCH_PROVIDER_NOTES, if any (see `machine_note`); "import failed: <why>"
+    when it is installed but does not load.
+    """
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing == module or module.startswith(missing + ".") or not missing:
-            return f"not installed (no module {missing or module!r})"
+            reason = f"not installed (no module {missing or module!r})"
+            if install:
+                reason += f"; to install: {install}"
+            note = machine_note(module)
+            return f"{reason}; on this machine: {note}" if note else reason
         return f"import failed: {describe_exception(exc)}"
     except Exception as exc:  # noqa: BLE001 - any failure to import is a reason, never a crash
         return f"import failed: {describe_exception(exc)}"
     return None
+
+
+def machine_note(module: str) -> str:
+    """Why a module is absent on this particular machine, from the YAML file named by
+    ATTNBENCH_PROVIDER_NOTES ({module or top-level package: note}); e.g. scripts/device_run.sh points it at
+    scripts/gpu_machine_notes.yaml (what cannot be carried to our air-gapped GPU machine, and why)."""
+    import os
+
+    path = os.environ.get("ATTNBENCH_PROVIDER_NOTES")
+    if not path:
+        return ""
+    try:
+        import yaml
+
+        with open(path) as f:
+            notes = yaml.safe_load(f) or {}
+    except Exception as exc:  # noqa: BLE001 - a missing or malformed notes file is a note, never a crash
+        return f"(ATTNBENCH_PROVIDER_NOTES={path} unreadable: {describe_exception(exc)})"
+    if not isinstance(notes, dict):
+        return ""
+    note = notes.get(module) or notes.get(module.split(".")[0])  # the module itself, else its package
+    return str(note).strip() if note else ""
 
 
 def cuda_missing() -> str | None:
@@ -157,21 +189,22 @@ def bshd_to_canonical(out):
 _COMPILED: dict[tuple, Callable] = {}
 
 
-def compile_fn(fn, *, mode: str | None = None):
-    """One torch.compile wrapper per (function, mode) for the whole process.
+def compile_fn(fn, *, mode: str | None = None, fullgraph: bool = False):
+    """One torch.compile wrapper per (function, mode, fullgraph) for the whole process.
 
     Callers mark the sequence dimension dynamic (`mark_seq_dynamic`), so a sweep over sequence lengths
     compiles once per pass and mask instead of once per shape: the first prepare's first call pays the
     compile (its setup_ms), later shapes reuse the graph. The recompile limit is raised and hitting it
     is made an error: by default dynamo would silently fall back to eager, which would then be timed
-    as if it were compiled.
+    as if it were compiled. `fullgraph=True` also makes a graph break an error instead of a silent
+    split into eager pieces.
     """
-    key = (fn, mode)
+    key = (fn, mode, fullgraph)
     if key not in _COMPILED:
         import torch
 
         _configure_dynamo(torch)
-        _COMPILED[key] = torch.compile(fn, mode=mode)
+        _COMPILED[key] = torch.compile(fn, mode=mode, fullgraph=fullgraph)
     return _COMPILED[key]
 
 
