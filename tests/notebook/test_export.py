@@ -90,6 +90,20 @@ def test_ipynb_structure(tiny: Path):
     assert shown.source == "```bash\necho shown-only\n```"
 
 
+def test_uvnote_document_without_ids(tmp_path: Path):
+    import nbformat
+
+    uvnote = Path(__file__).parent / "fixtures" / "uvnote" / "test_notes" / "science" / "physics.md"
+    nb = nbformat.read(export_notebook(uvnote, tmp_path / "physics.ipynb"), as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.metadata.get("attnbench", {}).get("id")]
+    assert [(c.id, c.metadata["attnbench"]["id_from_code"]) for c in code] == [
+        ("856f4433", True),
+        ("1d814eb4", True),
+    ]
+    assert code[0].source.startswith("# F = ma calculation")
+
+
 def test_py_percent(tiny: Path, tmp_path: Path):
     import jupytext
 

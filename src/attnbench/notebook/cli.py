@@ -175,15 +175,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     from attnbench.notebook.runner import Runner
     from attnbench.notebook.session import prepare
 
-    session = prepare(args.notebooks, _options(args))
+    if not (paths := _runnable(args.notebooks)):
+        return 0
+    session = prepare(paths, _options(args))
     return Runner(session, make_progress(args.live)).run()
+
+
+def _runnable(paths: list[Path]) -> list[Path]:
+    """The named notebooks with cells to run here; a line on stderr for each left out (uvnote's
+    platforms, no ```python cell)."""
+    from attnbench.notebook.parse import runnable_notebooks
+
+    keep, notes = runnable_notebooks(paths)
+    for note in notes:
+        print(note, file=sys.stderr)
+    return keep
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from attnbench.notebook.session import prepare
     from attnbench.notebook.status import cell_statuses
 
-    session = prepare(args.notebooks, _options(args))
+    if not (paths := _runnable(args.notebooks)):
+        return 0
+    session = prepare(paths, _options(args))
     env = session.env_summary()
     for name in session.graph.named:
         notebook = session.graph.notebooks[name]

@@ -89,6 +89,8 @@ def _code_cell(cell: Cell):
         "gpus": cell.gpus,
         "env": cell.env,
         "requires-python": cell.requires_python,
+        "script": cell.script,  # uvnote's script=: the code below was read from this file
+        "id_from_code": cell.id_from_code,  # no id= in the notebook: uvnote's id from the code's hash
     }
     meta.update({key: value for key, value in optional.items() if value})
     metadata: dict[str, Any] = {"attnbench": meta}
