@@ -211,6 +211,7 @@ class Runner:
             src_dir=session.src_dir,
         )
         env["ATTNBENCH_OUTPUTS"] = str(session.outputs)
+        env["ATTNBENCH_WORKDIR"] = str(staged.artifacts)  # the script's prelude stays in it
         script = self.scripts[node]
         argv, meta["launcher"] = cell_command(opts.env, str(script), cell.gpus, opts.dist, os.environ)
         shown_python = opts.env.shown() if opts.env.kind == "python" else None

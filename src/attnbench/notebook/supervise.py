@@ -35,8 +35,12 @@ def _exit_like(status: int) -> None:
     """Exit with the cell's wait status: its code, or death by the same signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the cell's core dump, if any, is its own
+        try:
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):  # the two that take no handler
+                signal.signal(sig, signal.SIG_DFL)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the cell's core dump, if any, is its own
+        except (OSError, ValueError):
+            pass
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # a signal that does not end a process by default
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
