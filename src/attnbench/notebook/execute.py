@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -62,6 +63,7 @@ class CellProcess:
         self.started = time.monotonic()
         self.setup_s: float | None = None  # how long `setup` took; None without one
         self.in_setup = setup is not None
+        self.pidfd: int | None = None
         self.proc = self._start(setup if setup is not None else argv, "wb")
         self.run_started = self.started
 
@@ -72,7 +74,7 @@ class CellProcess:
         supervised = [sys.executable, "-I", "-S", str(SUPERVISOR), f"{self.grace:g}", held, "--", *argv]
         with open(self.stdout_path, mode) as out, open(self.stderr_path, mode) as err:
             # stdin is the pipe whose end of file tells the supervisor that the engine has died
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 supervised,
                 cwd=self.cwd,
                 env=self.env,
@@ -82,6 +84,28 @@ class CellProcess:
                 start_new_session=True,
                 pass_fds=self.hold_fds,
             )
+        self._close_pidfd()
+        try:  # readable the moment the process exits (Linux): poll() wakes up at once, not on a tick
+            self.pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        return proc
+
+    def _close_pidfd(self) -> None:
+        if getattr(self, "pidfd", None) is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def _wait(self, wait: float) -> int | None:
+        if wait <= 0:
+            return self.proc.poll()
+        if self.pidfd is not None:
+            select.select([self.pidfd], [], [], wait)
+            return self.proc.poll()
+        try:
+            return self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None
 
     @property
     def elapsed(self) -> float:
@@ -90,13 +114,11 @@ class CellProcess:
     def poll(self, wait: float = 0.0) -> Finished | None:
         """Finished when the cell has exited (or timed out and was ended), else None.
         `wait` blocks up to that many seconds for the exit."""
-        try:
-            code = self.proc.wait(timeout=wait) if wait > 0 else self.proc.poll()
-        except subprocess.TimeoutExpired:
-            code = None
+        code = self._wait(wait)
         if code is not None:
             # Whatever the cell left running in its group goes too. A Ctrl-C while waiting for it
             # must still stop the run, so it is raised again once the group is gone.
+            self._close_pidfd()
             end_group(self.proc, 1.0, reraise=True)
             if self.in_setup:
                 return self._after_setup(code)
@@ -105,6 +127,7 @@ class CellProcess:
                 return Finished(code, Status.OK, "", duration)
             return Finished(code, Status.FAILED, failure_reason(code, self.stderr_path), duration)
         if not self.in_setup and self.timeout is not None and self.run_elapsed > self.timeout:
+            self._close_pidfd()
             end_group(self.proc, self.grace, reraise=True)
             return Finished(
                 self.proc.returncode, Status.TIMEOUT, f"timed out after {self.timeout:g} s", self.run_elapsed
@@ -135,6 +158,7 @@ class CellProcess:
         _signal_group(self.proc.pid, signal.SIGTERM)
 
     def interrupt(self) -> Finished:
+        self._close_pidfd()
         end_group(self.proc, self.grace)  # already interrupting: a second Ctrl-C only skips the grace
         return Finished(
             self.proc.returncode, Status.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM or SIGHUP)", self.elapsed
@@ -197,6 +221,10 @@ def _signal_name(signum: int) -> str | None:
 def _group_alive(pgid: int) -> bool:
     """Is any non-zombie process left in group `pgid`? (Zombies of reparented grandchildren may
     linger where PID 1 does not reap; they hold no resources worth waiting for.)"""
+    try:
+        os.killpg(pgid, 0)  # the common case, at once: nothing at all is left in the group
+    except (ProcessLookupError, PermissionError):
+        return False
     proc = Path("/proc")
     if sys.platform.startswith("linux") and proc.is_dir():
         for entry in proc.iterdir():
@@ -209,10 +237,6 @@ def _group_alive(pgid: int) -> bool:
             fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp ...
             if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
                 return True
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
         return False
     return True
 

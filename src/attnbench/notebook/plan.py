@@ -203,7 +203,7 @@ def _canonical(text: str) -> str:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass
 class SourceIndex:
     """src/attnbench split into parts (each subpackage, each top-level module), EXCLUDING notebook/:
     the engine never runs inside a cell, so editing it must not invalidate results (the script
@@ -212,41 +212,62 @@ class SourceIndex:
     A cell's `attnbench` key part hashes only the parts its code imports and, transitively, the parts
     those import: editing cp/ leaves the Flux results cached, editing bench/ (which cp/ uses) does
     not. Parts are whole subpackages, so imports inside a subpackage, dynamic ones included, are covered.
+
+    A part is read and hashed (its syntax trees: most of an engine start's work when done for every
+    part) the first time a cell needs it: a cell that imports nothing from attnbench costs one file.
     """
 
-    hashes: dict[str, str]  # part -> sha256 of its files (relative path + content)
-    refs: dict[str, frozenset[str]]  # part -> the parts its code names
+    files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
+    package_dir: Path
+    _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
+    _hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, package_dir: Path) -> SourceIndex:
-        digests: dict[str, Any] = {}
-        refs: dict[str, set[str]] = {}
+        files: dict[str, list[Path]] = {}
         for path in sorted(package_dir.rglob("*.py")):
             rel = path.relative_to(package_dir)
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-            if part == "notebook":
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            digest = digests.setdefault(part, hashlib.sha256())
-            digest.update(rel.as_posix().encode() + b"\0" + _canonical(text).encode() + b"\0")
-            refs.setdefault(part, set()).update(_referenced_parts(text))
-        return cls({p: d.hexdigest() for p, d in digests.items()}, {p: frozenset(r) for p, r in refs.items()})
+            if part != "notebook":
+                files.setdefault(part, []).append(path)
+        return cls(files, package_dir)
+
+    def texts(self, part: str) -> list[tuple[str, str]]:
+        if part not in self._texts:
+            self._texts[part] = [
+                (p.relative_to(self.package_dir).as_posix(), p.read_text(encoding="utf-8", errors="replace"))
+                for p in self.files[part]
+            ]
+        return self._texts[part]
+
+    def refs(self, part: str) -> set[str]:
+        """The parts the code of `part` names."""
+        return {ref for _, text in self.texts(part) for ref in _referenced_parts(text)}
+
+    def part_hash(self, part: str) -> str:
+        """sha256 of the part's files: relative path and syntax tree of each."""
+        if part not in self._hashes:
+            digest = hashlib.sha256()
+            for rel, text in self.texts(part):
+                digest.update(rel.encode() + b"\0" + _canonical(text).encode() + b"\0")
+            self._hashes[part] = digest.hexdigest()
+        return self._hashes[part]
 
     def closure(self, source: str) -> list[str]:
         """The parts `source` uses: attnbench/__init__.py always, plus what it imports, transitively."""
         todo, seen = ["__init__", *_referenced_parts(source)], set()
         while todo:
             part = todo.pop()
-            if part in seen or part not in self.hashes:
+            if part in seen or part not in self.files:
                 continue
             seen.add(part)
-            todo.extend(self.refs[part])
+            todo.extend(self.refs(part))
         return sorted(seen)
 
     def hash_for(self, source: str) -> str:
         digest = hashlib.sha256()
         for part in self.closure(source):
-            digest.update(f"{part}={self.hashes[part]}\0".encode())
+            digest.update(f"{part}={self.part_hash(part)}\0".encode())
         return digest.hexdigest()
 
 
