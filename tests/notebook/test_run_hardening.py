@@ -185,6 +185,23 @@ def test_a_second_run_gives_up_after_the_lock_timeout(project):
     assert (project.root / "a.starts").read_text() == "a\n"
 
 
+def test_clean_keeps_what_a_live_run_is_writing(project):
+    path = project.write("w.md", notebook(cell("id=a", SLOW_A)))
+    first = _engine(project, path)
+    try:
+        _wait_for(project.root / "a.starts")
+        staging = list((project.root / "outputs" / "w" / LABEL).glob(".tmp-a-*"))
+        out = project.cli("clean", path)
+        assert staging and all(p.exists() for p in staging)  # the running cell's folder stays
+        (project.root / "go").write_text("1")
+        assert first.wait(timeout=60) == 0
+    finally:
+        first.kill()
+    assert out.code == 1
+    assert f"kept outputs/w/{LABEL}: in use by another run (pid {first.pid}" in out.err
+    assert (project.cell_dir("w", "a") / "result.json").is_file()
+
+
 def test_a_lock_file_left_by_a_dead_run_is_taken_over(project):
     path = project.write("d.md", notebook(cell("id=a", "print('a')")))
     folder = project.root / "outputs" / "d" / LABEL

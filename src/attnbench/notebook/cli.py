@@ -1,7 +1,9 @@
 """attnbench run | build | status | export | clean.
 
-Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook or bad
-settings (printed as `path:line: message`, before any cell starts); 130 interrupted (Ctrl-C).
+Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook, bad
+settings, a broken result.json/run.json, an outputs folder that cannot be written or a run lock not
+got within --lock-timeout (printed as `path:line: message` or naming the file, before any cell
+starts), or an OSError of the engine itself (a full disk); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -178,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `attnbench status ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as e:  # a folder that cannot be written, a full disk: said, not a traceback
+        print(f"attnbench {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:

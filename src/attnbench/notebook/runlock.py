@@ -80,7 +80,7 @@ def acquire(folder: Path, *, timeout: float | None, notify: Callable[[str], None
             notify(f"{folder} is in use by {holder}; waiting {limit} (Ctrl-C to stop)")
             told = True
         time.sleep(POLL_S)
-    record = {"pid": os.getpid(), "started": now_iso(), "command": " ".join(sys.argv)}
+    record = {"pid": os.getpid(), "started": now_iso(), "command": " ".join(["attnbench", *sys.argv[1:]])}
     os.ftruncate(lock.fd, 0)
     os.pwrite(lock.fd, (json.dumps(record) + "\n").encode(), 0)
     return lock
