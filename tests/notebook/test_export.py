@@ -165,6 +165,8 @@ def test_papermill_override(tiny: Path, tmp_path: Path, kernel_name: str):
     assert _stdout(by_id["write"]) == "50\n"  # the override, not the default 2 → 20
     # the upstream cell's artifact is found in the kernel's folder, not in some stored outputs/
     assert _stdout(by_id["read"]) == 'from params 500 say "hi" é [1, 2]\nupstream wrote 5\n'
-    assert (tmp_path / "written.txt").read_text() == "5"
+    # the kernel's folder is .scratch/<notebook>/, never the folder papermill ran in
+    assert (tmp_path / ".scratch" / "tiny" / "written.txt").read_text() == "5"
+    assert not (tmp_path / "written.txt").exists()
     injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "n = 5" in injected[0].source

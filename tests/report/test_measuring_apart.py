@@ -37,14 +37,15 @@ def test_measuring_cells_import_nothing_that_presents():
 def test_editing_a_figure_or_table_keeps_every_measurement_cached(tmp_path):
     copy = tmp_path / "attnbench"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    before = SourceIndex.of(copy)
+    cells = _cells()
+    before_index = SourceIndex.of(copy)  # reads sources lazily: hash every cell before the edit
+    before = {(nb, cell.id): before_index.hash_for(cell.source) for nb, cell in cells}
     for rel in PRESENTING:
         with open(copy / rel, "a") as f:
             f.write("\n\ndef an_edit():\n    return 'a new colour'\n")
     after = SourceIndex.of(copy)
-    cells = _cells()
     for nb, cell in cells:
-        same = before.hash_for(cell.source) == after.hash_for(cell.source)
+        same = before[(nb, cell.id)] == after.hash_for(cell.source)
         if _measuring(cell):
             assert same, f"{nb}:{cell.id} measures and would be re-run after a figure edit"
         elif "attnbench.report" in cell.source:

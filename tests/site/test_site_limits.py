@@ -29,7 +29,15 @@ def _outputs(tmp_path: Path) -> Path:
     log = "".join(f"log line {i}\n" for i in range(1_000_000))  # ~16 MiB of stdout
     (run / "make" / "stdout.txt").write_text(log)
     (run / "make" / "stderr.txt").write_text("")
-    result = {"cell": "make", "status": "ok", "artifacts": ["huge.bin", "small.txt"], "duration_s": 1.0}
+    result = {
+        "cell": "make",
+        "status": "ok",
+        "key": "0" * 16,
+        "started": "2026-11-23T00:00:00+00:00",
+        "finished": "2026-11-23T00:00:01+00:00",
+        "artifacts": ["huge.bin", "small.txt"],
+        "duration_s": 1.0,
+    }
     (run / "make" / "result.json").write_text(json.dumps(result))
     return tmp_path / "outputs"
 

@@ -216,6 +216,8 @@ def cell_environment(
 
 def missing_deps(cell: Cell, interpreter: Interpreter) -> list[str]:
     """The cell's deps that `interpreter` lacks or has in a version outside the specifier."""
+    if not cell.deps:
+        return []
     from packaging.requirements import Requirement
 
     missing = []
@@ -235,6 +237,8 @@ def missing_deps(cell: Cell, interpreter: Interpreter) -> list[str]:
 
 def dist_names(cells: list[Cell]) -> list[str]:
     """Every distribution name the cells declare (for one interpreter probe)."""
+    if not any(cell.deps for cell in cells):
+        return []  # and packaging, a noticeable import, stays unloaded
     from packaging.requirements import Requirement
 
     return sorted({Requirement(dep).name for cell in cells for dep in cell.deps})

@@ -7,7 +7,6 @@ embed images as data URIs, so the site works from file:// with no network.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -21,13 +20,13 @@ from urllib.parse import quote
 from attnbench.notebook import artifacts as show
 from attnbench.notebook import compare, provenance, sitedata, summary
 from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail, terminal_text
-from attnbench.notebook.store import BAD_STATES
+from attnbench.notebook.store import BAD_STATES, REPORT_ORDER, RecordError, load_result, load_run
 
 log = logging.getLogger(__name__)
 
 MAX_COPY_BYTES = 8 * 2**20  # artifacts and logs above this are linked in outputs/, not copied
 SITE_MARKER = ".attnbench-site"  # marks a folder build_site may replace wholesale
-STATUS_ORDER = ("ok", "failed", "timeout", "interrupted", "missing-deps", "skipped", "not run")
+STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
 ARTIFACT_ORDER = ("image", "results", "markdown", "table", "text", "file")  # figures first
 
 
@@ -138,7 +137,7 @@ class _Renderer:
         from .parse import parse_text
 
         problems: list[str] = []
-        run = _read_json(run_dir / "run.json", problems) or {}
+        run = _read_record(load_run, run_dir, problems) or {}
         notebook, blocks = None, []
         source = run_dir / "notebook.md"
         if source.exists():
@@ -195,9 +194,7 @@ class _Renderer:
     def _cell_view(self, cell, run_dir: Path, run: dict, entry: dict, page_dir: Path, problems) -> dict:
         cell_dir, label = run_dir / cell.id, run_dir.name
         files = (page_dir, PurePosixPath(label, "files", cell.id))  # copies go beside the page
-        result = (
-            _read_json(cell_dir / "result.json", problems) if (cell_dir / "result.json").exists() else None
-        )
+        result = _read_record(load_result, cell_dir, problems)
         status, reason = _status_of(entry, result)
         failed = status not in ("ok", "not run", "skipped")
         # A skipped cell leaves an earlier run's result in place: show it, saying where it came from.
@@ -421,19 +418,17 @@ def _pygments_css() -> str:
     )
 
 
-def _read_json(path: Path, problems: list[str]) -> dict | None:
+def _read_record(load, folder: Path, problems: list[str]) -> dict | None:
+    """run.json or result.json through its typed record (store.py), as the dict the views read;
+    None, with the problem named, when it is not a valid record."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        problems.append(f"{path} is missing")
+        record = load(folder)
+    except RecordError as err:
+        problems.append(str(err))
         return None
-    except (OSError, ValueError) as err:
-        problems.append(f"{path}: unreadable JSON ({err})")
-        return None
-    if not isinstance(value, dict):
-        problems.append(f"{path}: expected a JSON object, found {type(value).__name__}")
-        return None
-    return value
+    if record is None and load is load_run:
+        problems.append(f"{folder / 'run.json'} is missing")
+    return record.to_json() if record is not None else None
 
 
 def _ordered(counts: Counter) -> list[str]:
