@@ -121,7 +121,10 @@ def branch_forward(q, k, v, plan: BranchPlan, kernel, causal: bool, scale: float
         del inputs
         for i, offset in enumerate(group.offsets):
             dest_out, dest_lse = kept_view(acc_out, plan, offset), kept_view(acc_lse, plan, offset)
-            src_out, src_lse = block_view(out, plan, group, i, kernel.layout, b), block_view(lse, plan, group, i, "", b)
+            src_out, src_lse = (
+                block_view(out, plan, group, i, kernel.layout, b),
+                block_view(lse, plan, group, i, "", b),
+            )
             if first:  # a branch keeps each (head, position) once: nothing to merge with yet
                 dest_out.copy_(src_out)
                 dest_lse.copy_(src_lse)
@@ -129,7 +132,9 @@ def branch_forward(q, k, v, plan: BranchPlan, kernel, causal: bool, scale: float
                 merge_(dest_out, dest_lse, src_out, src_lse)
 
 
-def branch_backward(dout, q, k, v, out, lse, plan: BranchPlan, kernel, causal: bool, scale: float, grads) -> None:
+def branch_backward(
+    dout, q, k, v, out, lse, plan: BranchPlan, kernel, causal: bool, scale: float, grads
+) -> None:
     """Add one branch's share of (dq, dk, dv) into the float32 `grads`, given the merged out and LSE."""
     b = q.shape[0]
     for group in plan.groups:

@@ -78,7 +78,7 @@ def reference_attention(q, k, v, branches, *, causal: bool, scale: float | None 
     Small sizes only: one [batch, heads, N, N] score tensor per branch.
     """
     branches = pattern.branches_from(branches)
-    b, h, n, d = q.shape
+    _, h, n, d = q.shape
     pattern.check(branches, n)
     scale = pattern.default_scale(d) if scale is None else scale
     q, k, v = _prepare(q, k, v)
@@ -96,7 +96,7 @@ def reference_attention(q, k, v, branches, *, causal: bool, scale: float | None 
 def union_attention(q, k, v, branches, *, causal: bool, scale: float | None = None):
     """(out, lse) of one softmax over the union with log-multiplicity scores; differentiable."""
     branches = pattern.branches_from(branches)
-    b, h, n, d = q.shape
+    _, h, n, d = q.shape
     pattern.check(branches, n)
     scale = pattern.default_scale(d) if scale is None else scale
     q, k, v = _prepare(q, k, v)
