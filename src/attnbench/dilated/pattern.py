@@ -69,10 +69,23 @@ def branches_from(spec) -> tuple[Branch, ...]:
     return result
 
 
-def for_length(spec, seq_len: int) -> tuple[Branch, ...]:
-    """The configuration scaled to a sequence: every w clipped to seq_len (a segment is at most the
-    whole sequence, as LongNet does for sequences shorter than its longest segment), then checked."""
-    branches = tuple(Branch(min(b.w, seq_len), b.r) for b in branches_from(spec))
+def for_length(spec, seq_len: int, extend: bool = False) -> tuple[Branch, ...]:
+    """The configuration scaled to a sequence of seq_len positions, then checked.
+
+    Shorter than the longest segment: every w is clipped to seq_len (a segment is at most the whole
+    sequence, as LongNet does). Longer, with `extend`: the longest branch (w, r) is continued
+    geometrically, (2w, 2r), (4w, 4r), ... while 2^k w <= seq_len, so the widest segment reaches the
+    whole sequence (global, ever sparser context, LongNet's exponentially decreasing attention
+    allocation) while every branch keeps w/r positions per segment: the work per token stays bounded
+    (it grows by sum_k w / (2^k r^2), less than w / r^2 in all)."""
+    branches = [Branch(min(b.w, seq_len), b.r) for b in branches_from(spec)]
+    if extend:
+        widest = max(branches, key=lambda b: b.w)
+        w, r = widest.w * 2, widest.r * 2
+        while w <= seq_len:
+            branches.append(Branch(w, r))
+            w, r = w * 2, r * 2
+    branches = tuple(branches)
     check(branches, seq_len)
     return branches
 
