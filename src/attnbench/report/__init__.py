@@ -1,0 +1,1 @@
+"""Presenting: tables, figures and sentences of the reports, from result rows alone (no torch)."""
