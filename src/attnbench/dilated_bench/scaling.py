@@ -71,14 +71,16 @@ def workload(config: dict, seq_len: int) -> Workload:
 
 
 class Sweep:
-    """Shared state of one cell's sweep: the config, device, budgets, where rows go."""
+    """Shared state of one sweep: the config, device, its time budget, where rows go. budget_s: wall
+    seconds for all its series (None: the profile's sweep.cell_budget_s)."""
 
     def __init__(self, config, *, device, peak_tflops=None, datasheet_tflops=None, env="", out_path=None,
-                 progress: Callable[[Result], None] | None = None):  # fmt: skip
+                 progress: Callable[[Result], None] | None = None, budget_s: float | None = None):  # fmt: skip
         self.config, self.device, self.env = config, device, env
         self.peak, self.datasheet = peak_tflops, datasheet_tflops
         self.out_path, self.progress = out_path, progress
         self.started = time.perf_counter()
+        self.budget_s = config["sweep"]["cell_budget_s"] if budget_s is None else budget_s
         self.rows: list[Result] = []
         self.references = measure.References(lambda n: branches_for(config, n), device)
 
@@ -120,7 +122,7 @@ class Sweep:
     def run(self, series: Series, pass_: str) -> None:
         """Every length of the sweep for one series and pass (rows are emitted as they come)."""
         sweep = self.config["sweep"]
-        budget, cell_budget = sweep["call_budget_s"], sweep["cell_budget_s"]
+        budget, cell_budget = sweep["call_budget_s"], self.budget_s
         began = time.perf_counter()
         history: list[tuple[int, float]] = []
         stop, oom = None, False
@@ -156,7 +158,7 @@ class Sweep:
     def _budget_stop(self, series: Series, began: float, cell_budget: float) -> str | None:
         now = time.perf_counter()
         if now - self.started > cell_budget:
-            return f"not run: the cell's time budget ({cell_budget:g} s) was spent"
+            return f"not run: the sweep's time budget ({cell_budget:g} s) was spent"
         if series.budget_s is not None and now - began > series.budget_s:
             return f"not run: this series' time budget ({series.budget_s:g} s, setup and compile included) was spent"
         return None

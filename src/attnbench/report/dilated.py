@@ -193,7 +193,8 @@ def headline(rows: list[Result]) -> list[str]:
             if common:
                 n = common[-1]
                 ratio = fast_dense[n].ms_median / best[n].ms_median
-                text += f"; at {n:,} tokens dilated is {ratio:.3g}x faster ({best[n].tflops or 0:.0f} vs "
+                speed = f"{ratio:.3g}x faster" if ratio >= 1 else f"{1 / ratio:.3g}x slower"
+                text += f"; at {n:,} tokens dilated is {speed} than dense ({best[n].tflops or 0:.0f} vs "
                 text += f"{fast_dense[n].tflops or 0:.0f} TFLOP/s of useful work)"
             sentences.append(text + ".")
     return sentences
