@@ -32,29 +32,54 @@ CONFIGS = {
 
 def cases(world: int) -> list[tuple[str, bool, str]]:
     dtypes = ("float64", "bfloat16") if world == 2 else ("float64",)  # bf16 rounding paths: once is enough
-    return [(name, causal, dtype) for name in CONFIGS for causal in (True, False) for dtype in dtypes]
+    plain = [(name, causal, dtype) for name in CONFIGS for causal in (True, False) for dtype in dtypes]
+    return plain + [("paper/256", causal, "float64-bshd") for causal in (True, False)]
 
 
 def case_id(name, causal, dtype) -> str:
     return f"{name}-{'causal' if causal else 'full'}-{dtype}"
 
 
+def bshd_math():
+    """The math kernel behind FA3's and xFormers' [batch, seq, heads, dim] interface."""
+    from attnbench.cp.local import MathKernel
+    from attnbench.dilated.kernels import BranchKernel
+
+    class BshdMath(BranchKernel):
+        name, layout, needs_cuda = "bshd_math", "bshd", False
+        math = MathKernel()
+
+        def forward(self, q, k, v, *, causal, scale):
+            out, lse = self.math.forward(*(t.transpose(1, 2) for t in (q, k, v)), causal=causal, scale=scale)
+            return out.transpose(1, 2).contiguous(), lse
+
+        def backward(self, dout, q, k, v, out, lse, *, causal, scale):
+            t = [x.transpose(1, 2) for x in (dout, q, k, v, out)]
+            grads = self.math.backward(*t, lse, causal=causal, scale=scale)
+            return tuple(g.transpose(1, 2).contiguous() for g in grads)
+
+    return BshdMath()
+
+
 def run_case(name: str, causal: bool, dtype: str, rank: int, world: int) -> dict:
     from attnbench.dilated.distributed import distributed_attention
     from attnbench.dilated.reference import reference_grads
+
+    backend = bshd_math() if dtype.endswith("-bshd") else "math"
+    tolerance = TOLERANCES[dtype.removesuffix("-bshd")]
 
     branches, seq = CONFIGS[name]
     gen = torch.Generator().manual_seed(7)
     q, k, v, dout = (
         torch.randn(BATCH, HEADS, seq, HEAD_DIM, generator=gen, dtype=torch.float64) for _ in range(4)
     )
-    torch_dtype = getattr(torch, dtype)
+    torch_dtype = getattr(torch, dtype.removesuffix("-bshd"))
     q, k, v, dout = (t.to(torch_dtype) for t in (q, k, v, dout))
     ref = reference_grads(q, k, v, dout, branches, causal=causal)
     shard = seq // world
     rows = slice(rank * shard, (rank + 1) * shard)
     leaves = [t[:, :, rows].detach().clone().requires_grad_(True) for t in (q, k, v)]
-    out, lse = distributed_attention(*leaves, branches, causal=causal, backend="math")
+    out, lse = distributed_attention(*leaves, branches, causal=causal, backend=backend)
     grads = torch.autograd.grad(out, leaves, dout[:, :, rows])
     ours = {"out": out, "lse": lse, "dq": grads[0], "dk": grads[1], "dv": grads[2]}
     errors = {}
@@ -72,7 +97,7 @@ def run_case(name: str, causal: bool, dtype: str, rank: int, world: int) -> dict
         "case": case_id(name, causal, dtype),
         "rank": rank,
         "errors": errors,
-        "tolerance": TOLERANCES[dtype],
+        "tolerance": tolerance,
     }
 
 

@@ -36,6 +36,7 @@ class BranchKernel:
     name = ""
     layout = "bhsd"
     needs_cuda = True
+    dtypes: tuple[torch.dtype, ...] = HALF  # what a CUDA backend takes (the probe has the last word)
     _probes: ClassVar[dict] = {}
 
     def unavailable(self, device, dtype, head_dim: int) -> str | None:
@@ -43,8 +44,9 @@ class BranchKernel:
         device = torch.device(device)
         if self.needs_cuda and device.type != "cuda":
             return f"needs CUDA tensors (this run is on {device.type})"
-        if self.needs_cuda and dtype not in HALF:
-            return f"needs float16/bfloat16 inputs (got {str(dtype).removeprefix('torch.')})"
+        if self.needs_cuda and dtype not in self.dtypes:
+            names = "/".join(str(d).removeprefix("torch.") for d in self.dtypes)
+            return f"needs {names} inputs (got {str(dtype).removeprefix('torch.')})"
         missing = self.missing()
         if missing:
             return missing
@@ -101,6 +103,7 @@ class SdpaEfficient(BranchKernel):
     """torch's memory-efficient attention ops (aten._scaled_dot_product_efficient_attention[_backward])."""
 
     name = "sdpa_efficient"
+    dtypes = (*HALF, torch.float32)
 
     def __init__(self):
         self.lse_length: dict[int, int] = {}  # seq_q -> LSE length the forward op returned
@@ -175,6 +178,7 @@ class XFormers(BranchKernel):
 
     name = "xformers"
     layout = "bshd"
+    dtypes = (*HALF, torch.float32)
 
     def __init__(self):
         self.lse_length: dict[int, int] = {}

@@ -137,24 +137,16 @@ def breakdown(config: dict, *, device, timing_options: dict) -> list[dict]:
 
 
 def _breakdown_one(w, branches, kernel, causal, pass_, device, timing_options) -> dict:
+    """The whole call first (then freed), the kernels alone on pre-gathered inputs second: the two
+    working sets never coexist, so the breakdown fits wherever the call itself does."""
     q, k, v = make_inputs(w, device)
     scale = pattern.default_scale(w.head_dim)
     plans = gathered.plan(branches, w.seqlen_q, w.heads_q)
     backward = pass_ != "fwd"
-    if backward:
-        dout = make_dout(w, device)
-        q, k, v = (t.requires_grad_(True) for t in (q, k, v))
-
-        def whole():
-            out = gathered.gathered_attention(q, k, v, branches, causal=causal, backend=kernel)[0]
-            return torch.autograd.grad(out, (q, k, v), dout)
-    else:
-
-        def whole():
-            with torch.no_grad():
-                return gathered.gathered_attention(q, k, v, branches, causal=causal, backend=kernel)
-
-    groups = _groups(q.detach(), k.detach(), v.detach(), plans, kernel)
+    total = _time_whole(q, k, v, w, branches, kernel, causal, backward, device, timing_options)
+    timing.release_memory(device)
+    groups = _groups(q, k, v, plans, kernel)
+    del q, k, v
     saved = []
     if backward:  # the backward's extra inputs, gathered once: dout and a real block output and LSE
         for _, _, (qg, kg, vg) in groups:
@@ -167,8 +159,26 @@ def _breakdown_one(w, branches, kernel, causal, pass_, device, timing_options) -
                 kernel.backward(saved[i][0], qg, kg, vg, saved[i][1], saved[i][2], causal=causal, scale=scale)
             kernel.forward(qg, kg, vg, causal=causal, scale=scale)
 
-    total = timing.measure(whole, device=device, **timing_options).ms_median
-    alone = timing.measure(kernels_only, device=device, **timing_options).ms_median
+    with torch.no_grad():
+        alone = timing.measure(kernels_only, device=device, **timing_options).ms_median
     calls = len(groups) * (2 if backward else 1)
     return {"total_ms": total, "kernels_ms": alone, "other_ms": max(total - alone, 0.0),
             "kernel_share": alone / total, "kernel_calls": calls, "branches": len(plans)}  # fmt: skip
+
+
+def _time_whole(q, k, v, w, branches, kernel, causal, backward, device, timing_options) -> float:
+    if backward:
+        dout = make_dout(w, device)
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+
+        def whole():
+            out = gathered.gathered_attention(*leaves, branches, causal=causal, backend=kernel)[0]
+            return torch.autograd.grad(out, leaves, dout)
+
+        return timing.measure(whole, device=device, **timing_options).ms_median
+    with torch.no_grad():
+        return timing.measure(
+            lambda: gathered.gathered_attention(q, k, v, branches, causal=causal, backend=kernel),
+            device=device,
+            **timing_options,
+        ).ms_median
