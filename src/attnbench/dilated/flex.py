@@ -10,8 +10,11 @@ and the gather path, with one kernel and no gather, scatter or merge.
 
 The cost is work: Flex tiles the original [N, N] coordinates in 128 x 128 blocks, and a block inside a
 segment of rate r holds about 1/r^2 useful pairs but is computed whole. Per head the computed pairs
-are about sum_i N * w_i (causal: half), against sum_i N * w_i / r_i^2 for the gather path (15x more
-for the paper's configuration).
+are about sum_i N * w_i (causal: half), against sum_i N * w_i / r_i^2 for the gather path: 15x more
+for the paper's five branches, and quadratic in N once a branch's segment spans the whole sequence
+(pattern.for_length(..., extend=True)), where Flex does about the work of dense causal attention. (A
+per-head BlockMask would skip the tiles of the widest, r > 128 branches that a head keeps nothing of,
+about 8/9 of them for r = 384, at 16x the BlockMask memory; it stays quadratic, so it is not done.)
 
 The BlockMask is built from the structure instead of by evaluating mask_mod on every (q, k) pair
 (create_block_mask is O(N^2) per head: 10^13 evaluations at a million tokens). For query block I the
