@@ -17,7 +17,7 @@ from attnbench.dilated.kernels import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "dilated_attention.md"
-CELLS = ["gpu", "correctness", "scaling", "extras", "distributed", "report", "figures"]
+CELLS = ["gpu", "correctness", "scaling", "extras", "distributed", "distributed_report", "report", "figures"]
 NOT_GPU = "not a GPU measurement"
 
 
@@ -100,7 +100,20 @@ def test_outputs_say_they_are_not_gpu_measurements(run_dir):
         if not svg.name.startswith("pattern"):
             text = svg.read_text()
             assert NOT_GPU in text and "where each series ended" in text, svg.name
-    for cell in ("correctness", "scaling", "extras", "distributed", "report", "figures"):
+    assert (
+        (artifacts(run_dir, "distributed_report") / "distributed.md")
+        .read_text()
+        .startswith("**smoke profile")
+    )
+    for cell in (
+        "correctness",
+        "scaling",
+        "extras",
+        "distributed",
+        "distributed_report",
+        "report",
+        "figures",
+    ):
         assert NOT_GPU in (run_dir / cell / "stdout.txt").read_text(), cell
 
 
@@ -109,7 +122,7 @@ def test_report_shows_the_seed_beside_ours_and_where_series_ended(run_dir):
     printed = (run_dir / "report" / "stdout.txt").read_text()
     assert "RingDilatedAttentionV2Collective" in printed and "internally inconsistent" in printed
     assert "where each series ended" in printed and "dilated_flex [forward+backward]" in printed
-    assert "strong-scaling efficiency" in printed
+    assert "strong-scaling efficiency" in (run_dir / "distributed_report" / "stdout.txt").read_text()
     picture = (run_dir / "gpu" / "stdout.txt").read_text()
     assert "head 0, (w=8, r=1), (w=16, r=2), (w=32, r=4), causal, N = 32" in picture
 
@@ -121,7 +134,7 @@ def test_report_cells_run_without_torch(run_dir, tmp_path):
         "import runpy, sys; sys.modules['torch'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
     )
     inputs = {f"ATTNBENCH_INPUT_{cell.upper()}": str(artifacts(run_dir, cell)) for cell in CELLS}
-    for cell in ("report", "figures"):
+    for cell in ("report", "figures", "distributed_report"):
         script = ROOT / "cells" / "dilated_attention" / f"{cell}.py"
         deps = re.search(r"^# dependencies = (.*)$", script.read_text(), re.MULTILINE)
         assert deps and "torch" not in deps.group(1), f"{cell} declares {deps and deps.group(1)}"
