@@ -180,3 +180,8 @@ def test_reference_rows_check_the_definition_against_the_union_form():
     assert [r.workload.mask for r in rows] == ["causal", "full"]
     assert all(r.status == "ok" and r.ok and r.rel_l2 < 1e-12 for r in rows)
     assert all(torch.isfinite(torch.tensor(r.extra["lse_max_abs"])) for r in rows)
+
+
+def test_tables_of_no_rows_are_empty_not_errors():
+    assert report.cost_pivot([]).empty and report.scaling_table([]).empty
+    assert report.headline([]) == [] and report.stops([]) == []

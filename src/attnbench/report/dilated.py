@@ -134,6 +134,8 @@ def cost_pivot(rows: Iterable[Result]):
         else:
             text = "stopped" if not_run(r) else r.status
         cells.setdefault(key, {})[r.workload.seqlen_q] = text
+    if not cells:
+        return pd.DataFrame()
     frame = pd.DataFrame.from_dict(cells, orient="index").sort_index()
     frame = frame.reindex(sorted(frame.columns), axis=1).fillna("")
     frame.index = pd.MultiIndex.from_tuples(frame.index, names=["pass", "provider"])
