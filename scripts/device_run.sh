@@ -2,14 +2,15 @@
 # Run notebooks on an air-gapped GPU machine with its own python3 (torch preinstalled) and pack the
 # results into one archive under $OUT (or ./device-out), ready to unpack into outputs/ and commit.
 #   scripts/device_run.sh notebooks/flux_attention.md [more notebooks] [-- extra attnbench run args]
+# The carried wheels (.whl/, from scripts/fetch_wheels.sh) are installed first: scripts/device_env.sh.
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 3; }
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/device_env.sh" || exit 3
+# The commit the results come from (result.json "code"): a copy without .git names it through
+# ATTNBENCH_CODE_COMMIT, or a .code-commit file made before copying (git rev-parse HEAD > .code-commit).
+if [ -z "${ATTNBENCH_CODE_COMMIT:-}" ] && [ ! -d .git ] && [ -f .code-commit ]; then
+  ATTNBENCH_CODE_COMMIT=$(cat .code-commit); export ATTNBENCH_CODE_COMMIT
 fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 notebooks=(); extra=()
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi

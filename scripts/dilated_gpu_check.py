@@ -50,7 +50,7 @@ def main() -> int:
     if distributed:
         import torch.distributed as dist
 
-        from attnbench.cp.bench import init_distributed
+        from attnbench.cp.launch import init_distributed
         from attnbench.dilated_bench import distributed as dist_bench
 
         init_distributed(timeout_s=300)

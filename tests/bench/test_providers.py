@@ -71,19 +71,35 @@ def test_import_failures_name_the_cause(tmp_path, monkeypatch):
     assert base.import_failure("json") is None
 
 
+def _strict_get_kernel(outcome):
+    """kernels >= 0.15's rule: a Hub kernel needs version= or revision= (else ValueError, before any
+    download); then `outcome(repo)` stands for the download."""
+
+    def get_kernel(repo, revision=None, version=None):
+        if revision is None and version is None:
+            raise ValueError(f"Hub kernel {repo} must be loaded with a version or a revision")
+        return outcome(repo)
+
+    return get_kernel
+
+
 def test_hf_kernels_reason_names_repo_and_network(monkeypatch):
     fake = types.ModuleType("kernels")
 
-    def get_kernel(repo):
+    def offline(repo):
         raise ConnectionError(f"Failed to resolve 'huggingface.co' for {repo}\nretries exhausted")
+
+    get_kernel = _strict_get_kernel(offline)
 
     fake.get_kernel = get_kernel
     monkeypatch.setitem(sys.modules, "kernels", fake)
     monkeypatch.setattr(hf_kernels, "cuda_missing", lambda: None)
     monkeypatch.setattr(hf_kernels, "_LOADED", {})
     reason = providers.get("hf_flash_attn3").unavailable()
-    assert reason.startswith("get_kernel('kernels-community/flash-attn3') failed (no network")
-    assert "ConnectionError: Failed to resolve 'huggingface.co'" in reason
+    assert reason.startswith(
+        "get_kernel('kernels-community/flash-attn3', version=1) failed (the Hugging Face Hub cannot be reached"
+    )
+    assert "ConnectionError: Failed to resolve 'huggingface.co'" in reason  # got past the version check
     assert "retries" not in reason  # first line only
 
 
@@ -189,7 +205,8 @@ def test_hf_kernels_reason_without_the_package_says_what_else_it_needs(monkeypat
     monkeypatch.setattr(hf_kernels, "import_failure", lambda module: "not installed (no module 'kernels')")
     reason = providers.get("hf_flash_attn").unavailable()
     assert reason.startswith(
-        "not installed (no module 'kernels'); with it, get_kernel('kernels-community/flash-attn')"
+        "not installed (no module 'kernels'): pip install kernels; then "
+        "get_kernel('kernels-community/flash-attn', version=1)"
     )
     assert "Hugging Face Hub" in reason
 
@@ -197,7 +214,7 @@ def test_hf_kernels_reason_without_the_package_says_what_else_it_needs(monkeypat
 def test_hf_kernels_reason_when_the_build_lacks_the_function(monkeypatch):
     fake = types.ModuleType("kernels")
     built = types.SimpleNamespace(mha_fwd=None, mha_bwd=None)
-    fake.get_kernel = lambda repo: built
+    fake.get_kernel = _strict_get_kernel(lambda repo: built)
     monkeypatch.setitem(sys.modules, "kernels", fake)
     monkeypatch.setattr(hf_kernels, "cuda_missing", lambda: None)
     monkeypatch.setattr(hf_kernels, "_LOADED", {})

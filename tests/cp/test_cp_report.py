@@ -13,13 +13,21 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.bench.results import Result, Workload
-from attnbench.cp import STRATEGIES, profiles, torch_cp
-from attnbench.cp.bench import predicted_oom
-from attnbench.cp.figures import plot_tflops
+from attnbench.cp import STRATEGIES, torch_cp
 from attnbench.cp.local import MathKernel
-from attnbench.cp.overlap import NoopKernel, TimedKernel
-from attnbench.cp.report import bench_table, overlap_findings, overlap_table, published_table, targets, text
-from attnbench.cp.warmup import report_line
+from attnbench.cp_bench import profiles
+from attnbench.cp_bench.overlap import NoopKernel, TimedKernel
+from attnbench.cp_bench.sweep import predicted_oom
+from attnbench.cp_bench.warmup import report_line
+from attnbench.report.cp_figures import plot_tflops
+from attnbench.report.cp_tables import (
+    bench_table,
+    overlap_findings,
+    overlap_table,
+    published_table,
+    targets,
+    text,
+)
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "context_parallel.md"
 GIB = 2**30
@@ -95,8 +103,10 @@ def test_default_profile_fits_one_device_call_on_two_h200():
     assert points == {(131072, "causal"), (131072, "full"), (262144, "causal")}  # 256k causal: the target
     assert config["timing"]["min_reps"] == 3 and config["timing"]["min_time_s"] == 1.0
     estimate = profiles.estimate_seconds(config, list(STRATEGIES), world=2)
-    assert 180 <= estimate["bench_s"] <= 330  # about 4-5 minutes of benchmark
-    assert estimate["notebook_s"] <= 7.5 * 60  # one device call may run at most ~8 minutes in all
+    assert 180 <= estimate["bench_s"] <= 330  # about 4-5 minutes of benchmark per local kernel
+    assert estimate["kernels"] == 2  # cuDNN and FlashAttention-3: each sweep is a cell of its own
+    # one device command runs at most 10 minutes: the notebook takes two (cached cells carry over)
+    assert estimate["bench_s"] + 60 <= 9 * 60 and estimate["notebook_s"] <= 2 * 9 * 60
     for seq in (131072, 262144, 524288, 1048576):  # every length splits into 2P zigzag chunks at P <= 8
         assert seq % 16 == 0
 
@@ -253,6 +263,43 @@ def test_targets_pass_fail_and_the_measured_why():
     assert by[(">= 4", "zigzag", 262144)]["verdict"] == "pass"
 
 
+def test_targets_compare_each_kernel_with_its_own_reference_and_its_own_bar():
+    fa3 = [
+        cp_row("zigzag+fa3", 131072, "causal", "fwd_bwd", 600.0),
+        cp_row("zigzag+fa3", 262144, "causal", "fwd_bwd", 550.0),
+        Result(
+            provider="single_gpu_flash_attn3",
+            family="cp",
+            status="ok",
+            pass_="fwd_bwd",
+            tflops=640.0,
+            ms_median=50.0,
+            workload=Workload(1, 65536, 65536, 40, 40, 128, "bfloat16", "causal"),
+            extra={"world_size": 1, "kernel": "flash_attn3"},
+        ),
+    ]
+    for r in fa3[:2]:
+        r.extra["kernel"] = "flash_attn3"
+    rows = [*sample_rows(), *fa3]
+    for r in rows:
+        r.extra.setdefault("kernel", "cudnn")
+    lines = targets(rows, [], target_seq=262144)
+    by = {(line["target"][:4], line["strategy"], line["seq_len"]): line for line in lines}
+    ratio = by[(">= 9", "zigzag+fa3", 131072)]
+    assert ratio["measured"] == pytest.approx(600 / 640) and "single-GPU flash_attn3" in ratio["target"]
+    assert by[(">= 9", "zigzag", 131072)]["measured"] == pytest.approx(530 / 560)  # still vs cuDNN
+    bar = by[(">= 5", "zigzag+fa3", 262144)]
+    assert bar["needed"] == 560.0 and bar["verdict"] == "FAIL" and "short by 1.8%" in bar["why"]
+
+
+def test_strategy_labels_name_non_default_kernels():
+    from attnbench.cp_bench.measure import strategy_label
+
+    assert strategy_label("zigzag", None) == strategy_label("zigzag", "cudnn") == "zigzag"
+    assert strategy_label("zigzag", "cpu_math") == "zigzag"
+    assert strategy_label("ring", "flash_attn3") == "ring+fa3"
+
+
 def test_targets_fail_an_incorrect_strategy_and_name_missing_lengths():
     checks = [
         {"strategy": "zigzag", "mask": "causal", "status": "incorrect", "reason": "beyond tolerance: dq"}
@@ -339,9 +386,22 @@ def test_notebook_parses_with_distributed_cells():
     notebook = parse_notebook(NOTEBOOK)
     assert NOTEBOOK.read_text().startswith("#!/usr/bin/env -S uv run attnbench run\n")
     cells = {c.id: c for c in notebook.cells}
-    assert list(cells) == ["gpu", "correctness", "bench", "overlap", "plot", "targets", "published"]
-    assert {i for i, c in cells.items() if c.gpus} == {"correctness", "bench", "overlap"}
-    assert all(cells[i].gpus == 2 for i in ("correctness", "bench", "overlap"))
+    assert list(cells) == [
+        "gpu",
+        "correctness",
+        "correctness_table",
+        "bench",
+        "bench_table",
+        "bench_fa3",
+        "bench_fa3_table",
+        "overlap",
+        "overlap_table",
+        "plot",
+        "targets",
+        "published",
+    ]
+    assert {i for i, c in cells.items() if c.gpus} == {"correctness", "bench", "bench_fa3", "overlap"}
+    assert all(cells[i].gpus == 2 for i in ("correctness", "bench", "bench_fa3", "overlap"))
     assert set(notebook.front_matter["params"]) == {"profile", "strategies", "strategy_options"}
     load_graph([NOTEBOOK])  # every `needs` names a cell, no cycle
 
@@ -354,7 +414,8 @@ def test_a_distributed_cell_started_alone_runs_as_one_process(tmp_path):
 
     script = tmp_path / "alone.py"
     script.write_text(
-        "from attnbench.cp.bench import init_distributed, run_sweep, grid\n"
+        "from attnbench.cp.launch import init_distributed\n"
+        "from attnbench.cp_bench.sweep import run_sweep, grid\n"
         "rank, world, device = init_distributed()\n"
         "sweep = run_sweep(['zigzag'], grid([16], ['causal']), passes=('fwd',), warmup_s=0, kernel='cpu_math',\n"
         "                  heads=2, head_dim=8, dtype='float32', min_reps=1, max_reps=1, min_time_s=0)\n"

@@ -12,7 +12,8 @@ backward ops too), so passing the *global* out and LSE gives this block's exact 
 
 Kernels: "cpu_math" (pure PyTorch, any device, exact backward; used by the CPU tests),
 "sdpa_flash" (aten._scaled_dot_product_flash_attention + backward op), "cudnn"
-(aten._scaled_dot_product_cudnn_attention + backward op).
+(aten._scaled_dot_product_cudnn_attention + backward op), "flash_attn3" (FlashAttention-3's own
+registered ops torch.ops.flash_attn_3._flash_attn_forward / _flash_attn_backward, Hopper only).
 """
 
 from __future__ import annotations
@@ -223,7 +224,64 @@ class CudnnKernel(_ProbedKernel):
         return dq, dk, dv
 
 
-KERNELS: dict[str, LocalKernel] = {k.name: k for k in (MathKernel(), SdpaFlashKernel(), CudnnKernel())}
+class FlashAttn3Kernel(_ProbedKernel):
+    """FlashAttention-3 on [b, h, s, d] views: FA3 reads bshd strides, so the transposed views need no copy.
+
+    FA3's backward op writes dq, dk, dv into tensors we allocate; it derives delta = rowsum(dout * out)
+    from `out` like the other ops, so the global out and LSE give this block's share of the gradient.
+    """
+
+    name = "flash_attn3"
+
+    def unavailable(self, device, dtype, head_dim):
+        try:
+            import flash_attn_interface  # noqa: F401
+        except Exception as exc:  # noqa: BLE001 - not installed or fails to load: the reason
+            return (
+                f"flash_attn_interface (FlashAttention-3) cannot be imported: {type(exc).__name__}: {exc}; "
+                "build it from flash-attention's hopper/ folder (no PyPI wheel)"
+            )[:400]
+        from attnbench.bench.providers.flash_attn3 import build_leaves_out
+        from attnbench.bench.results import Workload
+
+        # a call outside what this build holds can crash the process instead of raising: ask first
+        dtype_name = str(dtype).removeprefix("torch.")
+        left_out = build_leaves_out(Workload(1, 128, 128, 1, 1, head_dim, dtype_name, "causal"), "fwd_bwd")
+        return left_out or super().unavailable(device, dtype, head_dim)
+
+    def forward(self, q, k, v, *, causal, scale):
+        from flash_attn_interface import _flash_attn_forward
+
+        _check_square(q, k, causal)
+        q, k, v = (_last_dim_contiguous(t).transpose(1, 2) for t in (q, k, v))
+        out, lse, *_ = _flash_attn_forward(q, k, v, softmax_scale=scale, causal=causal)
+        return out.transpose(1, 2), lse
+
+    def backward(self, dout, q, k, v, out, lse, *, causal, scale):
+        from flash_attn_interface import _flash_attn_backward
+
+        _check_square(q, k, causal)
+        dout, q, k, v, out = (_last_dim_contiguous(t).transpose(1, 2) for t in (dout, q, k, v, out))
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        _flash_attn_backward(
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse.float().contiguous(),
+            dq=dq,
+            dk=dk,
+            dv=dv,
+            softmax_scale=scale,
+            is_causal=causal,
+        )
+        return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
+
+
+KERNELS: dict[str, LocalKernel] = {
+    k.name: k for k in (MathKernel(), SdpaFlashKernel(), CudnnKernel(), FlashAttn3Kernel())
+}
 
 
 def get_kernel(name: str | LocalKernel | None, device: torch.device | None = None) -> LocalKernel:

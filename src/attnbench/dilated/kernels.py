@@ -11,15 +11,15 @@ only through delta = rowsum(dout * out), so passing the *merged* out and LSE of 
 this segment's exact share of the gradient: that is what makes the LSE merge differentiable without
 differentiating through the kernels' LSE outputs (which torch's ops mark non-differentiable).
 
-Backends: math (pure PyTorch, any device and dtype: cp.local's MathKernel), sdpa_flash and cudnn
-(cp.local: torch's FlashAttention-2 and cuDNN ops), sdpa_efficient (torch's memory-efficient op),
-fa3 (FlashAttention-3's `flash_attn_interface`), xformers (`memory_efficient_attention_forward_requires_grad`
-and `memory_efficient_attention_backward`). A backend that cannot load or run says why in `unavailable`.
+Backends: math (pure PyTorch, any device and dtype: cp.local's MathKernel), sdpa_flash, cudnn and fa3
+(cp.local: torch's FlashAttention-2 and cuDNN ops, FlashAttention-3's `flash_attn_interface`, which
+refuses calls its build leaves out before they can crash the process), sdpa_efficient (torch's
+memory-efficient op), xformers (`memory_efficient_attention_forward_requires_grad` and
+`memory_efficient_attention_backward`). A backend that cannot load or run says why in `unavailable`.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import ClassVar
 
 import torch
@@ -78,10 +78,19 @@ class BranchKernel:
 
 
 class FromLocal(BranchKernel):
-    """A cp.local kernel (bhsd) under its dilated backend name."""
+    """A cp.local kernel (bhsd) under its dilated backend name; cp.local decides what it can run."""
 
     def __init__(self, name: str, kernel: local.LocalKernel, needs_cuda: bool = True):
         self.name, self.kernel, self.needs_cuda = name, kernel, needs_cuda
+
+    def unavailable(self, device, dtype, head_dim: int) -> str | None:
+        device = torch.device(device)
+        if self.needs_cuda and device.type != "cuda":
+            return f"needs CUDA tensors (this run is on {device.type})"
+        try:
+            return self.kernel.unavailable(device, dtype, head_dim)
+        except Exception as exc:  # noqa: BLE001 - the contract is a reason, never a crash
+            return f"{self.name}: {describe_exception(exc)}"
 
     def forward(self, q, k, v, *, causal, scale):
         return self.kernel.forward(q, k, v, causal=causal, scale=scale)
@@ -139,40 +148,6 @@ class SdpaEfficient(BranchKernel):
         return grads[0], grads[1], grads[2]
 
 
-class FlashAttn3(BranchKernel):
-    """FlashAttention-3 (Hopper): flash_attn_interface._flash_attn_forward / _flash_attn_backward."""
-
-    name = "fa3"
-    layout = "bshd"
-    module = "flash_attn_interface"
-
-    def missing(self):
-        return import_failure(self.module)
-
-    def forward(self, q, k, v, *, causal, scale):
-        fa3 = importlib.import_module(self.module)
-        out, lse, *_ = fa3._flash_attn_forward(q, k, v, softmax_scale=scale, causal=causal)
-        return out, lse
-
-    def backward(self, dout, q, k, v, out, lse, *, causal, scale):
-        fa3 = importlib.import_module(self.module)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        fa3._flash_attn_backward(
-            dout.contiguous(),
-            q,
-            k,
-            v,
-            out.contiguous(),
-            lse.float().contiguous(),
-            dq=dq,
-            dk=dk,
-            dv=dv,
-            softmax_scale=scale,
-            is_causal=causal,
-        )
-        return dq, dk, dv
-
-
 class XFormers(BranchKernel):
     """xFormers memory_efficient_attention_forward_requires_grad / memory_efficient_attention_backward."""
 
@@ -226,7 +201,7 @@ KERNELS: dict[str, BranchKernel] = {
         FromLocal("sdpa_flash", local.SdpaFlashKernel()),
         FromLocal("cudnn", local.CudnnKernel()),
         SdpaEfficient(),
-        FlashAttn3(),
+        FromLocal("fa3", local.FlashAttn3Kernel()),
         XFormers(),
     )
 }

@@ -28,8 +28,8 @@ from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.bench.timing import quantile
 from attnbench.cp import comm
-from attnbench.cp.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
-from attnbench.cp.measure import random_call, time_reps
+from attnbench.cp_bench.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
+from attnbench.cp_bench.measure import random_call, time_reps
 from attnbench.dilated.distributed import distributed_attention
 from attnbench.dilated.gathered import gathered_attention
 from attnbench.dilated.reference import chunked_reference

@@ -7,8 +7,9 @@ it is available or to prepare a call.
 from __future__ import annotations
 
 from attnbench.bench.providers.base import Prepared, Provider, Unsupported
-from attnbench.bench.providers.flash_attn import FlashAttn2
-from attnbench.bench.providers.flash_attn3 import FlashAttn3
+from attnbench.bench.providers.cudnn_frontend import CudnnFrontend, CudnnFrontendFp8
+from attnbench.bench.providers.flash_attn import FlashAttn2, FlashAttn4
+from attnbench.bench.providers.flash_attn3 import FlashAttn3, FlashAttn3Fp8
 from attnbench.bench.providers.flex import FlexAttention
 from attnbench.bench.providers.hf_kernels import HfKernel
 from attnbench.bench.providers.sage import SageProvider, SageVarlen
@@ -25,12 +26,16 @@ _REGISTRY: list[Provider] = [
     SdpaProvider("sdpa_math", "MATH"),
     SdpaProvider("sdpa_compiled", "", compiled=True),
     SdpaProvider("sdpa_compiled_max_autotune", "", compiled=True, compile_mode="max-autotune"),
+    CudnnFrontend("cudnn_frontend"),
+    CudnnFrontendFp8("cudnn_frontend_fp8"),
     FlexAttention("flex", compiled=True),
     FlexAttention("flex_eager", compiled=False),
     FlashAttn2("flash_attn2"),
     FlashAttn2("flash_attn2_compiled", compiled=True),
     FlashAttn3("flash_attn3"),
     FlashAttn3("flash_attn3_compiled", compiled=True),
+    FlashAttn3Fp8("flash_attn3_fp8"),
+    FlashAttn4("flash_attn4"),
     HfKernel("hf_flash_attn", "kernels-community/flash-attn"),
     HfKernel("hf_flash_attn3", "kernels-community/flash-attn3"),
     SageProvider("sage_sageattn", "sageattn"),
@@ -44,6 +49,12 @@ _REGISTRY: list[Provider] = [
     TransformerEngine("te_sbhd", "sbhd"),
     XFormers("xformers"),
     XFormers("xformers_compiled", compiled=True),
+    XFormers("xformers_cutlass", op="cutlass"),
+    XFormers("xformers_cutlass_compiled", op="cutlass", compiled=True),
+    XFormers("xformers_fa2", op="fa2"),
+    XFormers("xformers_fa2_compiled", op="fa2", compiled=True),
+    XFormers("xformers_fa3", op="fa3"),
+    XFormers("xformers_fa3_compiled", op="fa3", compiled=True),
 ]
 
 

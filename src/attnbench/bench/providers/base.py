@@ -45,8 +45,10 @@ class Provider:
     gqa: bool = False  # accepts heads_kv < heads_q without repeating K/V
     backward: bool = False
     quantized: bool = False  # computes in lower precision on purpose (judged with looser tolerances)
+    tolerance: str | None = None  # a correctness.TOLERANCES entry of its own (e.g. an fp8 output), if any
     needs_cuda: bool = True
     compiled: bool = False  # setup includes torch.compile
+    install: str = ""  # what a user with network runs to get this provider (named in "not installed" rows)
     head_dims: tuple[int, ...] | None = None  # None: any head_dim the library accepts
     causal_any_lengths: bool = True  # False: causal (and windows) only when seqlen_q == seqlen_k
 
@@ -97,23 +99,64 @@ class Provider:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`ExcType: first line of the message`, the form every reason uses."""
+    """`ExcType: first line of the message`, the form every reason uses, followed by the exception
+    it was raised from (`__cause__`, or the one being handled, `__context__`) when there is one: a
+    wrapper's first line ("backend='inductor' raised", "could not verify publisher") says little."""
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    inner = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    seen = {id(exc)}
+    while inner is not None and id(inner) not in seen and len(seen) < 4:
+        seen.add(id(inner))
+        inner_lines = str(inner).strip().splitlines()
+        text += f" (from {type(inner).__name__}: {inner_lines[0][:300] if inner_lines else ''})"
+        inner = inner.__cause__ or (None if inner.__suppress_context__ else inner.__context__)
+    return text
 
 
-def import_failure(module: str) -> str | None:
-    """None if `module` imports; "not installed" if it is absent; else "import failed: <why>"."""
+def import_failure(module: str, install: str = "") -> str | None:
+    """None if `module` imports; else why not, and what to do about it.
+
+    "not installed (no module 'x')" plus `install` (the command a user with network runs) and this
+    machine's note from ATTNBENCH_PROVIDER_NOTES, if any (see `machine_note`); "import failed: <why>"
+    when it is installed but does not load.
+    """
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing == module or module.startswith(missing + ".") or not missing:
-            return f"not installed (no module {missing or module!r})"
+            reason = f"not installed (no module {missing or module!r})"
+            if install:
+                reason += f"; to install: {install}"
+            note = machine_note(module)
+            return f"{reason}; on this machine: {note}" if note else reason
         return f"import failed: {describe_exception(exc)}"
     except Exception as exc:  # noqa: BLE001 - any failure to import is a reason, never a crash
         return f"import failed: {describe_exception(exc)}"
     return None
+
+
+def machine_note(module: str) -> str:
+    """Why a module is absent on this particular machine, from the YAML file named by
+    ATTNBENCH_PROVIDER_NOTES ({module or top-level package: note}); e.g. scripts/device_run.sh points it at
+    scripts/gpu_machine_notes.yaml (what cannot be carried to our air-gapped GPU machine, and why)."""
+    import os
+
+    path = os.environ.get("ATTNBENCH_PROVIDER_NOTES")
+    if not path:
+        return ""
+    try:
+        import yaml
+
+        with open(path) as f:
+            notes = yaml.safe_load(f) or {}
+    except Exception as exc:  # noqa: BLE001 - a missing or malformed notes file is a note, never a crash
+        return f"(ATTNBENCH_PROVIDER_NOTES={path} unreadable: {describe_exception(exc)})"
+    if not isinstance(notes, dict):
+        return ""
+    note = notes.get(module) or notes.get(module.split(".")[0])  # the module itself, else its package
+    return str(note).strip() if note else ""
 
 
 def cuda_missing() -> str | None:
@@ -157,25 +200,33 @@ def bshd_to_canonical(out):
 _COMPILED: dict[tuple, Callable] = {}
 
 
-def compile_fn(fn, *, mode: str | None = None):
-    """One torch.compile wrapper per (function, mode) for the whole process.
+def compile_fn(fn, *, mode: str | None = None, fullgraph: bool = False):
+    """One torch.compile wrapper per (function, mode, fullgraph) for the whole process.
 
     Callers mark the sequence dimension dynamic (`mark_seq_dynamic`), so a sweep over sequence lengths
     compiles once per pass and mask instead of once per shape: the first prepare's first call pays the
     compile (its setup_ms), later shapes reuse the graph. The recompile limit is raised and hitting it
     is made an error: by default dynamo would silently fall back to eager, which would then be timed
-    as if it were compiled.
+    as if it were compiled. `fullgraph=True` also makes a graph break an error instead of a silent
+    split into eager pieces.
     """
-    key = (fn, mode)
+    key = (fn, mode, fullgraph)
     if key not in _COMPILED:
         import torch
 
         _configure_dynamo(torch)
-        _COMPILED[key] = torch.compile(fn, mode=mode)
+        _COMPILED[key] = torch.compile(fn, mode=mode, fullgraph=fullgraph)
     return _COMPILED[key]
 
 
 def _configure_dynamo(torch) -> None:
+    # The backward pass is timed as repeated autograd.grad(..., retain_graph=True) on one forward;
+    # AOTAutograd's donated buffers forbid retain_graph, so they are turned off (a compiled model's
+    # training step, which frees its graph, would donate them: a small effect on memory, not time).
+    try:
+        torch._functorch.config.donated_buffer = False
+    except AttributeError:
+        pass
     config = torch._dynamo.config
     for name, value in (
         ("recompile_limit", 64),

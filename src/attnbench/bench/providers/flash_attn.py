@@ -45,7 +45,7 @@ class FlashStyleProvider(Provider):
         return getattr(importlib.import_module(self.module), self.function)
 
     def unavailable(self) -> str | None:
-        missing = import_failure(self.module) or cuda_missing()
+        missing = import_failure(self.module, self.install) or cuda_missing()
         if missing:
             return missing
         try:
@@ -86,3 +86,15 @@ class FlashStyleProvider(Provider):
 class FlashAttn2(FlashStyleProvider):
     family = "flash_attn"
     module = "flash_attn"
+    install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
+
+
+class FlashAttn4(FlashStyleProvider):
+    """FlashAttention-4 (CuTe DSL, JIT-compiled; sm90 and sm100), `flash_attn.cute.flash_attn_func`."""
+
+    family = "flash_attn4"
+    module = "flash_attn.cute"
+    install = "pip install --pre flash-attn-4 (pulls nvidia-cutlass-dsl; kernels JIT-compile on first call)"
+    head_dims = (64, 96, 128)
+    dtypes = ("bfloat16", "float16")
+    masks = ("full", "causal")  # its window_size convention differs (None = unbounded): not mapped yet

@@ -44,6 +44,7 @@ def _private_bshd(t):
 
 class SageProvider(Provider):
     family = "sage"
+    install = "pip install sageattention"
     dtypes = ("bfloat16", "float16")
     masks = ("full", "causal")
     gqa = True
@@ -62,7 +63,7 @@ class SageProvider(Provider):
         return getattr(importlib.import_module("sageattention"), self.entry)
 
     def unavailable(self) -> str | None:
-        missing = import_failure("sageattention") or cuda_missing()
+        missing = import_failure("sageattention", self.install) or cuda_missing()
         if missing:
             return missing
         try:

@@ -13,6 +13,7 @@ from attnbench.bench.results import Workload
 
 class TransformerEngine(Provider):
     family = "te"
+    install = "pip install --no-build-isolation transformer_engine[pytorch] (builds transformer-engine-torch)"
     dtypes = ("bfloat16", "float16")
     masks = ("full", "causal", "sliding_window")
     gqa = True  # num_gqa_groups
@@ -26,7 +27,7 @@ class TransformerEngine(Provider):
         self.layout = qkv_format
 
     def unavailable(self) -> str | None:
-        return import_failure("transformer_engine.pytorch") or cuda_missing()
+        return import_failure("transformer_engine.pytorch", self.install) or cuda_missing()
 
     def version(self) -> str:
         return module_version("transformer_engine")

@@ -1,0 +1,149 @@
+"""The context-parallel notebook's profiles, and what a profile costs on 2x H200 (an estimate).
+
+smoke    CPU, gloo, tiny shapes, kernel cpu_math: proves the pipeline in seconds; not a GPU measurement.
+default  the seed's shape (batch 1, 40 heads x 128, bf16): 128k for every strategy, both masks, forward
+         and forward+backward; 256k causal (the target length); light repetition; once with the cuDNN
+         local kernel and once with FlashAttention-3's (`extra_kernels`, its own cell). Each cell fits
+         one device call of under 10 minutes on 2 GPUs.
+full     128k..1M, both masks (out-of-memory rows are expected at 1M on 2 GPUs).
+"""
+
+from __future__ import annotations
+
+import math
+
+K = 1024
+SEED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
+NOT_GPU = "smoke profile: not a GPU measurement"
+
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "device": "cpu",
+        "kernel": "cpu_math",
+        "extra_kernels": ["flash_attn3"],  # its rows say why it cannot run on a CPU
+        "label": NOT_GPU,
+        "shape": {"batch": 1, "heads": 4, "head_dim": 16, "dtype": "bfloat16"},
+        "points": [[64, "causal"], [64, "full"], [128, "causal"], [128, "full"]],
+        "passes": ["fwd", "fwd_bwd"],
+        "timing": {"warmup": 1, "min_reps": 2, "max_reps": 3, "min_time_s": 0.0, "max_time_s": 2.0},
+        "warmup_s": 0.05,
+        "correctness": {"seq_len": 64, "heads": 4, "head_dim": 16},
+        "overlap": {
+            "strategies": ["ring", "zigzag", "ulysses"],
+            "seq_lens": [128],
+            "mask": "causal",
+            "pass": "fwd_bwd",
+            "reps": 2,
+        },
+        "target_seq": 128,
+    },
+    "default": {
+        "device": "cuda",
+        "kernel": "cudnn",
+        "extra_kernels": ["flash_attn3"],
+        "shape": SEED_SHAPE,
+        "points": [[128 * K, "causal"], [128 * K, "full"], [256 * K, "causal"]],
+        "passes": ["fwd", "fwd_bwd"],
+        "timing": {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 20.0},
+        "warmup_s": 1.0,
+        "correctness": {"seq_len": 16 * K, "heads": 16, "head_dim": 128},
+        "overlap": {
+            "strategies": ["ring", "zigzag", "ulysses"],
+            "seq_lens": [128 * K, 256 * K],
+            "mask": "causal",
+            "pass": "fwd_bwd",
+            "reps": 2,
+        },
+        "target_seq": 256 * K,
+    },
+    "full": {
+        "device": "cuda",
+        "kernel": "cudnn",
+        "extra_kernels": ["flash_attn3"],
+        "shape": SEED_SHAPE,
+        "points": [[s * K, m] for s in (128, 256, 512, 1024) for m in ("causal", "full")],
+        "passes": ["fwd", "fwd_bwd"],
+        "timing": {"warmup": 1, "min_reps": 3, "max_reps": 20, "min_time_s": 2.0, "max_time_s": 60.0},
+        "warmup_s": 1.0,
+        "correctness": {"seq_len": 32 * K, "heads": 16, "head_dim": 128},
+        "overlap": {
+            "strategies": ["ring", "zigzag", "ulysses"],
+            "seq_lens": [128 * K, 256 * K, 512 * K],
+            "mask": "causal",
+            "pass": "fwd_bwd",
+            "reps": 3,
+        },
+        "target_seq": 256 * K,
+    },
+}
+
+
+def resolve(profile: str, cuda: bool) -> dict:
+    """The profile's settings (a copy) with its name; auto = default with CUDA, else smoke."""
+    name = profile if profile != "auto" else ("default" if cuda else "smoke")
+    if name not in PROFILES:
+        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
+    config = {"profile": name, "requested": profile, **PROFILES[name]}
+    if config["device"] == "cuda" and not cuda:
+        raise ValueError(f"profile {name!r} needs CUDA GPUs; this machine has none (use profile=smoke)")
+    return config
+
+
+# --- cost model -----------------------------------------------------------------------------------
+# Slowest-rank milliseconds per call measured in the first 2x H200 validation run (NVLink, 40 heads x
+# 128, bf16, cuDNN) at 128k tokens, causal: every balanced strategy ~150 ms forward / ~580 ms
+# forward+backward; the plain ring 224 / 854 ms (its causal work is unbalanced). A full mask costs
+# about 2x causal, time grows with seq^2 and shrinks with 1/world (the same work per GPU). A single-GPU
+# reference at seq/world tokens does 1/world of a CP rank's work.
+BASE_MS = {"fwd": 150.0, "fwd_bwd": 580.0, "bwd": 430.0}
+RING_CAUSAL_FACTOR = {"fwd": 224.0 / 150.0, "fwd_bwd": 854.0 / 580.0, "bwd": 630.0 / 430.0}
+FULL_FACTOR = 2.0
+ROW_OVERHEAD_S = 0.5  # inputs, agreements, allocator release per row
+CELL_START_S = 20.0  # torchrun, torch import, NCCL and CUDA start-up per gpus=N cell
+OTHER_CELLS_S = 30.0  # gpu, plot, targets, published (pandas/matplotlib imports)
+CORRECTNESS_S = 15.0
+
+
+def call_ms(strategy: str, seq_len: int, mask: str, pass_: str, world: int) -> float:
+    ms = BASE_MS[pass_] * (seq_len / (128 * K)) ** 2 * 2 / world
+    if mask == "full":
+        ms *= FULL_FACTOR
+    elif strategy == "ring":
+        ms *= RING_CAUSAL_FACTOR[pass_]
+    return ms
+
+
+def _reps(ms: float, timing: dict) -> int:
+    wanted = max(timing["min_reps"], math.ceil(timing["min_time_s"] * 1e3 / ms))
+    return max(1, min(wanted, timing["max_reps"], math.ceil(timing["max_time_s"] * 1e3 / ms)))
+
+
+def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
+    """Seconds the bench, overlap and whole notebook should take (2x H200 model; see above)."""
+    timing = config["timing"]
+    bench = config.get("warmup_s", 0.0)
+    for seq_len, mask in config["points"]:
+        for pass_ in config["passes"]:
+            ref = call_ms("zigzag", seq_len, mask, pass_, world) / world
+            bench += ROW_OVERHEAD_S + (1 + _reps(ref, timing)) * ref / 1e3
+            for name in strategies:
+                ms = call_ms(name, seq_len, mask, pass_, world)
+                calls = 1 + timing["warmup"] + _reps(ms, timing)  # rehearsal, warm-up, timed
+                bench += ROW_OVERHEAD_S + calls * ms / 1e3
+    spec = config["overlap"]
+    overlap = config.get("warmup_s", 0.0) + sum(
+        (1 + spec["reps"]) * call_ms(name, seq, spec["mask"], spec["pass"], world) / 1e3 + ROW_OVERHEAD_S
+        for name in spec["strategies"]
+        for seq in spec["seq_lens"]
+    )
+    # each extra local kernel repeats the sweep and the correctness checks in cells of its own
+    kernels = 1 + len(config.get("extra_kernels", []))
+    total = kernels * (bench + CORRECTNESS_S + CELL_START_S) + overlap + 2 * CELL_START_S + OTHER_CELLS_S
+    return {
+        "bench_s": round(bench),  # per kernel
+        "kernels": kernels,
+        "overlap_s": round(overlap),
+        "notebook_s": round(total),
+        "world": world,
+        "model": "2x H200 cost model from the first validation run (profiles.py)",
+    }

@@ -1,0 +1,269 @@
+"""FlashAttention-3 and xFormers wiring on a CPU: FA3's documented calling convention is stood in for by
+a fake `flash_attn_interface` that computes exact attention (bshd in, bshd out, LSE [b, h, s]), so what
+is checked is our side: layouts, masks and windows, GQA, the fp8 quantiser and descales, gradients, and
+the context-parallel kernel's transposed views. The real library runs on the GPU machine."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from attnbench.bench import providers
+from attnbench.bench.correctness import compare, reference_attention, reference_grads
+from attnbench.bench.providers import base
+from attnbench.bench.providers.flash_attn3 import E4M3_MAX, fa3_window, quantize_e4m3
+from attnbench.bench.results import Workload
+from attnbench.cp.local import FlashAttn3Kernel, MathKernel
+
+
+def _dense_bshd(q, k, v, causal, left, right, scale=None, descales=None):
+    """Exact attention in FA3's convention: bshd, GQA by head groups, bottom-right windows."""
+    if descales is not None:
+        qd, kd, vd = descales  # [b, hkv] each
+        q, k, v = (
+            t.float() * d.repeat_interleave(q.shape[2] // d.shape[1], 1)[:, None, :, None]
+            if t is q
+            else t.float() * d[:, None, :, None]
+            for t, d in ((q, qd), (k, kd), (v, vd))
+        )
+    assert q.dim() == 4 and q.shape[-1] == k.shape[-1], "FA3 takes [batch, seq, heads, dim]"
+    _, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    assert hq % hkv == 0
+    qh, kh, vh = (t.double().transpose(1, 2) for t in (q, k, v))
+    kh, vh = (t.repeat_interleave(hq // hkv, 1) for t in (kh, vh))
+    logits = qh @ kh.transpose(-1, -2) * (scale or 1 / math.sqrt(d))
+    i = torch.arange(sq)[:, None] + (sk - sq)
+    j = torch.arange(sk)[None, :]
+    allowed = torch.ones(sq, sk, dtype=torch.bool)
+    if causal or right >= 0:
+        allowed &= j <= i + max(right, 0)
+    if left >= 0:
+        allowed &= j >= i - left
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(logits, -1)
+    out = torch.softmax(logits, -1) @ vh
+    out_dtype = torch.bfloat16 if descales is not None else q.dtype  # FA3's fp8 forward returns bf16
+    return out.transpose(1, 2).to(out_dtype), lse.to(
+        torch.float64 if q.dtype == torch.float64 else torch.float32
+    )
+
+
+@pytest.fixture
+def fake_fa3(monkeypatch):
+    """flash_attn_interface with FA3's signatures, exact on CPU, recording what it was called with."""
+    mod = types.ModuleType("flash_attn_interface")
+    mod.calls = []
+
+    def flash_attn_func(
+        q,
+        k,
+        v,
+        softmax_scale=None,
+        causal=False,
+        window_size=(-1, -1),
+        q_descale=None,
+        k_descale=None,
+        v_descale=None,
+        **kw,
+    ):
+        mod.calls.append(
+            {
+                "causal": causal,
+                "window": window_size,
+                "fp8": q.dtype == torch.float8_e4m3fn,
+                "descale_shape": None if q_descale is None else tuple(q_descale.shape),
+            }
+        )
+        descales = (q_descale, k_descale, v_descale) if q_descale is not None else None
+        if descales is not None:
+            q, k, v = (t.float() for t in (q, k, v))
+        out, _ = _dense_bshd(q, k, v, causal, *window_size, softmax_scale, descales)
+        return out
+
+    def _flash_attn_forward(
+        q, k, v, softmax_scale=None, causal=False, window_size_left=-1, window_size_right=-1, **kw
+    ):
+        out, lse = _dense_bshd(q, k, v, causal, window_size_left, -1 if not causal else 0, softmax_scale)
+        return out, lse, None, None
+
+    def _flash_attn_backward(
+        dout, q, k, v, out, lse, dq=None, dk=None, dv=None, softmax_scale=None, is_causal=False, **kw
+    ):
+        # the FA3 contract: bshd tensors; gradients written into dq, dk, dv; delta from `out`
+        grads = MathKernel().backward(
+            *(t.transpose(1, 2) for t in (dout, q, k, v, out)), lse, causal=is_causal, scale=softmax_scale
+        )
+        for dst, g in zip((dq, dk, dv), grads):
+            dst.copy_(g.transpose(1, 2))
+        return torch.empty(0)
+
+    mod.flash_attn_func = flash_attn_func
+    mod._flash_attn_forward = _flash_attn_forward
+    mod._flash_attn_backward = _flash_attn_backward
+    monkeypatch.setitem(sys.modules, "flash_attn_interface", mod)
+    return mod
+
+
+def _inputs(w: Workload, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shape_q = (w.batch, w.heads_q, w.seqlen_q, w.head_dim)
+    shape_kv = (w.batch, w.heads_kv, w.seqlen_k, w.head_dim)
+    return tuple(torch.randn(s, generator=gen).to(torch.bfloat16) for s in (shape_q, shape_kv, shape_kv))
+
+
+@pytest.mark.parametrize("mask", ["full", "causal", "sliding_window"])
+def test_fa3_plain_provider_maps_masks_gqa_and_gradients(fake_fa3, mask):
+    w = Workload(1, 48, 64, 4, 2, 64, "bfloat16", mask, window=16 if mask == "sliding_window" else None)
+    q, k, v = _inputs(w)
+    prepared = providers.get("flash_attn3").prepare(q, k, v, w, backward=True)
+    out = prepared.run()
+    assert compare(prepared.to_canonical(out), reference_attention(q, k, v, w), w.dtype).ok
+    dout = torch.randn(q.shape).to(torch.bfloat16)
+    grads = torch.autograd.grad(prepared.to_canonical(out), prepared.inputs, dout)
+    ref = reference_grads(q, k, v, dout, w)
+    for got, want in zip(grads, ref):
+        assert compare(got.transpose(1, 2), want, w.dtype, grad=True).ok
+    assert fake_fa3.calls[-1]["causal"] == (mask != "full")
+
+
+def test_fa3_window_convention():
+    assert fa3_window(Workload(1, 8, 8, 1, 1, 64, "bfloat16", "full")) == (False, -1, -1)
+    assert fa3_window(Workload(1, 8, 8, 1, 1, 64, "bfloat16", "causal")) == (True, -1, 0)
+    assert fa3_window(Workload(1, 8, 8, 1, 1, 64, "bfloat16", "sliding_window", window=4)) == (True, 3, 0)
+
+
+def test_e4m3_quantiser_shares_a_scale_per_kv_head_and_round_trips():
+    x = torch.randn(2, 32, 8, 64) * torch.tensor([1.0, 2, 3, 4, 5, 6, 7, 8])[None, None, :, None]
+    x8, descale = quantize_e4m3(x, heads_kv=2)
+    assert x8.dtype == torch.float8_e4m3fn and descale.shape == (2, 2)
+    # heads 0-3 share KV head 0's scale: their amax over all four heads, mapped to 448
+    assert descale[0, 0] == pytest.approx(x[0, :, :4].abs().max() / E4M3_MAX)
+    back = x8.float() * descale.repeat_interleave(4, 1)[:, None, :, None]
+    rel = ((back - x).norm() / x.norm()).item()
+    assert 0 < rel < 0.05  # e4m3 keeps 3 mantissa bits: a few percent, never exact, never wild
+
+
+def test_fa3_fp8_provider_passes_descales_and_is_judged_as_quantised(fake_fa3):
+    w = Workload(1, 64, 64, 4, 2, 64, "bfloat16", "causal")
+    q, k, v = _inputs(w)
+    p = providers.get("flash_attn3_fp8")
+    assert p.quantized and not p.backward and p.unsupported(w, "fwd_bwd") == "no backward"
+    prepared = p.prepare(q, k, v, w)
+    assert all(t.dtype == torch.float8_e4m3fn for t in prepared.inputs)
+    out = prepared.to_canonical(prepared.run())
+    assert fake_fa3.calls[-1] == {"causal": True, "window": (-1, 0), "fp8": True, "descale_shape": (1, 2)}
+    ref = reference_attention(q, k, v, w)
+    assert compare(out, ref, w.dtype, quantized=True).ok
+    assert not compare(out, ref, w.dtype).ok or compare(out, ref, w.dtype).rel_l2 > 1e-3  # fp8 error is real
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fa3_cp_kernel_matches_the_math_kernel_through_transposed_views(fake_fa3, causal):
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, dout = (torch.randn(1, 2, 32, 64, generator=gen, dtype=torch.float64) for _ in range(4))
+    fa3, math_kernel = FlashAttn3Kernel(), MathKernel()
+    out, lse = fa3.forward(q, k, v, causal=causal, scale=0.125)
+    ref_out, ref_lse = math_kernel.forward(q, k, v, causal=causal, scale=0.125)
+    assert out.shape == q.shape and lse.shape == (1, 2, 32)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(lse.double(), ref_lse)
+    for got, want in zip(
+        fa3.backward(dout, q, k, v, out, lse, causal=causal, scale=0.125),
+        math_kernel.backward(dout, q, k, v, ref_out, ref_lse, causal=causal, scale=0.125),
+    ):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)  # FA3 takes the LSE in float32
+
+
+def test_fa3_cp_kernel_reason_without_cuda_or_without_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "flash_attn_interface", None)  # import raises ImportError
+    reason = FlashAttn3Kernel().unavailable(torch.device("cpu"), torch.bfloat16, 128)
+    assert "flash_attn_interface (FlashAttention-3) cannot be imported" in reason and "hopper/" in reason
+
+
+def test_not_installed_reasons_name_the_install_and_this_machines_note(tmp_path, monkeypatch):
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("transformer_engine: its 276 MB wheel is over the 64 MiB transfer limit\n")
+    monkeypatch.setenv("ATTNBENCH_PROVIDER_NOTES", str(notes))
+    reason = base.import_failure("transformer_engine.pytorch", "pip install transformer_engine[pytorch]")
+    if reason and reason.startswith("not installed"):
+        assert reason == (
+            "not installed (no module 'transformer_engine'); to install: pip install transformer_engine[pytorch]; "
+            "on this machine: its 276 MB wheel is over the 64 MiB transfer limit"
+        )
+    assert base.import_failure("ab_absent_module_q", "pip install q") == (
+        "not installed (no module 'ab_absent_module_q'); to install: pip install q"
+    )
+    notes.write_text(": not yaml [")
+    assert "unreadable" in base.machine_note("transformer_engine")
+
+
+def test_every_not_installed_provider_names_what_to_install():
+    for p in providers.all_providers():
+        reason = p.unavailable() or ""
+        if reason.startswith("not installed") and p.family not in ("hf_kernels",):
+            assert "to install:" in reason, p.name
+
+
+def test_xformers_op_names_are_checked():
+    from attnbench.bench.providers.xformers import XFormers
+
+    with pytest.raises(ValueError, match="unknown xFormers op 'fa9'"):
+        XFormers("x", op="fa9")
+    names = {p.name for p in providers.select(["xformers"])}
+    assert {"xformers", "xformers_cutlass", "xformers_fa2", "xformers_fa3"} <= names
+
+
+def test_fa3_build_flags_make_left_out_features_unsupported(monkeypatch):
+    config = types.ModuleType("flash_attn_config")
+    config.CONFIG = {
+        "build_flags": {"FLASHATTENTION_DISABLE_FP16": True, "FLASHATTENTION_DISABLE_HDIM96": True}
+    }
+    monkeypatch.setitem(sys.modules, "flash_attn_config", config)
+    p = providers.get("flash_attn3")
+    assert "leaves out fp16" in p.unsupported(Workload(1, 64, 64, 2, 2, 128, "float16"), "fwd")
+    assert "leaves out head dim 96" in p.unsupported(Workload(1, 64, 64, 2, 2, 96, "bfloat16"), "fwd")
+    assert p.unsupported(Workload(1, 64, 64, 2, 2, 128, "bfloat16", "causal"), "fwd_bwd") is None
+    reason = FlashAttn3Kernel().unavailable(torch.device("cpu"), torch.float16, 128)
+    assert reason is None or "leaves out fp16" in reason or "cannot be imported" in reason
+
+
+def test_fp8_output_tolerance_adds_the_output_rounding():
+    from attnbench.bench.correctness import tolerance_for
+
+    plain, fp8_out = tolerance_for("bfloat16", True), tolerance_for("bfloat16", "quantized_fp8_output")
+    assert fp8_out.rel_l2 == pytest.approx(plain.rel_l2 + 2**-4)
+    assert providers.get("cudnn_frontend_fp8").tolerance == "quantized_fp8_output"
+    # the exact result rounded to e4m3 sits inside it, a wrong scale (x1.3) does not
+    ref = torch.randn(4, 256, 64, dtype=torch.float64)
+    rounded = ref.to(torch.float8_e4m3fn).double()
+    assert compare(rounded, ref, "bfloat16", "quantized_fp8_output").ok
+    assert not compare(rounded * 1.3, ref, "bfloat16", "quantized_fp8_output").ok
+
+
+def test_reasons_follow_a_wrapped_exception_to_its_cause():
+    try:
+        try:
+            raise ConnectionError("Failed to resolve 'huggingface.co'")
+        except ConnectionError:
+            raise ValueError("Kernel repository 'x' could not verify publisher trust status.") from None
+    except ValueError as exc:
+        assert (
+            base.describe_exception(exc)
+            == "ValueError: Kernel repository 'x' could not verify publisher trust status."
+        )
+    try:
+        try:
+            raise ConnectionError("Failed to resolve 'huggingface.co'")
+        except ConnectionError:
+            raise ValueError("could not verify publisher trust status.")  # as kernels does: no "from"
+    except ValueError as exc:
+        assert base.describe_exception(exc) == (
+            "ValueError: could not verify publisher trust status. "
+            "(from ConnectionError: Failed to resolve 'huggingface.co')"
+        )
