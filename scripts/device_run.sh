@@ -6,6 +6,11 @@
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 source "$(dirname "$0")/device_env.sh" || exit 3
+# The commit the results come from (result.json "code"): a copy without .git names it through
+# ATTNBENCH_CODE_COMMIT, or a .code-commit file made before copying (git rev-parse HEAD > .code-commit).
+if [ -z "${ATTNBENCH_CODE_COMMIT:-}" ] && [ ! -d .git ] && [ -f .code-commit ]; then
+  ATTNBENCH_CODE_COMMIT=$(cat .code-commit); export ATTNBENCH_CODE_COMMIT
+fi
 notebooks=(); extra=()
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi

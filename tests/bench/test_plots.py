@@ -1,4 +1,5 @@
-"""plots.py: one SVG line per measured provider, incorrect ones dashed, the rest listed with reasons."""
+"""report/figures.py: one SVG line per measured provider, a colour per family and a style per variant,
+legend fastest first, incorrect lines grey, did-not-run marked where it falls and listed as a table."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import re
 
 import pytest
 
-from attnbench.bench.plots import CPU_NOTE, not_run, plot_sweep
 from attnbench.bench.results import Result, Workload
+from attnbench.report.figures import CPU_NOTE, MID, not_run, not_run_markdown, plot_sweep, styles
 
 SEQS = (256, 288, 320)
 
@@ -80,12 +81,48 @@ def test_svg_has_one_line_per_measured_provider(tmp_path, metric):
         "fwd": ["sage_sageattn (incorrect)", "sdpa_cudnn", "sdpa_flash"],
         "fwd_bwd": ["sdpa_cudnn", "sdpa_flash"],
     }
-    # the incorrect line is dashed; the legend and the did-not-run list are text in the SVG
-    incorrect_group = svg[svg.index('id="series-fwd-sage_sageattn-incorrect"') :]
-    assert "stroke-dasharray" in incorrect_group[:600]
+    # the incorrect line is grey and dashed; the did-not-run list is a table under the figure, not in it
+    incorrect_group = svg[svg.index('id="series-fwd-sage_sageattn-incorrect"') :][:600]
+    assert "stroke-dasharray" in incorrect_group and "#9a9a9a" in incorrect_group
     assert "sage_sageattn (incorrect)" in svg
-    assert "did not run:" in svg and "flash_attn2: unavailable: not installed" in svg
+    assert "did not run:" not in svg and "not installed" not in svg
     assert CPU_NOTE not in svg
+    # the OOM of sdpa_efficient at S=320 (fwd_bwd) is a cross where it falls
+    assert 'id="not-run-oom"' in svg and "✕ oom (see the table)" in svg
+    # transparent, mid-tone text: readable on a dark page
+    assert "fill: #ffffff" not in svg and MID in svg
+    # legend fastest first: sdpa_cudnn (0.8) before sdpa_flash (1.0); marks after the providers
+    legend = svg[svg.index("fastest first") :]
+    assert legend.index("sdpa_cudnn") < legend.index("sdpa_flash") < legend.index("✕ oom")
+
+
+def test_one_colour_per_family_one_style_per_variant():
+    looks = styles(["sdpa_flash", "sdpa_cudnn", "flash_attn3", "flash_attn3_fp8"], lambda n: n.split("_")[0])
+    assert looks["sdpa_flash"]["color"] == looks["sdpa_cudnn"]["color"] != looks["flash_attn3"]["color"]
+    assert (looks["sdpa_flash"]["linestyle"], looks["sdpa_flash"]["marker"]) != (
+        looks["sdpa_cudnn"]["linestyle"], looks["sdpa_cudnn"]["marker"])  # fmt: skip
+    assert looks["flash_attn3"]["color"] == looks["flash_attn3_fp8"]["color"]
+
+
+def test_did_not_run_table():
+    table = not_run_markdown(_rows())
+    assert table.startswith("| provider | status | reason | where |")
+    assert "| sdpa_efficient | oom | OutOfMemoryError: CUDA out of memory | fwd_bwd; S=320 |" in table
+    assert "| flash_attn2 | unavailable | not installed (no module 'flash_attn') | fwd |" in table
+    assert (
+        not_run_markdown([r for r in _rows() if r.status == "ok"]) == "Every provider ran at every shape.\n"
+    )
+
+
+def test_wide_latency_range_gets_labelled_log_ticks(tmp_path):
+    rows = _rows()
+    for r in rows:
+        if r.provider == "sdpa_flash" and r.ms_median:
+            r.ms_median, r.ms_p20, r.ms_p80 = r.ms_median * 100, r.ms_p20 * 100, r.ms_p80 * 100
+    plot_sweep(rows, tmp_path / "wide.svg", metric="ms_median")
+    svg = (tmp_path / "wide.svg").read_text()
+    labels = set(re.findall(r"text-anchor: end[^>]*>([0-9.]+)</text>", svg))  # the y tick labels
+    assert {"1", "2", "5", "10", "20", "50", "100"} <= labels  # not only 10^0 and 10^1
 
 
 def test_not_run_lists_reason_and_where():

@@ -13,13 +13,21 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.bench.results import Result, Workload
-from attnbench.cp import STRATEGIES, profiles, torch_cp
-from attnbench.cp.bench import predicted_oom
-from attnbench.cp.figures import plot_tflops
+from attnbench.cp import STRATEGIES, torch_cp
 from attnbench.cp.local import MathKernel
-from attnbench.cp.overlap import NoopKernel, TimedKernel
-from attnbench.cp.report import bench_table, overlap_findings, overlap_table, published_table, targets, text
-from attnbench.cp.warmup import report_line
+from attnbench.cp_bench import profiles
+from attnbench.cp_bench.overlap import NoopKernel, TimedKernel
+from attnbench.cp_bench.sweep import predicted_oom
+from attnbench.cp_bench.warmup import report_line
+from attnbench.report.cp_figures import plot_tflops
+from attnbench.report.cp_tables import (
+    bench_table,
+    overlap_findings,
+    overlap_table,
+    published_table,
+    targets,
+    text,
+)
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "context_parallel.md"
 GIB = 2**30
@@ -285,7 +293,7 @@ def test_targets_compare_each_kernel_with_its_own_reference_and_its_own_bar():
 
 
 def test_strategy_labels_name_non_default_kernels():
-    from attnbench.cp.measure import strategy_label
+    from attnbench.cp_bench.measure import strategy_label
 
     assert strategy_label("zigzag", None) == strategy_label("zigzag", "cudnn") == "zigzag"
     assert strategy_label("zigzag", "cpu_math") == "zigzag"
@@ -381,9 +389,13 @@ def test_notebook_parses_with_distributed_cells():
     assert list(cells) == [
         "gpu",
         "correctness",
+        "correctness_table",
         "bench",
+        "bench_table",
         "bench_fa3",
+        "bench_fa3_table",
         "overlap",
+        "overlap_table",
         "plot",
         "targets",
         "published",
@@ -402,7 +414,8 @@ def test_a_distributed_cell_started_alone_runs_as_one_process(tmp_path):
 
     script = tmp_path / "alone.py"
     script.write_text(
-        "from attnbench.cp.bench import init_distributed, run_sweep, grid\n"
+        "from attnbench.cp.launch import init_distributed\n"
+        "from attnbench.cp_bench.sweep import run_sweep, grid\n"
         "rank, world, device = init_distributed()\n"
         "sweep = run_sweep(['zigzag'], grid([16], ['causal']), passes=('fwd',), warmup_s=0, kernel='cpu_math',\n"
         "                  heads=2, head_dim=8, dtype='float32', min_reps=1, max_reps=1, min_time_s=0)\n"

@@ -79,7 +79,7 @@ BAD_NOTEBOOKS = {
     "timeout not a number": (notebook(FIRST, cell("id=b timeout=abc", "pass")), SECOND, "timeout='abc'"),
     "gpus zero": (notebook(FIRST, cell("id=b gpus=0", "pass")), SECOND, "gpus='0'"),
     "bad id": (notebook(FIRST, cell("id=b.c", "pass")), SECOND, "bad cell id: id='b.c'"),
-    "python cell without id": (notebook(FIRST, cell("deps=numpy", "pass")), SECOND, "without id="),
+    "Python fence": (notebook(FIRST, "```Python id=b\npass\n```\n"), SECOND, "```Python is not run"),
     "front matter YAML": ("---\ntitle: [oops\n---\n" + FIRST, 3, "malformed front matter (YAML)"),
     "front matter not closed": ("---\ntitle: x\n" + FIRST, 1, "never closed by a '---' line"),
     "PEP 723 TOML": (

@@ -90,6 +90,20 @@ def test_ipynb_structure(tiny: Path):
     assert shown.source == "```bash\necho shown-only\n```"
 
 
+def test_uvnote_document_without_ids(tmp_path: Path):
+    import nbformat
+
+    uvnote = Path(__file__).parent / "fixtures" / "uvnote" / "test_notes" / "science" / "physics.md"
+    nb = nbformat.read(export_notebook(uvnote, tmp_path / "physics.ipynb"), as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.metadata.get("attnbench", {}).get("id")]
+    assert [(c.id, c.metadata["attnbench"]["id_from_code"]) for c in code] == [
+        ("856f4433", True),
+        ("1d814eb4", True),
+    ]
+    assert code[0].source.startswith("# F = ma calculation")
+
+
 def test_py_percent(tiny: Path, tmp_path: Path):
     import jupytext
 
@@ -151,6 +165,8 @@ def test_papermill_override(tiny: Path, tmp_path: Path, kernel_name: str):
     assert _stdout(by_id["write"]) == "50\n"  # the override, not the default 2 → 20
     # the upstream cell's artifact is found in the kernel's folder, not in some stored outputs/
     assert _stdout(by_id["read"]) == 'from params 500 say "hi" é [1, 2]\nupstream wrote 5\n'
-    assert (tmp_path / "written.txt").read_text() == "5"
+    # the kernel's folder is .scratch/<notebook>/, never the folder papermill ran in
+    assert (tmp_path / ".scratch" / "tiny" / "written.txt").read_text() == "5"
+    assert not (tmp_path / "written.txt").exists()
     injected = [c for c in ran.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "n = 5" in injected[0].source

@@ -70,28 +70,36 @@ def test_inputs_without_a_project_says_what_it_looked_for(tmp_path, clean_env):
         attnbench.inputs("up")
 
 
+def _result(key: str = "k") -> store.CellResult:
+    return store.CellResult(cell="a", status=store.Status.OK, key=key, started="t0", finished="t1")
+
+
 def test_staged_cell_is_renamed_into_place_replacing_the_old_one(tmp_path):
     run_folder = tmp_path / "nb" / "cpu"
     first = store.StagedCell(run_folder, "a")
     (first.artifacts / "old.txt").write_text("1")
-    first.commit({"status": "ok", "key": "k1"})
+    first.commit(_result("k1"))
     second = store.StagedCell(run_folder, "a")
-    assert store.read_result(second.path) is None  # under construction: no result.json
+    assert store.load_result(second.path) is None  # under construction: no result.json
     (second.artifacts / "new.txt").write_text("2")
     (second.artifacts / "x.log").write_text("2")
     assert second.keep_only(["*.txt"]) == ["new.txt"]
-    second.commit({"status": "ok", "key": "k2"})
-    assert store.read_result(run_folder / "a") == {"status": "ok", "key": "k2"}
+    second.commit(_result("k2"))
+    assert store.load_result(run_folder / "a") == _result("k2")
     assert sorted(p.name for p in (run_folder / "a" / "artifacts").iterdir()) == ["new.txt"]
     assert [p.name for p in run_folder.iterdir()] == ["a"]  # no leftovers
 
 
 def test_run_json_is_rewritten_only_when_it_changes(tmp_path):
     folder = tmp_path / "nb" / "cpu"
-    assert store.write_run(folder, {"notebook": "nb", "cells": {"a": {"state": "ran"}}})
-    assert not store.write_run(folder, {"notebook": "nb", "cells": {"a": {"state": "ran"}}})
-    assert store.write_run(folder, {"notebook": "nb", "cells": {"a": {"state": "failed"}}})
-    assert store.read_run(folder)["cells"]["a"]["state"] == "failed"
+
+    def run(state: store.Status) -> store.RunRecord:
+        return store.RunRecord(notebook="nb", cells={"a": store.CellEntry(state)})
+
+    assert store.write_run(folder, run(store.Status.RAN))
+    assert not store.write_run(folder, run(store.Status.RAN))
+    assert store.write_run(folder, run(store.Status.FAILED))
+    assert store.load_run(folder).cells["a"].state == store.Status.FAILED
     assert [p.name for p in folder.iterdir()] == ["run.json"]  # the atomic write left no .tmp- file
 
 
@@ -100,7 +108,7 @@ def test_cell_folders_follow_the_umask_not_0700(tmp_path):
     previous = os.umask(0o022)
     try:
         staged = store.StagedCell(tmp_path / "nb" / "cpu", "a")
-        final = staged.commit({"status": "ok"})
+        final = staged.commit(_result())
     finally:
         os.umask(previous)
     assert stat.S_IMODE(final.stat().st_mode) == 0o755

@@ -174,6 +174,8 @@ def test_input_vars_for_local_and_other_notebook_cells():
         "ATTNBENCH_INPUT_ENVIRONMENT__GPU": "/o/environment/t/gpu/artifacts",
         "ATTNBENCH_INPUT_GPU": "/o/environment/t/gpu/artifacts",
         "UVNOTE_INPUT_GPU": "/o/environment/t/gpu/artifacts",
+        "UVNOTE_FILE_ENVIRONMENT_GPU": "/o/environment/t/gpu/artifacts",  # uvnote's cross-file name
+        "UVNOTE_INPUTS": "UVNOTE_INPUT_MAKE_DATA,UVNOTE_INPUT_GPU",  # in needs= order
     }
     clash = [(Need("gpu", "environment"), Path("/other")), (Need("gpu"), Path("/local"))]
     assert input_vars(clash, "nb")["ATTNBENCH_INPUT_GPU"] == "/local"  # the local cell owns the short name

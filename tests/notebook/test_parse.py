@@ -138,11 +138,11 @@ def test_other_language_fences_are_shown_code():
 
 def test_longer_fences_tilde_fences_and_crlf():
     notebook = parse_text(
-        "Intro\r\n\r\n~~~~python id=a\r\n```\r\nx\r\n~~~~\r\n\r\n````python id=b\r\n```\r\n````\r\n",
+        "Intro\r\n\r\n~~~~python id=a\r\nx = '''\r\n```\r\n'''\r\n~~~~\r\n\r\n````python id=b\r\n# ```\r\n````\r\n",
         Path("c.md"),
     )
-    assert [(c.id, c.line) for c in notebook.cells] == [("a", 3), ("b", 8)]
-    assert notebook.cell("a").source == "```\nx\n"
+    assert [(c.id, c.line) for c in notebook.cells] == [("a", 3), ("b", 9)]
+    assert notebook.cell("a").source == "x = '''\n```\n'''\n"
 
 
 def test_needs_across_notebooks_and_uvnote_aliases():

@@ -64,7 +64,6 @@ ERRORS = {
     "bad env": ([FENCE + "python id=a env=oops", FENCE], 1, "env='oops': expected NAME=VALUE pairs"),
     "bad dependency": ([FENCE + "python id=a deps=numpy[", FENCE], 1, "bad dependency 'numpy[' in deps="),
     "unclosed quote": ([FENCE + 'python id=a env="A=1', FENCE], 1, "cannot read the fence attributes"),
-    "python without id": (["# T", "", FENCE + "python deps=numpy", FENCE], 3, "python cell without id="),
     "python cell nested in a list": (
         ["- item", "", "  " + FENCE + "python id=a", "  x", "  " + FENCE],
         3,

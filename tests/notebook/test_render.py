@@ -265,11 +265,13 @@ def test_pages_written(site):
 def test_index_lists_every_notebook_and_label(site):
     index = (site[0] / "index.html").read_text()
     assert 'href="bench/cpu.html"' in index and 'href="bench/nvidia-h200.html"' in index
-    assert "NVIDIA H200 ×2" in index and "2025-05-01 10:01 UTC" in index
-    assert "1 ok" in index and "1 failed" in index and "1 skipped" in index and "3 ok" in index
+    # the notebook's own finish (its last cell's result, 10:00:05), not the whole run's (10:01)
+    assert "NVIDIA H200 ×2" in index and "2025-05-01 10:00 UTC" in index and "10:01" not in index
+    assert "1 cell ok" in index and "1 cell failed" in index and "1 cell skipped" in index
+    assert "3 cells ok" in index
     assert "Bench &lt;demo&gt;" in index  # the title is escaped
     other = index[index.index("Other") :]
-    assert "not run on this machine" in other  # other.md has no nvidia-h200 run
+    assert "Not run on nvidia-h200." in other  # other.md has no nvidia-h200 run
 
 
 def test_artifacts_embedded(site):
@@ -308,11 +310,12 @@ def test_cache_badges_and_environment(site):
     assert '<dt>profile</dt><dd><code>"smoke"</code></dd>' in page  # params shown, not folded
     env = page[page.index('id="environment"') : page.index('class="env-details"')]
     assert "torch 2.7.0 · CUDA 12.8 · driver 570.1 · Python 3.12.3" in env and "Xeon" in env
-    assert "took 1 min 0 s" in env and "<strong>nvidia-h200</strong>" in env
+    # the cells' own time (3 × 1.25 s), not the whole `attnbench run`'s minute
+    assert "cells took 3.75 s in all" in env and "<strong>nvidia-h200</strong>" in env
     assert 'href="cpu.html"' in page  # switch to the same notebook on the other machine
     assert 'href="../index.html#nb-bench"' in page  # back to this notebook on the index
     index = (site[0] / "index.html").read_text()
-    assert 'id="nb-bench"' in index and "1 min 0 s" in index and "torch 2.7.0" in index
+    assert 'id="nb-bench"' in index and "3.75 s" in index and "torch 2.7.0" in index
 
 
 def test_escaping_and_collapsing(site):

@@ -67,7 +67,7 @@ def test_param_override_changes_key_and_reaches_the_cell(chain):
 
 def test_yaml_param_values(project):
     body = "print(repr(params['v']), type(v).__name__)"
-    path = project.write("y.md", notebook(cell("id=a", body), params={"v": "s"}))
+    path = project.write("y.md", notebook(cell("id=a", body), params={"v": None}))  # null: any type
     project.run(path, "-p", "v=[1, 2.5, true]")
     assert "[1, 2.5, True] list" in project.stdout("y", "a")
 

@@ -67,7 +67,7 @@ def test_inputs_env_vars_and_params_reach_dependents(project):
             params={"k": [1, 2]},
         ),
     )
-    out = project.run(path, "-p", "k=3")
+    out = project.run(path, "-p", "k=[3]")
     assert out.code == 0, out.err
     seen = json.loads(project.stdout("main", "use"))
     made = project.cell_dir("main", "make-it") / "artifacts"
@@ -75,7 +75,7 @@ def test_inputs_env_vars_and_params_reach_dependents(project):
     assert seen["other"] == seen["short_other"] == str(project.cell_dir("other", "src") / "artifacts")
     assert seen["other_via_inputs"] == "from other"
     assert seen["data"] == "[1, 2]"
-    assert seen["params"] == {"k": 3}
+    assert seen["params"] == {"k": [3]}
     assert (seen["notebook"], seen["label"], seen["unbuffered"], seen["extra"]) == ("main", LABEL, "1", "yes")
     other_run = json.loads((project.root / "outputs" / "other" / LABEL / "run.json").read_text())
     assert other_run["cells"]["src"]["state"] == "ran"  # the other notebook's cell ran and was recorded

@@ -108,45 +108,68 @@ def _engine(project, path: Path, grace: float = 2) -> subprocess.Popen:
     )
 
 
-SLOW = """
-import os, pathlib, time
+# Ignores SIGTERM, and so does its child: only SIGKILL ends them. Run again with `fast` present, it
+# reports which processes of the killed run are still alive as it starts.
+STUBBORN_WITH_CHILD = """
+import os, pathlib, signal, subprocess, sys, time
 root = pathlib.Path(os.environ["ATTNBENCH_ROOT"])
 pathlib.Path("partial.txt").write_text("half")
-(root / "slow.pid").write_text(str(os.getpid()))
-if not (root / "fast").exists():
-    time.sleep(60)
+if (root / "fast").exists():
+    old = [int(p) for p in (root / "slow.pid").read_text().split()]
+    alive = [p for p in old if os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    (root / "orphans.txt").write_text(" ".join(map(str, alive)) or "none")
+    raise SystemExit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+(root / "slow.pid").write_text(f"{os.getpid()} {child.pid}")
+time.sleep(60)
 """
 
 
-def test_kill_9_of_the_engine_leaves_no_cell_that_looks_complete(project):
+def test_kill_9_of_the_engine_leaves_no_process_and_the_next_run_cleans_up(project):
     path = project.write(
-        "k.md", notebook(cell("id=quick", "print('quick')"), cell("id=slow needs=quick", SLOW))
+        "k.md", notebook(cell("id=quick", "print('quick')"), cell("id=slow needs=quick", STUBBORN_WITH_CHILD))
     )
-    engine = _engine(project, path)
+    engine = _engine(project, path, grace=4)
     try:
-        wait_for(project.root / "slow.pid")
+        cell_pid, child_pid = map(int, wait_for(project.root / "slow.pid").split())
         engine.kill()  # SIGKILL: no cleanup in the engine at all
         engine.wait(timeout=10)
     finally:
         engine.kill()
-        pid_file = project.root / "slow.pid"
-        if pid_file.exists():
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned cell, in its own group
     run_folder = project.root / "outputs" / "k" / LABEL
-    assert (project.cell_dir("k", "quick") / "result.json").is_file()
-    assert not project.cell_dir("k", "slow").exists()
     staging = [p for p in run_folder.iterdir() if p.name.startswith(".tmp-slow-")]
-    assert staging and not (staging[0] / "result.json").exists()
-    assert (staging[0] / "artifacts" / "partial.txt").exists()  # it was mid-run, not complete
+    assert staging and not (staging[0] / "result.json").exists()  # it was mid-run: nothing looks complete
+    assert (staging[0] / "artifacts" / "partial.txt").exists()
+    assert not project.cell_dir("k", "slow").exists()
 
+    # At once, while the killed run's cell (SIGTERM ignored) is still being ended: the next run
+    # waits for it, then runs the cell with nothing of the old one left, and removes the .tmp- folder.
     (project.root / "fast").write_text("1")
     out = project.run(path)
     assert out.code == 0, out.out + out.err
+    assert "which was killed: waiting for its cells to be stopped" in out.err
+    assert (project.root / "orphans.txt").read_text() == "none"
+    assert not alive(cell_pid) and not alive(child_pid)
     assert project.result("k", "slow")["status"] == "ok"
-    cleaned = project.cli("clean", path)
-    assert cleaned.code == 0
     assert not [p for p in run_folder.iterdir() if p.name.startswith(".tmp-")]
-    assert (project.cell_dir("k", "slow") / "result.json").is_file()  # committed results stay
+    assert not (run_folder / ".run.lock").exists()  # a finished run leaves no lock file to commit
+
+
+def test_kill_9_of_the_engine_ends_the_cells_group_within_the_grace(project):
+    path = project.write("k.md", notebook(cell("id=slow", WITH_GRANDCHILD)))
+    engine = _engine(project, path, grace=30)
+    try:
+        cell_pid, grandchild_pid = map(int, wait_for(project.root / "slow.pid").split())
+        engine.kill()
+        engine.wait(timeout=10)
+    finally:
+        engine.kill()
+    deadline = time.monotonic() + 5  # they take SIGTERM: no need to wait for the 30 s grace
+    while (alive(cell_pid) or alive(grandchild_pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(cell_pid), "the cell outlived the engine"
+    assert not alive(grandchild_pid), "the cell's child outlived the engine"
 
 
 WITH_GRANDCHILD = """

@@ -50,27 +50,115 @@ def artifact_view(src: Path, rel: str, href: str) -> dict[str, Any]:
     if suffix in IMAGE_TYPES and size <= MAX_EMBED_BYTES:
         # SVG too goes through <img>: an SVG shown as an image runs no script and fetches nothing,
         # a guarantee no hand-written sanitiser gives; it also keeps figure ids and CSS apart.
-        data = base64.b64encode(src.read_bytes()).decode("ascii")
+        raw = src.read_bytes()
+        data = base64.b64encode(raw).decode("ascii")
         view.update(kind="image", src=f"data:{IMAGE_TYPES[suffix]};base64,{data}")
+        # width and height reserve the image's box before it loads (no jump while a lazy image arrives)
+        view["width"], view["height"] = image_size(raw, suffix) or (None, None)
     elif suffix in (".csv", ".tsv"):
         view.update(kind="table", **_csv_table(src, "\t" if suffix == ".tsv" else ","))
     elif suffix == ".jsonl":
         view.update(_jsonl_view(src))
     elif suffix == ".md":  # render.py turns it into HTML (raw HTML off, like the prose)
-        text = src.read_text(encoding="utf-8", errors="replace")
-        view.update(kind="markdown", text=text[:MAX_TEXT_CHARS], omitted=max(0, len(text) - MAX_TEXT_CHARS))
+        text, omitted = read_head(src, MAX_TEXT_CHARS)
+        view.update(kind="markdown", text=text, omitted=omitted)
     elif suffix in TEXT_SUFFIXES:
-        text = src.read_text(encoding="utf-8", errors="replace")
-        shown = text[:MAX_TEXT_CHARS]
+        shown, omitted = read_head(src, MAX_TEXT_CHARS)
+        shown = terminal_text(shown)
         lines = shown.count("\n") + (not shown.endswith("\n"))
-        view.update(
-            kind="text",
-            text=shown,
-            omitted=max(0, len(text) - MAX_TEXT_CHARS),
-            lines=lines,
-            folded=lines > FOLD_TEXT_LINES,
-        )
+        view.update(kind="text", text=shown, omitted=omitted, lines=lines, folded=lines > FOLD_TEXT_LINES)
     return view
+
+
+SVG_LENGTH = re.compile(r"\s*([0-9.]+)\s*(px|pt|pc|in|cm|mm)?\s*")
+CSS_PX = {None: 1.0, "px": 1.0, "pt": 4 / 3, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4}
+
+
+def image_size(data: bytes, suffix: str) -> tuple[int, int] | None:
+    """An image's intrinsic size in CSS pixels, from its header (PNG, GIF, JPEG, SVG); None if unknown."""
+    import struct
+
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return struct.unpack(">II", data[16:24])
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return struct.unpack("<HH", data[6:10])
+    if data[:2] == b"\xff\xd8":  # JPEG: walk the segments to the frame header (SOF0..SOF15 but 4, 8, 12)
+        i = 2
+        while i + 9 < len(data) and data[i] == 0xFF:
+            marker, length = data[i + 1], struct.unpack(">H", data[i + 2 : i + 4])[0]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+                return width, height
+            i += 2 + length
+        return None
+    if suffix == ".svg":
+        return _svg_size(data[:4096].decode("utf-8", errors="replace"))
+    return None
+
+
+def _svg_size(head: str) -> tuple[int, int] | None:
+    tag = re.search(r"<svg\b[^>]*>", head, re.DOTALL)
+    if not tag:
+        return None
+    attrs = dict(re.findall(r'([\w:-]+)\s*=\s*"([^"]*)"', tag.group(0)))
+    sizes = []
+    for name in ("width", "height"):
+        match = SVG_LENGTH.fullmatch(attrs.get(name, ""))
+        sizes.append(float(match.group(1)) * CSS_PX[match.group(2)] if match else None)
+    if None in sizes and "viewBox" in attrs:
+        box = [float(v) for v in re.split(r"[\s,]+", attrs["viewBox"].strip()) if v]
+        if len(box) == 4 and box[2] > 0 and box[3] > 0:
+            sizes = [box[2], box[3]] if sizes == [None, None] else sizes
+            if sizes[0] is None:
+                sizes[0] = sizes[1] * box[2] / box[3]
+            if sizes[1] is None:
+                sizes[1] = sizes[0] * box[3] / box[2]
+    if None in sizes:
+        return None
+    return round(sizes[0]), round(sizes[1])
+
+
+def read_head(path: Path, chars: int) -> tuple[str, str]:
+    """The first `chars` characters and what is left unread ("" when nothing): never the whole of a
+    large file in memory."""
+    size = path.stat().st_size
+    with path.open(encoding="utf-8", errors="replace") as f:
+        text = f.read(chars)
+        rest = f.read(1)
+    if not rest:
+        return text, ""
+    return text, f"{human_size(max(0, size - len(text.encode())))} more"
+
+
+def read_tail(path: Path, chars: int) -> tuple[str, str]:
+    """The last `chars` characters and what comes before them ("" when nothing), reading only the end."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        f.seek(max(0, size - 4 * chars))
+        data = f.read()
+    text = data.decode("utf-8", errors="replace")
+    if size <= 4 * chars and len(text) <= chars:
+        return text, ""
+    shown = text[-chars:]
+    return shown, f"the first {human_size(max(0, size - len(shown.encode())))}"
+
+
+# Terminal control sequences (ECMA-48): OSC (a title, a hyperlink) ended by BEL or ST; CSI (colours,
+# cursor moves, erase); two-byte escapes and charset selection. Then C0 controls but tab and newline.
+TERMINAL_CODES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[@-Z\\-_]?"
+)
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def terminal_text(text: str) -> str:
+    """What a terminal would leave readable: escapes removed, a line rewritten with \\r (a progress
+    bar) reduced to its last state, CRLF as LF, other control characters dropped."""
+    if "\x1b" not in text and "\r" not in text and not CONTROLS.search(text):
+        return text
+    text = TERMINAL_CODES.sub("", text).replace("\r\n", "\n")
+    lines = [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n")]
+    return CONTROLS.sub("", "\n".join(lines))
 
 
 def split_tail(text: str, keep: int = TAIL_LINES) -> dict[str, Any]:

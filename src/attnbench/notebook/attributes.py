@@ -1,5 +1,5 @@
 """The attributes of a ```python fence: `id=bench deps=torch,pandas needs=gpu,other.md:x outputs=*.svg
-timeout=900 gpus=2 env=K=V,K2=V2 collapse-code collapse-output`, typed and checked.
+timeout=900 gpus=2 env=K=V,K2=V2 collapse-code collapse-output script=file.py`, typed and checked.
 
 Every problem is a NotebookError naming the fence's `path:line` and the bad value.
 """
@@ -8,26 +8,44 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from attnbench.notebook.document import Need, NotebookError
+from attnbench.notebook.document import MAX_ID_LENGTH, Need, NotebookError
 from attnbench.notebook.pep723 import requirement_problem
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]+")
-# uvnote's attributes (id, deps, needs | depends, outputs, collapse-*, collapsed) plus ours.
+# uvnote's attributes (0.3.1 parser.py: id, deps, needs | depends, outputs, timeout, script, collapse-*,
+# collapsed) plus ours (gpus, env).
 KNOWN_ATTRIBUTES = (
-    "id", "deps", "needs", "depends", "outputs", "timeout", "gpus", "env",
+    "id", "deps", "needs", "depends", "outputs", "timeout", "script", "gpus", "env",
     "collapse-code", "collapse-output", "collapsed",
 )  # fmt: skip
 FLAG_ATTRIBUTES = ("collapse-code", "collapse-output", "collapsed")
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def fence_attributes(path: Path, line: int, words: list[str]) -> dict[str, Any]:
-    """Typed attributes from the words after ```python; `depends` (uvnote) merges into `needs`,
-    repeated `env=` merge. `path` and `line` (the fence's) name the place in errors."""
-    attrs: dict[str, Any] = {}
+@dataclass
+class FenceAttributes:
+    """What a ```python fence line says, typed; parse.py makes the Cell from it."""
+
+    id: str | None = None
+    deps: list[str] = field(default_factory=list)
+    needs: list[Need] = field(default_factory=list)  # needs= and uvnote's depends=, in order
+    outputs: list[str] = field(default_factory=list)
+    timeout: float | None = None
+    gpus: int | None = None
+    env: dict[str, str] = field(default_factory=dict)  # repeated env= merge
+    script: str | None = None
+    collapse_code: bool | None = None  # None: not given
+    collapse_output: bool | None = None
+    collapsed: bool | None = None  # uvnote's shorthand for both; an explicit collapse-* wins
+
+
+def fence_attributes(path: Path, line: int, words: list[str]) -> FenceAttributes:
+    """Typed attributes from the words after ```python. `path` and `line` (the fence's) name the place
+    in errors."""
+    attrs = FenceAttributes()
     seen: set[str] = set()
     for word in words:
         key, has_value, value = word.partition("=")
@@ -38,26 +56,28 @@ def fence_attributes(path: Path, line: int, words: list[str]) -> dict[str, Any]:
             raise NotebookError(path, line, f"fence attribute {key!r} given twice")
         seen.add(key)
         if key in FLAG_ATTRIBUTES:
-            attrs[key] = _flag(path, line, key, value) if has_value else True
+            setattr(attrs, key.replace("-", "_"), _flag(path, line, key, value) if has_value else True)
             continue
         if not has_value:
             raise NotebookError(path, line, f"fence attribute {key!r} needs a value: {key}=...")
         if key == "id":
-            attrs["id"] = _check_id(path, line, value, "id")
+            attrs.id = _check_id(path, line, value, "id")
         elif key == "deps":
-            attrs["deps"] = [_check_requirement(path, line, dep) for dep in _split_deps(value)]
+            attrs.deps = [_check_requirement(path, line, dep) for dep in _split_deps(value)]
         elif key in ("needs", "depends"):
-            attrs.setdefault("needs", []).extend(_need(path, line, key, v) for v in _split_list(value))
+            attrs.needs.extend(_need(path, line, key, v) for v in _split_list(value))
         elif key == "outputs":
-            attrs["outputs"] = [_check_glob(path, line, glob) for glob in _split_list(value)]
+            attrs.outputs = [_check_glob(path, line, glob) for glob in _split_list(value)]
         elif key == "timeout":
-            attrs["timeout"] = _timeout(path, line, value)
+            attrs.timeout = _timeout(path, line, value)
         elif key == "gpus":
             if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
                 raise NotebookError(path, line, f"gpus={value!r} must be a whole number >= 1")
-            attrs["gpus"] = int(value)
+            attrs.gpus = int(value)
         elif key == "env":
-            attrs.setdefault("env", {}).update(_env(path, line, value))
+            attrs.env.update(_env(path, line, value))
+        elif key == "script":
+            attrs.script = _script(path, line, value)
     return attrs
 
 
@@ -71,6 +91,19 @@ def _check_id(path: Path, line: int, value: str, what: str) -> str:
     if not ID_RE.fullmatch(value):
         shown = f"{what}={value!r}" if value else f"empty {what}="
         raise NotebookError(path, line, f"bad cell id: {shown}; ids use only letters, digits, '_' and '-'")
+    if len(value) > MAX_ID_LENGTH:
+        raise NotebookError(
+            path,
+            line,
+            f"bad cell id: {what}={value[:20]}... is {len(value)} characters; at most {MAX_ID_LENGTH} "
+            "(an id names the cell's files and folders)",
+        )
+    return value
+
+
+def _script(path: Path, line: int, value: str) -> str:
+    if not value or "\0" in value:
+        raise NotebookError(path, line, f"script={value!r} must name a file (relative to the notebook)")
     return value
 
 
@@ -108,6 +141,13 @@ def _check_requirement(path: Path, line: int, requirement: str) -> str:
 def _need(path: Path, line: int, key: str, value: str) -> Need:
     notebook, sep, cell = value.rpartition(":")
     if not sep:
+        if value.endswith(".md"):
+            raise NotebookError(
+                path,
+                line,
+                f"{key}={value!r} names a whole notebook (uvnote's manifest of its cells): name the cells "
+                f"it needs instead, {key}={value}:CELL",
+            )
         return Need(_check_id(path, line, value, key))
     if not notebook.endswith(".md") or notebook == ".md":
         raise NotebookError(

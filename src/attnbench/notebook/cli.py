@@ -1,7 +1,9 @@
 """attnbench run | build | status | export | clean.
 
-Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook or bad
-settings (printed as `path:line: message`, before any cell starts); 130 interrupted (Ctrl-C).
+Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook, bad
+settings, a broken result.json/run.json, an outputs folder that cannot be written or a run lock not
+got within --lock-timeout (printed as `path:line: message` or naming the file, before any cell
+starts), or an OSError of the engine itself (a full disk); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import yaml
 from attnbench.notebook.document import NotebookError
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError
 from attnbench.notebook.session import Options, SetupError
+from attnbench.notebook.store import RecordError
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -92,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when a cell times out or is interrupted",
     )
+    run.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="while another run of the same notebook and label goes on, wait at most S seconds "
+        "(default: wait until it ends)",
+    )
     dist = run.add_argument_group("torch.distributed.run (cells with gpus=N; Slurm variables are honoured)")
     dist.add_argument("--nnodes")
     dist.add_argument("--node-rank")
@@ -141,6 +152,7 @@ def _options(args: argparse.Namespace) -> Options:
             )
         ),
         kill_grace=getattr(args, "kill_grace", None),
+        lock_timeout=getattr(args, "lock_timeout", None),
     )
 
 
@@ -159,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     except NotebookError as e:
         print(e, file=sys.stderr)
         return 2
-    except (SetupError, LaunchError) as e:
+    except (SetupError, LaunchError, RecordError) as e:
         print(f"attnbench {args.command}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -168,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `attnbench status ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as e:  # a folder that cannot be written, a full disk: said, not a traceback
+        print(f"attnbench {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -175,21 +190,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     from attnbench.notebook.runner import Runner
     from attnbench.notebook.session import prepare
 
-    session = prepare(args.notebooks, _options(args))
+    if not (paths := _runnable(args.notebooks)):
+        return 0
+    session = prepare(paths, _options(args))
     return Runner(session, make_progress(args.live)).run()
+
+
+def _runnable(paths: list[Path]) -> list[Path]:
+    """The named notebooks with cells to run here; a line on stderr for each left out (uvnote's
+    platforms, no ```python cell)."""
+    from attnbench.notebook.parse import runnable_notebooks
+
+    keep, notes = runnable_notebooks(paths)
+    for note in notes:
+        print(note, file=sys.stderr)
+    return keep
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from attnbench.notebook.session import prepare
     from attnbench.notebook.status import cell_statuses
 
-    session = prepare(args.notebooks, _options(args))
+    if not (paths := _runnable(args.notebooks)):
+        return 0
+    session = prepare(paths, _options(args))
     env = session.env_summary()
     for name in session.graph.named:
         notebook = session.graph.notebooks[name]
         print(f"{notebook.path} (label {session.label}, env {env['interpreter']}, python {env['python']})")
         for cell_id, state, why in cell_statuses(session, name):
-            print(f"  {cell_id:<24} {state}{': ' + why if why else ''}")
+            print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
     return 0
 
 
@@ -247,7 +277,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
                 removed.append(script)
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
+    busy: dict[Path, str] = {}
     for leftover in [p for n in (names or [None]) for p in store.leftovers(outputs, n)]:
+        if _in_use(leftover.parent, busy):
+            continue  # a live run's cell folder under construction
         _remove(leftover)
         removed.append(leftover)
     if args.outputs:
@@ -256,14 +289,34 @@ def cmd_clean(args: argparse.Namespace) -> int:
         )
         for target in targets:
             target = target / args.label if args.label else target
-            if target.exists():
+            run_folders = [target] if args.label else sorted(p for p in target.glob("*") if p.is_dir())
+            if target.exists() and not any(_in_use(folder, busy) for folder in run_folders):
                 _remove(target)
                 removed.append(target)
+    for folder, holder in busy.items():
+        print(f"kept {_shown(folder, root)}: in use by {holder}", file=sys.stderr)
     for path in removed:
         print(f"removed {_shown(path, root)}")
     if not removed:
         print("nothing to clean")
-    return 0
+    return 1 if busy else 0
+
+
+def _in_use(run_folder: Path, busy: dict[Path, str]) -> bool:
+    """Is a run of this notebook and label going on (its lock is held)? Remembered in `busy`."""
+    from attnbench.notebook import runlock
+
+    if run_folder in busy:
+        return True
+    try:
+        lock = runlock.try_lock(run_folder)
+    except OSError as e:
+        raise SetupError(f"cannot check whether {run_folder} is in use: {e.strerror}") from None
+    if lock is None:
+        busy[run_folder] = runlock.describe_holder(run_folder)
+        return True
+    lock.release()
+    return False
 
 
 def _remove(path: Path) -> None:

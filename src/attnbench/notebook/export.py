@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from attnbench.notebook.document import Cell, Notebook
+from attnbench.notebook.materialise import workdir_prelude
 from attnbench.notebook.parse import parse_notebook
 
 # --to value → (file suffix, jupytext format)
@@ -89,6 +90,8 @@ def _code_cell(cell: Cell):
         "gpus": cell.gpus,
         "env": cell.env,
         "requires-python": cell.requires_python,
+        "script": cell.script,  # uvnote's script=: the code below was read from this file
+        "id_from_code": cell.id_from_code,  # no id= in the notebook: uvnote's id from the code's hash
     }
     meta.update({key: value for key, value in optional.items() if value})
     metadata: dict[str, Any] = {"attnbench": meta}
@@ -126,10 +129,11 @@ def _params_dict_source(notebook: Notebook) -> str:
         [
             "# Rebuilt from the variables above, so papermill's overrides reach params[...] too.",
             f"params = {{{items}}}",
-            "import os as _os",
+            "import os as _os, sys as _sys",
             f'_os.environ.setdefault("ATTNBENCH_NOTEBOOK", {json.dumps(notebook.name)})',
             "# One kernel runs every cell in one folder: upstream artifacts of this notebook are right here.",
             '_os.environ.setdefault("ATTNBENCH_INPUTS_CWD", "1")',
+            *workdir_prelude(notebook.name, None),  # that folder: .scratch/<notebook>/, not the current one
         ]
     )
 

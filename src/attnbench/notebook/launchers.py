@@ -161,18 +161,26 @@ def setup_command(env: EnvSpec, script: str, uv: str = "uv") -> list[str] | None
 # --- environment variables ------------------------------------------------------------------------
 
 
+INPUT_VARIABLE_PREFIXES = ("ATTNBENCH_INPUT_", "UVNOTE_INPUT", "UVNOTE_FILE_")  # UVNOTE_INPUT: also _INPUTS
+
+
 def input_vars(inputs: list[tuple[Need, Path]], notebook: str) -> dict[str, str]:
     """Env vars naming upstream artifacts folders: ATTNBENCH_INPUT_<ID> and UVNOTE_INPUT_<ID> (ID
-    upper-cased, '-' -> '_'); a cell of another notebook also gets ATTNBENCH_INPUT_<NOTEBOOK>__<ID>,
-    and the short names only when no cell of this notebook has the same id."""
+    upper-cased, '-' -> '_'); a cell of another notebook also gets ATTNBENCH_INPUT_<NOTEBOOK>__<ID>
+    (and uvnote's UVNOTE_FILE_<NOTEBOOK>_<ID>), and the short names only when no cell of this notebook
+    has the same id. UVNOTE_INPUTS lists the UVNOTE_INPUT_* names, as uvnote does."""
     other = [(n, f) for n, f in inputs if n.notebook and n.notebook != notebook]
     local = [(n, f) for n, f in inputs if (n, f) not in other]
     out: dict[str, str] = {}
     for need, folder in other:
         stem = Path(need.notebook).name  # needs=sub/other.md:x -> notebook "other", as inputs() reads it
         out[f"ATTNBENCH_INPUT_{_var(stem)}__{_var(need.cell)}"] = str(folder)
+        out[f"UVNOTE_FILE_{_var(stem)}_{_var(need.cell)}"] = str(folder)  # uvnote's name for it
     for need, folder in other + local:  # local last: it owns the short name
         out[f"ATTNBENCH_INPUT_{_var(need.cell)}"] = out[f"UVNOTE_INPUT_{_var(need.cell)}"] = str(folder)
+    uvnote = dict.fromkeys(f"UVNOTE_INPUT_{_var(need.cell)}" for need, _ in inputs)
+    if uvnote:  # as uvnote sets it: the names of the input variables in needs= order, comma-separated
+        out["UVNOTE_INPUTS"] = ",".join(uvnote)
     return out
 
 
@@ -189,7 +197,7 @@ def cell_environment(
     src_dir: Path | None,
 ) -> dict[str, str]:
     """The environment of a cell process: the engine's, plus inputs, params and the cell's env=."""
-    out = {k: v for k, v in base.items() if not k.startswith(("ATTNBENCH_INPUT_", "UVNOTE_INPUT_"))}
+    out = {k: v for k, v in base.items() if not k.startswith(INPUT_VARIABLE_PREFIXES)}
     if env.kind == "uv":
         out.pop("VIRTUAL_ENV", None)  # the engine's project venv is not the script's environment
     elif src_dir is not None:
@@ -208,6 +216,8 @@ def cell_environment(
 
 def missing_deps(cell: Cell, interpreter: Interpreter) -> list[str]:
     """The cell's deps that `interpreter` lacks or has in a version outside the specifier."""
+    if not cell.deps:
+        return []
     from packaging.requirements import Requirement
 
     missing = []
@@ -227,6 +237,8 @@ def missing_deps(cell: Cell, interpreter: Interpreter) -> list[str]:
 
 def dist_names(cells: list[Cell]) -> list[str]:
     """Every distribution name the cells declare (for one interpreter probe)."""
+    if not any(cell.deps for cell in cells):
+        return []  # and packaging, a noticeable import, stays unloaded
     from packaging.requirements import Requirement
 
     return sorted({Requirement(dep).name for cell in cells for dep in cell.deps})

@@ -14,6 +14,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -134,39 +135,7 @@ def detect_machine() -> Machine:
 
 # --- interpreter probe ----------------------------------------------------------------------------
 
-# Runs inside the target interpreter. Reads versions from package metadata; torch's CUDA version from
-# torch/version.py as text, because importing torch costs seconds.
-_PROBE = r"""
-import importlib.metadata as md, importlib.util, json, platform, re, sys
-def version(name):
-    try:
-        return md.version(name)
-    except Exception:
-        return None
-torch, cuda = version("torch"), None
-try:
-    spec = importlib.util.find_spec("torch")
-    if spec and spec.submodule_search_locations:
-        import os
-        text = open(os.path.join(list(spec.submodule_search_locations)[0], "version.py")).read()
-        m = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)", text, re.M)  # cuda: Optional[str] = '13.0'
-        cuda = m.group(1) if m else None
-        if torch is None:
-            m = re.search(r"^__version__\b[^=\n]*=\s*['\"]([^'\"]+)", text, re.M)
-            torch = m.group(1) if m else None
-except Exception:
-    pass
-print(json.dumps({
-    "python": platform.python_version(),
-    "implementation": platform.python_implementation(),
-    "torch": torch, "cuda": cuda,
-    "markers": {"python_version": "%d.%d" % sys.version_info[:2], "python_full_version": platform.python_version(),
-                "sys_platform": sys.platform, "platform_machine": platform.machine(),
-                "platform_system": platform.system(), "os_name": __import__("os").name,
-                "implementation_name": sys.implementation.name},
-    "dists": {name: version(name) for name in json.loads(sys.argv[1])},
-}))
-"""
+_PROBE_MAIN = "\nimport json, sys\nprint(json.dumps(probe(json.loads(sys.argv[1]))))\n"
 
 
 @dataclass(frozen=True)
@@ -188,11 +157,20 @@ def probe_interpreter(python: str, dists=(), env: dict[str, str] | None = None) 
     """Run the probe in `python` (one subprocess): versions of python, torch (+ its CUDA) and `dists`.
 
     `env` should be the environment cells get (PYTHONPATH included), so that what the probe finds is
-    what a cell can import.
+    what a cell can import. The interpreter running attnbench itself (the default of --env python)
+    is probed in this process: its packages are the cells' (attnbench's src/ is on its path too), and
+    a second interpreter start is most of a trivial cell's overhead.
     """
+    names = sorted(set(dists))
+    if _is_this_interpreter(python, env):
+        from attnbench.notebook.probe import probe
+
+        data = probe(names)
+        return Interpreter(data["python"], data["torch"], data["cuda"], data["markers"], data["dists"])
+    code = Path(__file__).with_name("probe.py").read_text() + _PROBE_MAIN
     try:
         done = subprocess.run(
-            [python, "-c", _PROBE, json.dumps(sorted(set(dists)))],
+            [python, "-c", code, json.dumps(names)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -210,6 +188,16 @@ def probe_interpreter(python: str, dists=(), env: dict[str, str] | None = None) 
     except (IndexError, ValueError, KeyError, TypeError):
         shown = done.stdout.strip()[-200:] or "nothing"
         raise ProbeError(f"interpreter {python!r} did not report its versions; it printed: {shown}") from None
+
+
+def _is_this_interpreter(python: str, env: dict[str, str] | None) -> bool:
+    """Would `python` with `env` see what this process sees? The same executable, and every
+    PYTHONPATH entry of `env` already on this process's path."""
+    if os.path.abspath(python) != os.path.abspath(sys.executable):
+        return False
+    entries = (env or {}).get("PYTHONPATH", "").split(os.pathsep)
+    here = {os.path.abspath(p or ".") for p in sys.path}
+    return all(os.path.abspath(p) in here for p in entries if p)
 
 
 def uv_python_version(requires_python: str) -> str:

@@ -1,28 +1,35 @@
 """Markdown notebook -> Notebook. Every problem is a NotebookError naming `path:line`.
 
-Layout: optional shebang (line 1), optional YAML front matter between `---` lines, then Markdown.
-Top-level ```python fences are cells (their attributes: attributes.py); other fences are shown-only
-code; the text between fences is prose, sliced from the source by lines so that tables, HTML and the
-like survive verbatim.
+Layout: optional shebang (line 1), optional YAML front matter between `---` lines (front_matter.py),
+then Markdown. Top-level ```python fences are cells (their attributes: attributes.py); other fences are
+shown-only code; the text between fences is prose, sliced from the source by lines so that tables,
+HTML and the like survive verbatim.
+
+uvnote documents parse unchanged: a cell without `id=` gets uvnote's id (the first 8 hex digits of the
+sha256 of its code), `script=` takes the code from a file, an empty fence without an id is no cell.
+Every cell is compiled here, so that a syntax error anywhere stops the run before any cell starts.
 """
 
 from __future__ import annotations
 
-import keyword
+import ast
+import hashlib
+import platform
 import re
 import shlex
+import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-import yaml
 from markdown_it import MarkdownIt
 
 from attnbench.notebook.attributes import fence_attributes
-from attnbench.notebook.document import Block, Cell, Notebook, NotebookError, is_plain_data
+from attnbench.notebook.document import Block, Cell, Notebook, NotebookError, env_name
+from attnbench.notebook.front_matter import FrontMatter, load_front_matter
 from attnbench.notebook.pep723 import ScriptMetadataError, split_script_metadata
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Spellings of Python that are not uvnote's (or our) cell marker ```python: refused, never silently shown.
+PYTHON_SPELLINGS = ("python", "py", "python3", "py3")
 
 
 def parse_notebook(path: Path | str) -> Notebook:
@@ -49,22 +56,47 @@ def parse_text(text: str, path: Path | str) -> Notebook:
     src = _Source(Path(path), text)
     shebang = src.lines[0] if src.lines and src.lines[0].startswith("#!") else None
     body_start = 1 if shebang is not None else 0
-    front_matter: dict[str, Any] = {}
+    front = FrontMatter()
     span = _front_matter_span(src, body_start)
     if span is not None:
-        front_matter = _load_front_matter(src, *span)
+        front = load_front_matter(src.path, src.lines, *span)
         body_start = span[1] + 1
+    data = front.data
     notebook = Notebook(
         path=src.path,
-        title=front_matter.get("title") or src.path.stem,
-        description=front_matter.get("description") or "",
-        params=dict(front_matter.get("params") or {}),
-        front_matter=front_matter,
+        title=data.get("title") or src.path.stem,
+        description=data.get("description") or "",
+        params=front.params,
+        front_matter=data,
         shebang=shebang,
         text=text,
+        author=data.get("author") or "",
+        platforms=front.platforms,
+        display=front.display,
+        param_lines=front.param_lines,
     )
     notebook.blocks = _blocks(src, body_start)
     return notebook
+
+
+def runnable_notebooks(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The notebooks named on a command line that have cells to run here, and a line for each one left
+    out, as uvnote leaves them out (exit code 0): its `platforms` exclude this system, or it has no
+    ```python cell. An empty notebook is a NotebookError (exit code 2): nothing in it can be meant."""
+    keep: list[Path] = []
+    notes: list[str] = []
+    for path in paths:
+        notebook = parse_notebook(path)
+        if not notebook.blocks:
+            after = " after its front matter" if notebook.front_matter or notebook.shebang else ""
+            raise NotebookError(path, None, f"empty notebook: no text and no ```python cell{after}")
+        if (reason := notebook.skip_reason()) is not None:
+            notes.append(f"{path}: skipped: {reason} (uvnote platforms; $UVNOTE_PLATFORM overrides)")
+        elif not notebook.cells:
+            notes.append(f"{path}: no ```python cells: nothing to run")
+        else:
+            keep.append(path)
+    return keep, notes
 
 
 def front_matter_line(notebook: Notebook, key: str) -> int | None:
@@ -108,70 +140,6 @@ def _front_matter_span(src: _Source, start: int) -> tuple[int, int] | None:
     raise src.error(first + 1, "front matter opened with '---' is never closed by a '---' line")
 
 
-def _load_front_matter(src: _Source, opening: int, closing: int) -> dict[str, Any]:
-    first_line = opening + 2  # 1-based line of the first YAML line
-    loader = _YAML_LOADER("\n".join(src.lines[opening + 1 : closing]))
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = first_line + mark.line if mark else opening + 1
-        problem = ", ".join(part for part in (e.context, e.problem) if part)
-        raise src.error(line, f"malformed front matter (YAML): {problem}") from None
-    except yaml.YAMLError as e:
-        raise src.error(opening + 1, f"malformed front matter (YAML): {e}") from None
-    finally:
-        loader.dispose()
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise src.error(
-            opening + 1, f"front matter must be a mapping (title: ..., params: ...), got {_kind(data)}"
-        )
-    key_lines = _key_lines(src, node, first_line, "front-matter key")
-    for key in ("title", "description"):
-        if key in data and not isinstance(data[key], str):
-            raise src.error(key_lines[key], f"front matter {key!r} must be a string, got {_kind(data[key])}")
-    params = data.get("params")
-    if params is not None:
-        params_node = next((value for key, value in node.value if key.value == "params"), None)
-        if not isinstance(params, dict):
-            raise src.error(
-                key_lines["params"], f"front matter 'params' must be a mapping, got {_kind(params)}"
-            )
-        param_lines = _key_lines(src, params_node, first_line, "param") if params_node else {}
-        for name, value in params.items():
-            line = param_lines.get(str(name), key_lines["params"])
-            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-                # Each param becomes a variable in the cell script's prelude.
-                raise src.error(line, f"param name {name!r} is not a Python identifier")
-            if not is_plain_data(value):
-                raise src.error(
-                    line,
-                    f"param {name!r}: default must be plain data (str, number, bool, null, list, "
-                    f"mapping), got {_kind(value)}",
-                )
-    return data
-
-
-def _key_lines(src: _Source, mapping: yaml.MappingNode, first_line: int, what: str) -> dict[str, int]:
-    """1-based line of each key of a YAML mapping node; a repeated key is an error."""
-    lines: dict[str, int] = {}
-    for key_node, _ in mapping.value:
-        key, line = str(key_node.value), first_line + key_node.start_mark.line
-        if key in lines:
-            raise src.error(line, f"duplicate {what} {key!r} (first at line {lines[key]})")
-        lines[key] = line
-    return lines
-
-
-def _kind(value: Any) -> str:
-    return (
-        f"{type(value).__name__} ({value!r})" if not isinstance(value, (dict, list)) else type(value).__name__
-    )
-
-
 # --- blocks -------------------------------------------------------------------------------------
 
 
@@ -185,7 +153,7 @@ def _blocks(src: _Source, body_start: int) -> list[Block]:
     # Blank out the shebang and front matter so markdown-it's line numbers are the file's.
     masked = "\n".join([""] * body_start + src.lines[body_start:])
     blocks: list[Block] = []
-    first_line_of: dict[str, int] = {}
+    ids = _Ids(src)
     prose_from = body_start
     for token in _markdown().parse(masked):
         if token.type != "fence" or token.map is None:
@@ -206,14 +174,22 @@ def _blocks(src: _Source, body_start: int) -> list[Block]:
         blocks.extend(_prose(src.lines, prose_from, opening))
         prose_from = end
         if language != "python":
+            if language.strip("{}").lower() in PYTHON_SPELLINGS:
+                raise src.error(
+                    opening + 1,
+                    f"```{language} is not run: a cell is written ```python (lower case, as uvnote reads "
+                    "it); write ```python to run it, or name another language (```text) to only show it",
+                )
             blocks.append(Block(kind="code", line=opening + 1, text=token.content, language=language))
             continue
-        cell = _cell(src, opening + 1, info, token.content)
-        if cell.id in first_line_of:
-            raise src.error(
-                cell.line, f"duplicate cell id {cell.id!r} (first defined at line {first_line_of[cell.id]})"
-            )
-        first_line_of[cell.id] = cell.line
+        # uvnote's code of the cell (its id hashes it): the lines between the fences as str.splitlines()
+        # cuts them (form feeds and the like end a line too), joined by "\n".
+        written = "\n".join(("\n".join(src.lines[opening + 1 : end - 1]) + "\n").splitlines())
+        cell = _cell(src, opening + 1, info, token.content, written)
+        if cell is None:  # an empty fence without an id: nothing to run (uvnote makes no cell of it)
+            blocks.append(Block(kind="code", line=opening + 1, text=token.content, language="python"))
+            continue
+        ids.add(cell)
         blocks.append(Block(kind="cell", line=cell.line, text=token.content, language="python", cell=cell))
     blocks.extend(_prose(src.lines, prose_from, len(src.lines)))
     return blocks
@@ -240,34 +216,137 @@ def _prose(lines: list[str], start: int, stop: int) -> list[Block]:
 # --- cells --------------------------------------------------------------------------------------
 
 
-def _cell(src: _Source, line: int, info: str, body: str) -> Cell:
+def code_id(code: str) -> str:
+    """uvnote's id of a cell without `id=`: the first 8 hex digits of the sha256 of its code."""
+    return hashlib.sha256(code.encode()).hexdigest()[:8]
+
+
+def _cell(src: _Source, line: int, info: str, body: str, written: str) -> Cell | None:
+    """The cell of the ```python fence at `line`; None for an empty fence without id= or script=."""
     try:
         words = shlex.split(info)[1:]
     except ValueError as e:
         raise src.error(line, f"cannot read the fence attributes {info!r}: {e}") from None
     attrs = fence_attributes(src.path, line, words)
-    if "id" not in attrs:
-        raise src.error(line, "python cell without id= (uvnote needs one: ```python id=NAME)")
+    code_path, first_line = src.path, line + 1  # where line 1 of the code is
+    if attrs.script is not None:
+        if body.strip():
+            raise src.error(line, f"the cell has script={attrs.script!r} and code of its own: keep one "
+                            "(uvnote would ignore the code)")  # fmt: skip
+        code_path, first_line = src.path.parent / attrs.script, 1
+        written = body = _read_script(src, line, attrs.script, code_path)
+    elif attrs.id is None and not written:  # uvnote: `if code`
+        return None
     try:
         source, meta = split_script_metadata(body)
     except ScriptMetadataError as e:
-        raise src.error(line + 1 + e.line, e.message) from None  # the body starts after the fence line
-    deps = _unique(attrs.get("deps", []) + meta.get("dependencies", []))
-    return Cell(
-        id=attrs["id"],
+        raise NotebookError(code_path, first_line + e.line, e.message) from None
+    collapsed = bool(attrs.collapsed)
+    cell = Cell(
+        id=attrs.id or code_id(written),
         source=source,
         line=line,
-        deps=deps,
+        deps=_unique(attrs.deps + meta.get("dependencies", [])),
         requires_python=meta.get("requires-python"),
         script_tool=meta.get("tool", {}),
-        needs=_unique(attrs.get("needs", [])),
-        outputs=_unique(attrs.get("outputs", [])),
-        timeout=attrs.get("timeout"),
-        gpus=attrs.get("gpus"),
-        env=attrs.get("env", {}),
-        collapse_code=attrs.get("collapse-code", attrs.get("collapsed", False)),
-        collapse_output=attrs.get("collapse-output", attrs.get("collapsed", False)),
+        needs=_unique(attrs.needs),
+        outputs=_unique(attrs.outputs),
+        timeout=attrs.timeout,
+        gpus=attrs.gpus,
+        env=attrs.env,
+        collapse_code=collapsed if attrs.collapse_code is None else attrs.collapse_code,
+        collapse_output=collapsed if attrs.collapse_output is None else attrs.collapse_output,
+        id_from_code=attrs.id is None,
+        script=attrs.script,
     )
+    _check_syntax(cell, body, code_path, first_line)
+    return cell
+
+
+def _read_script(src: _Source, line: int, script: str, path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")  # newlines translated, as uvnote's open() does
+    except FileNotFoundError:
+        raise src.error(line, f"script={script!r}: no such file {path}") from None
+    except UnicodeDecodeError:
+        raise src.error(line, f"script={script!r}: {path} is not UTF-8 text") from None
+    except OSError as e:
+        raise src.error(line, f"script={script!r}: cannot read {path}: {e.strerror}") from None
+
+
+def _check_syntax(cell: Cell, code: str, path: Path, first_line: int) -> None:
+    """Compile the cell's code (PEP 723 block included: comments) with this Python, unless the cell
+    asks for a Python this is not."""
+    if cell.requires_python and not _runs_on_this_python(cell.requires_python):
+        return
+    try:
+        with warnings.catch_warnings():  # e.g. invalid escape sequences: the cell's own run warns
+            warnings.simplefilter("ignore")
+            compile(code, str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        version = platform.python_version()
+        raise NotebookError(
+            path,
+            first_line - 1 + (e.lineno or 1),
+            f"syntax error in cell {cell.id!r}: {e.msg} (checked with Python {version}; a cell that "
+            'needs a newer one says so in its PEP 723 block: requires-python = ">=3.X")',
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as e:  # null bytes; nesting too deep to compile
+        raise NotebookError(path, first_line, f"cell {cell.id!r} cannot be compiled: {e}") from None
+
+
+def _runs_on_this_python(requires_python: str) -> bool:
+    from packaging.specifiers import SpecifierSet  # lazy: keeps `import parse` light
+
+    return SpecifierSet(requires_python).contains(platform.python_version(), prereleases=True)
+
+
+class _Ids:
+    """The cell ids seen so far: a repeated id, or two ids with one environment-variable name
+    ($UVNOTE_INPUT_<ID>, $ATTNBENCH_INPUT_<ID>: `my-data` and `my_data`, `Data` and `data`), is an error
+    naming both cells."""
+
+    def __init__(self, src: _Source):
+        self.src = src
+        self.by_id: dict[str, Cell] = {}
+        self.by_env: dict[str, Cell] = {}
+
+    def add(self, cell: Cell) -> None:
+        if (first := self.by_id.get(cell.id)) is not None:
+            hint = (
+                " (an id from the hash of identical code: give one of them id=)" if cell.id_from_code else ""
+            )
+            raise self.src.error(
+                cell.line, f"duplicate cell id {cell.id!r} (first defined at line {first.line}){hint}"
+            )
+        name = env_name(cell.id)
+        if (first := self.by_env.get(name)) is not None:
+            raise self.src.error(
+                cell.line,
+                f"cell id {cell.id!r} and cell id {first.id!r} at {self.src.path}:{first.line} name one input "
+                f"($UVNOTE_INPUT_{name}, $ATTNBENCH_INPUT_{name}) and one file on a case-insensitive disk: "
+                "rename one",
+            )
+        self.by_id[cell.id] = self.by_env[name] = cell
+
+
+def split_future_imports(source: str) -> tuple[str, str]:
+    """(the code's opening docstring and `from __future__` imports, the rest). Python takes those only
+    at the top of a file, so a script that puts anything before the cell's code puts them first."""
+    if "__future__" not in source:
+        return "", source
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return "", source
+    end = 0
+    for index, node in enumerate(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            end = node.end_lineno or end
+        elif not (index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            break
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:end]), "".join(lines[end:])
 
 
 def _unique(items: list) -> list:

@@ -17,6 +17,7 @@ from typing import Any
 
 from attnbench.notebook.document import Cell, Need, Notebook, NotebookError
 from attnbench.notebook.parse import front_matter_line, parse_notebook
+from attnbench.notebook.store import CellResult
 
 NodeId = tuple[str, str]  # (notebook name, cell id)
 
@@ -202,7 +203,7 @@ def _canonical(text: str) -> str:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass
 class SourceIndex:
     """src/attnbench split into parts (each subpackage, each top-level module), EXCLUDING notebook/:
     the engine never runs inside a cell, so editing it must not invalidate results (the script
@@ -211,48 +212,78 @@ class SourceIndex:
     A cell's `attnbench` key part hashes only the parts its code imports and, transitively, the parts
     those import: editing cp/ leaves the Flux results cached, editing bench/ (which cp/ uses) does
     not. Parts are whole subpackages, so imports inside a subpackage, dynamic ones included, are covered.
+
+    A part is read and hashed (its syntax trees: most of an engine start's work when done for every
+    part) the first time a cell needs it: a cell that imports nothing from attnbench costs one file.
     """
 
-    hashes: dict[str, str]  # part -> sha256 of its files (relative path + content)
-    refs: dict[str, frozenset[str]]  # part -> the parts its code names
+    files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
+    package_dir: Path
+    _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
+    _refs: dict[str, frozenset[str]] = field(default_factory=dict)
+    _hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, package_dir: Path) -> SourceIndex:
-        digests: dict[str, Any] = {}
-        refs: dict[str, set[str]] = {}
+        files: dict[str, list[Path]] = {}
         for path in sorted(package_dir.rglob("*.py")):
             rel = path.relative_to(package_dir)
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-            if part == "notebook":
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            digest = digests.setdefault(part, hashlib.sha256())
-            digest.update(rel.as_posix().encode() + b"\0" + _canonical(text).encode() + b"\0")
-            refs.setdefault(part, set()).update(_referenced_parts(text))
-        return cls({p: d.hexdigest() for p, d in digests.items()}, {p: frozenset(r) for p, r in refs.items()})
+            if part != "notebook":
+                files.setdefault(part, []).append(path)
+        return cls(files, package_dir)
+
+    def texts(self, part: str) -> list[tuple[str, str]]:
+        if part not in self._texts:
+            self._texts[part] = [
+                (p.relative_to(self.package_dir).as_posix(), p.read_text(encoding="utf-8", errors="replace"))
+                for p in self.files[part]
+            ]
+        return self._texts[part]
+
+    def refs(self, part: str) -> frozenset[str]:
+        """The parts the code of `part` names."""
+        if part not in self._refs:
+            self._refs[part] = frozenset(
+                ref for _, text in self.texts(part) for ref in _referenced_parts(text)
+            )
+        return self._refs[part]
+
+    def part_hash(self, part: str) -> str:
+        """sha256 of the part's files: relative path and syntax tree of each."""
+        if part not in self._hashes:
+            digest = hashlib.sha256()
+            for rel, text in self.texts(part):
+                digest.update(rel.encode() + b"\0" + _canonical(text).encode() + b"\0")
+            self._hashes[part] = digest.hexdigest()
+        return self._hashes[part]
 
     def closure(self, source: str) -> list[str]:
         """The parts `source` uses: attnbench/__init__.py always, plus what it imports, transitively."""
         todo, seen = ["__init__", *_referenced_parts(source)], set()
         while todo:
             part = todo.pop()
-            if part in seen or part not in self.hashes:
+            if part in seen or part not in self.files:
                 continue
             seen.add(part)
-            todo.extend(self.refs[part])
+            todo.extend(self.refs(part))
         return sorted(seen)
 
     def hash_for(self, source: str) -> str:
         digest = hashlib.sha256()
         for part in self.closure(source):
-            digest.update(f"{part}={self.hashes[part]}\0".encode())
+            digest.update(f"{part}={self.part_hash(part)}\0".encode())
         return digest.hexdigest()
 
 
 @dataclass(frozen=True)
 class CacheKey:
     key: str
-    parts: dict[str, Any]  # source, metadata, params, upstream {need: key}, attnbench, env {...}, machine
+    parts: dict[str, Any]  # source, metadata, params, upstream, inputs, attnbench, env, machine
+
+    def without_inputs(self) -> str:
+        """The key as engines before artifact digests computed it (see stale_reasons)."""
+        return _sha({k: v for k, v in self.parts.items() if k != "inputs"})
 
 
 def cell_key(
@@ -262,8 +293,14 @@ def cell_key(
     attnbench: str,
     env: dict[str, Any],
     machine: str,
+    inputs: dict[str, str | None] | None = None,
 ) -> CacheKey:
-    """The cache key of one cell. Every part is free of absolute paths and of the machine label."""
+    """The cache key of one cell. Every part is free of absolute paths and of the machine label.
+
+    `upstream`: each need's key; `inputs`: the digest of each need's stored artifacts (None when it
+    has no result), so a dependent is stale once its upstream cell wrote something else, even when
+    the upstream's own key did not change (`run --cell bench`). A cell without needs has no `inputs`
+    part, which keeps the keys of such cells what they were before inputs were keyed."""
     metadata = {
         "script": cell.metadata,  # dependencies, requires-python, [tool]
         "gpus": cell.gpus,
@@ -280,54 +317,45 @@ def cell_key(
         "env": env,
         "machine": machine,
     }
+    if inputs:
+        parts["inputs"] = dict(sorted(inputs.items()))
     return CacheKey(_sha(parts), parts)
 
 
-def cache_keys(
-    graph: Graph,
-    nodes: list[NodeId],
-    params: dict[str, dict[str, Any]],
-    sources: SourceIndex,
-    env_of,  # (NodeId) -> env dict
-    machine: str,
-) -> dict[NodeId, CacheKey]:
-    """Keys for `nodes` (in topological order; upstream nodes must come first)."""
-    keys: dict[NodeId, CacheKey] = {}
-    for node in nodes:
-        cell = graph.cell(node)
-        upstream = {str(need): keys[up].key for need, up in graph.upstream[node]}
-        attnbench = sources.hash_for(cell.source)
-        keys[node] = cell_key(cell, params[node[0]], upstream, attnbench, env_of(node), machine)
-    return keys
+def stale_reasons(
+    stored: CellResult,
+    current: CacheKey,
+    params: dict[str, Any] | None = None,
+    upstream_finished: dict[str, str | None] | None = None,
+) -> list[str]:
+    """Why a stored result no longer matches `current`; [] when it does.
 
-
-def stale_reasons(stored: dict[str, Any], current: CacheKey, stored_params=None, params=None) -> list[str]:
-    """Why a stored result (its result.json) no longer matches `current`; [] when it does."""
-    old = stored.get("key_parts") or {}
-    if stored.get("key") == current.key:
+    A result stored before inputs were keyed has no `inputs` part. It stays current while the rest
+    of its key matches and every upstream result it read finished before it started (then it read
+    those very artifacts); `upstream_finished` gives each need's stored `finished` (None: none)."""
+    old, new = stored.key_parts, current.parts
+    if stored.key == current.key:
         return []
+    if "inputs" not in old and "inputs" in new and stored.key == current.without_inputs():
+        later = [
+            need
+            for need, finished in sorted((upstream_finished or {}).items())
+            if finished is None or _later(finished, stored.started)
+        ]
+        return [f"upstream {need} ran again after this result" for need in later]
     if not old:
         return ["no key parts stored"]
     reasons = []
-    new = current.parts
     for part in ("source", "metadata"):
         if old.get(part) != new[part]:
             reasons.append(f"{'code' if part == 'source' else 'cell attributes/deps'} changed")
     if old.get("params") != new["params"]:
-        changed = []
-        if isinstance(stored_params, dict) and isinstance(params, dict):
-            changed = sorted(
-                k for k in set(stored_params) | set(params) if stored_params.get(k) != params.get(k)
-            )
+        was, now = stored.params, params or {}
+        changed = (
+            [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)] if params is not None else []
+        )
         reasons.append("params changed" + (f": {', '.join(changed)}" if changed else ""))
-    old_up, new_up = old.get("upstream") or {}, new["upstream"]
-    for need in new_up:
-        if need not in old_up:
-            reasons.append(f"new need {need}")
-        elif old_up[need] != new_up[need]:
-            reasons.append(f"upstream {need} changed")
-    if set(old_up) - set(new_up):
-        reasons.append("needs changed")
+    reasons += _upstream_reasons(old, new)
     if old.get("attnbench") != new["attnbench"]:
         reasons.append("attnbench sources changed")
     if old.get("env") != new["env"]:
@@ -343,3 +371,31 @@ def stale_reasons(stored: dict[str, Any], current: CacheKey, stored_params=None,
     if old.get("machine") != new["machine"]:
         reasons.append("machine fingerprint changed")
     return reasons or ["key changed"]
+
+
+def _upstream_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    old_up, new_up = old.get("upstream") or {}, new["upstream"]
+    old_in, new_in = old.get("inputs") or {}, new.get("inputs") or {}
+    reasons = []
+    for need in new_up:
+        if need not in old_up:
+            reasons.append(f"new need {need}")
+        elif old_up[need] != new_up[need]:
+            reasons.append(f"upstream {need} changed")
+        elif "inputs" in new and new_in.get(need) is None:
+            reasons.append(f"upstream {need} has no stored result")
+        elif "inputs" in old and old_in.get(need) != new_in.get(need):
+            reasons.append(f"upstream {need} wrote different artifacts (it ran again)")
+    if set(old_up) - set(new_up):
+        reasons.append("needs changed")
+    return reasons
+
+
+def _later(a: str, b: str) -> bool:
+    """Is ISO time `a` after ISO time `b`? (Unreadable times count as later: not provably current.)"""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(a) > datetime.fromisoformat(b)
+    except (TypeError, ValueError):
+        return True

@@ -12,17 +12,19 @@ import sys
 import time
 from typing import Any, TextIO
 
+from attnbench.notebook.store import Status
+
 PLAIN_EVERY_S = 10.0
 STYLES = {
-    "hit": "cyan",
-    "ran": "green",
-    "running": "yellow",
-    "waiting": "dim",
-    "failed": "bold red",
-    "timeout": "bold red",
-    "interrupted": "red",
-    "missing-deps": "red",
-    "skipped": "magenta",
+    Status.HIT: "cyan",
+    Status.RAN: "green",
+    Status.RUNNING: "yellow",
+    Status.WAITING: "dim",
+    Status.FAILED: "bold red",
+    Status.TIMEOUT: "bold red",
+    Status.INTERRUPTED: "red",
+    Status.MISSING_DEPS: "red",
+    Status.SKIPPED: "magenta",
 }
 
 
@@ -42,17 +44,17 @@ class _Rows:
         for node, name in nodes:
             self.rows[node] = {
                 "name": name,
-                "state": "waiting",
+                "state": Status.WAITING,
                 "reason": "",
                 "started": None,
                 "duration": None,
                 "line": "",
             }
 
-    def _record(self, node, state: str, reason: str, duration: float | None) -> dict[str, Any]:
+    def _record(self, node, state: Status, reason: str, duration: float | None) -> dict[str, Any]:
         row = self.rows[node]
         row.update(state=state, reason=reason)
-        if state == "running":
+        if state == Status.RUNNING:
             row["started"] = time.monotonic()
         if duration is not None:
             row["duration"] = duration
@@ -82,9 +84,9 @@ class PlainProgress(_Rows):
         super().begin(header, nodes)
         self._print(header)
 
-    def update(self, node, state: str, reason: str = "", duration: float | None = None) -> None:
+    def update(self, node, state: Status, reason: str = "", duration: float | None = None) -> None:
         row = self._record(node, state, reason, duration)
-        extra = f" {_fmt_s(duration)}" if duration is not None and state != "hit" else ""
+        extra = f" {_fmt_s(duration)}" if duration is not None and state != Status.HIT else ""
         why = f" ({reason})" if reason else ""
         self._print(f"  {row['name']:<28} {state}{extra}{why}")
         self.last_print[node] = time.monotonic()
@@ -115,7 +117,7 @@ class LiveProgress(_Rows):
         self.live = Live(self, console=self.console, refresh_per_second=8, transient=False)
         self.live.start()
 
-    def update(self, node, state: str, reason: str = "", duration: float | None = None) -> None:
+    def update(self, node, state: Status, reason: str = "", duration: float | None = None) -> None:
         self._record(node, state, reason, duration)
 
     def tick(self, running: dict[Any, tuple[float, str]]) -> None:
@@ -133,15 +135,15 @@ class LiveProgress(_Rows):
         now = time.monotonic()
         for row in self.rows.values():
             state = row["state"]
-            cache = {"hit": "hit", "ran": "miss", "running": "miss"}.get(state, "")
-            if state == "running" and row["started"] is not None:
+            cache = {Status.HIT: "hit", Status.RAN: "miss", Status.RUNNING: "miss"}.get(state, "")
+            if state == Status.RUNNING and row["started"] is not None:
                 elapsed = _fmt_s(now - row["started"])
             else:
-                elapsed = _fmt_s(row["duration"]) if state != "hit" else ""
-            output = row["line"] if state == "running" else row["reason"]
+                elapsed = _fmt_s(row["duration"]) if state != Status.HIT else ""
+            output = row["line"] if state == Status.RUNNING else row["reason"]
             table.add_row(
                 row["name"],
-                Text(state, style=STYLES.get(state, "")),
+                Text(str(state), style=STYLES.get(state, "")),
                 cache,
                 elapsed,
                 Text(output, overflow="ellipsis", no_wrap=True),

@@ -7,8 +7,8 @@ embed images as data URIs, so the site works from file:// with no network.
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -18,13 +18,15 @@ from typing import Any
 from urllib.parse import quote
 
 from attnbench.notebook import artifacts as show
-from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail
-from attnbench.notebook.store import BAD_STATES
+from attnbench.notebook import compare, provenance, sitedata, summary
+from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail, terminal_text
+from attnbench.notebook.store import BAD_STATES, REPORT_ORDER, RecordError, load_result, load_run
 
 log = logging.getLogger(__name__)
 
+MAX_COPY_BYTES = 8 * 2**20  # artifacts and logs above this are linked in outputs/, not copied
 SITE_MARKER = ".attnbench-site"  # marks a folder build_site may replace wholesale
-STATUS_ORDER = ("ok", "failed", "timeout", "interrupted", "missing-deps", "skipped", "not run")
+STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
 ARTIFACT_ORDER = ("image", "results", "markdown", "table", "text", "file")  # figures first
 
 
@@ -66,6 +68,8 @@ class _Renderer:
         from pygments.lexers import PythonLexer
 
         self.outputs, self.site, self.Markup = outputs_dir, site_dir, Markup
+        top = provenance.git_toplevel(outputs_dir)  # for commit dates and older results' provenance
+        self.repo = Path(top) if top else None
         self.formatter = HtmlFormatter(cssclass="hl")
         self.lexers: dict[str, Any] = {"python": PythonLexer()}
         self.md = MarkdownIt("commonmark", {"html": False, "highlight": self._highlight_fence}).enable(
@@ -99,22 +103,31 @@ class _Renderer:
         pages, index = [], []
         for name, dirs in runs.items():
             views = [self._notebook_view(name, d, [x.name for x in dirs]) for d in dirs]
-            for view in views:
-                page = self.site / name / f"{view['label']}.html"
-                page.parent.mkdir(parents=True, exist_ok=True)
-                page.write_text(self.env.get_template("notebook.html.j2").render(root="../", **view))
-                pages.append(page)
             by_label = {v["label"]: v for v in views}
+            comparison = compare.comparison(name, views[0]["title"], {v["label"]: v for v in views})
+            if comparison is not None:
+                page = self.site / name / compare.PAGE
+                page.write_text(self.env.get_template("compare.html.j2").render(root="../", **comparison))
+                pages.append(page)
+                for view in views:
+                    view["compare_href"] = compare.PAGE if view["label"] in comparison["labels"] else ""
             index.append(
                 {
                     "name": name,
                     "title": views[0]["title"],
                     "description": views[0]["description"],
-                    "runs": [
-                        by_label.get(label) or {"label": label, "missing": True} for label in all_labels
-                    ],
+                    "compare": f"{quote(name)}/{compare.PAGE}" if comparison else "",
+                    "compare_labels": comparison["labels"] if comparison else [],
+                    "runs": [by_label[label] for label in all_labels if label in by_label],
+                    "missing": [label for label in all_labels if label not in by_label],
                 }
             )
+        # the notebook pages are written last: they link the comparison page made above
+        for view in (v for nb in index for v in nb["runs"]):
+            page = self.site / view["name"] / f"{view['label']}.html"
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(self.env.get_template("notebook.html.j2").render(root="../", **view))
+            pages.append(page)
         page = self.site / "index.html"
         page.write_text(self.env.get_template("index.html.j2").render(root="", notebooks=index))
         return [page, *pages]
@@ -124,7 +137,7 @@ class _Renderer:
         from .parse import parse_text
 
         problems: list[str] = []
-        run = _read_json(run_dir / "run.json", problems) or {}
+        run = _read_record(load_run, run_dir, problems) or {}
         notebook, blocks = None, []
         source = run_dir / "notebook.md"
         if source.exists():
@@ -154,31 +167,34 @@ class _Renderer:
             {"status": _status_of(entry, None)[0]} for entry in cell_states.values()
         ]
         counts = Counter(c["status"] for c in cells)
+        data = sitedata.read_run(run_dir, [c.id for c in notebook.cells] if notebook else [])
+        problems += data.problems
+        raw = self._raw_download(data, run_dir, page_dir, problems)
         for problem in problems:
             log.warning("%s/%s: %s", name, run_dir.name, problem)
         front = notebook.front_matter if notebook else {}
         machine = run.get("machine") or {}
+        page = summary.page_view(data, run, cells, run_dir, self.repo, machine)
         # fmt: off
         return {
             "name": name, "label": run_dir.name, "labels": labels, "blocks": blocks, "problems": problems,
             "title": run.get("title") or front.get("title") or name,
             "description": front.get("description", ""),
-            "started": show.when(run.get("started")), "finished": show.when(run.get("finished")),
-            "took": show.took(run.get("started"), run.get("finished")), "toc": page_env["toc"],
+            "started": show.when(run.get("started")), "run_finished": show.when(run.get("finished")),
+            "toc": page_env["toc"],
             "software": show.software(machine),
             "gpu": show.gpu_text(machine), "machine": machine,
             "env": run.get("env") or {}, "params": run.get("params") or {},
             "counts": [(s, counts[s], _css(s)) for s in _ordered(counts)],
             "href": f"{quote(name)}/{quote(run_dir.name)}.html", "missing": False,
+            "raw": raw, "data": data, "compare_href": "", **page,
         }
         # fmt: on
 
     def _cell_view(self, cell, run_dir: Path, run: dict, entry: dict, page_dir: Path, problems) -> dict:
         cell_dir, label = run_dir / cell.id, run_dir.name
         files = (page_dir, PurePosixPath(label, "files", cell.id))  # copies go beside the page
-        result = (
-            _read_json(cell_dir / "result.json", problems) if (cell_dir / "result.json").exists() else None
-        )
+        result = _read_record(load_result, cell_dir, problems)
         status, reason = _status_of(entry, result)
         failed = status not in ("ok", "not run", "skipped")
         # A skipped cell leaves an earlier run's result in place: show it, saying where it came from.
@@ -195,6 +211,8 @@ class _Renderer:
             "cache": entry.get("state") if entry.get("state") in ("hit", "ran") else None,
             "earlier": show.when(result.get("finished")) if earlier else "",
             "duration": show.duration(result.get("duration_s")) if result else "",
+            "result": result or {}, "duration_s": (result or {}).get("duration_s"),
+            "started_at": (result or {}).get("started"), "finished_at": (result or {}).get("finished"),
             "code": self._highlight(cell.source, "python"), "deps": sorted(set(cell.deps)), "gpus": cell.gpus,
             "code_lines": len(cell.source.rstrip("\n").splitlines()),
             "collapse_code": cell.collapse_code, "collapse_output": cell.collapse_output,
@@ -205,6 +223,20 @@ class _Renderer:
             "artifacts": self._artifacts(cell_dir / "artifacts", result, files, problems) if shown else [],
         }
         # fmt: on
+
+    def _raw_download(self, data, run_dir: Path, page_dir: Path, problems: list[str]) -> dict:
+        """One zip of the run's machine-readable files beside the page."""
+        if not data.raw:
+            return {}
+        rel = PurePosixPath(run_dir.name, "raw-data.zip")
+        count, left_out = sitedata.write_raw_zip(data, run_dir, page_dir / rel)
+        if left_out:
+            problems.append(
+                f"raw-data.zip leaves out {', '.join(left_out)}: over {show.human_size(sitedata.MAX_RAW_BYTES)}"
+                " in all; they are in outputs/"
+            )
+        size = show.human_size((page_dir / rel).stat().st_size)
+        return {"href": "/".join(quote(p) for p in rel.parts), "files": count, "size": size}
 
     # ---- pieces ----
 
@@ -225,17 +257,16 @@ class _Renderer:
         return str(self._highlight(code, language))
 
     def _text(self, path: Path, files: tuple[Path, PurePosixPath]) -> dict | None:
-        """stdout/stderr: the last lines shown, the earlier ones folded; a huge file is linked."""
+        """stdout/stderr as a terminal showed them: the last lines shown, the earlier ones folded; a
+        long file is linked (a copy, or the file in outputs/ when it is too large to copy)."""
         if not path.exists() or path.stat().st_size == 0:
             return None
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if len(text) <= MAX_TEXT_CHARS:
-            return {**split_tail(text), "omitted": 0, "href": ""}
-        return {
-            **split_tail(text[-MAX_TEXT_CHARS:]),
-            "omitted": len(text) - MAX_TEXT_CHARS,
-            "href": _copy(path, files, path.name),
-        }
+        text, omitted = show.read_tail(path, MAX_TEXT_CHARS)
+        text = terminal_text(text)
+        if not omitted:
+            return {**split_tail(text), "omitted": 0, "href": "", "large": ""}
+        href, large = _copy(path, files, path.name)
+        return {**split_tail(text), "omitted": omitted, "href": href, "large": large}
 
     def _artifacts(self, art_dir: Path, result: dict, files, problems: list[str]) -> list[dict]:
         listed = result.get("artifacts")
@@ -255,7 +286,11 @@ class _Renderer:
                     f"{art_dir.parent / 'result.json'}: artifact {rel!r} is not a file in artifacts/"
                 )
                 continue
-            view = artifact_view(src, str(pure), _copy(src, files, str(pure)))
+            href, large = _copy(src, files, str(pure))
+            if large:
+                problems.append(f"{src}: {large}")
+            view = artifact_view(src, str(pure), href)
+            view["large"] = large
             if view["kind"] == "markdown":
                 view["html"] = self.Markup(self.md.render(view.pop("text"), {"artifact": True}))
             views.append(view)
@@ -269,14 +304,25 @@ class _Renderer:
         return sorted(views, key=lambda view: ARTIFACT_ORDER.index(view["kind"]))
 
 
-def _copy(src: Path, files: tuple[Path, PurePosixPath], rel: str) -> str:
-    """Copy a file to <page dir>/<label>/files/<cell>/<rel>; return its href relative to the page."""
+def _copy(src: Path, files: tuple[Path, PurePosixPath], rel: str) -> tuple[str, str]:
+    """Copy a file to <page dir>/<label>/files/<cell>/<rel>; return its href relative to the page and
+    "" — or, for a file over MAX_COPY_BYTES, a link to it in outputs/ and a warning (no copy: one
+    large artifact would otherwise make the whole site that large)."""
     page_dir, base = files
+    size = src.stat().st_size
+    if size > MAX_COPY_BYTES:
+        href = os.path.relpath(src.resolve(), page_dir.resolve())
+        warning = (
+            f"{show.human_size(size)}: over the site's {show.human_size(MAX_COPY_BYTES)} limit, not copied "
+            f"into the site; linked where it lies in outputs/ (the link works while the site sits "
+            f"beside outputs/)"
+        )
+        return "/".join(quote(part) for part in PurePosixPath(Path(href).as_posix()).parts), warning
     target = base / rel
     dest = page_dir / target
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
-    return "/".join(quote(part) for part in target.parts)
+    return "/".join(quote(part) for part in target.parts), ""
 
 
 def _is_run_dir(path: Path) -> bool:
@@ -372,19 +418,17 @@ def _pygments_css() -> str:
     )
 
 
-def _read_json(path: Path, problems: list[str]) -> dict | None:
+def _read_record(load, folder: Path, problems: list[str]) -> dict | None:
+    """run.json or result.json through its typed record (store.py), as the dict the views read;
+    None, with the problem named, when it is not a valid record."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        problems.append(f"{path} is missing")
+        record = load(folder)
+    except RecordError as err:
+        problems.append(str(err))
         return None
-    except (OSError, ValueError) as err:
-        problems.append(f"{path}: unreadable JSON ({err})")
-        return None
-    if not isinstance(value, dict):
-        problems.append(f"{path}: expected a JSON object, found {type(value).__name__}")
-        return None
-    return value
+    if record is None and load is load_run:
+        problems.append(f"{folder / 'run.json'} is missing")
+    return record.to_json() if record is not None else None
 
 
 def _ordered(counts: Counter) -> list[str]:

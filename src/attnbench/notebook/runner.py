@@ -4,17 +4,23 @@ Cells start in topological order. On a machine with a visible GPU every cell run
 may time something on the GPU, and timings must not share it); without a GPU up to `-j N` cells
 run at once. A failed cell does not stop cells that do not depend on it; its dependents are
 `skipped` with the reason.
+
+Before any cell starts, the run locks the run folder of every notebook it writes into (runlock.py;
+a second run of the same notebook and label waits, saying who holds it), removes what killed runs
+left there (`.tmp-*`) and checks the stored records, so a bad --outputs, a locked folder or a broken
+result.json is an exit 2 with nothing run.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.notebook import store
+from attnbench.notebook import provenance, store
 from attnbench.notebook.execute import KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.launchers import (
     LaunchError,
@@ -25,20 +31,16 @@ from attnbench.notebook.launchers import (
 )
 from attnbench.notebook.materialise import materialise
 from attnbench.notebook.plan import NodeId, node_name
+from attnbench.notebook.runlock import LockBusy, Locks
 from attnbench.notebook.session import Session, SetupError
+from attnbench.notebook.store import CellEntry, CellResult, RecordError, RunRecord, Status
 
-STATE_WORDS = {
-    "failed": "failed",
-    "timeout": "timed out",
-    "interrupted": "was interrupted",
-    "skipped": "was skipped",
-    "missing-deps": "lacks deps",
-}
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
 
 
 @dataclass
 class CellState:
-    state: str  # waiting | hit | running | ran | failed | timeout | interrupted | skipped | missing-deps
+    state: Status  # WAITING, RUNNING, HIT, RAN or one of the BAD_STATES
     reason: str = ""
     duration_s: float | None = None
 
@@ -51,6 +53,8 @@ class Runner:
         self.states: dict[NodeId, CellState] = {}
         self.running: dict[NodeId, tuple[CellProcess, store.StagedCell, dict]] = {}
         self.scripts: dict[NodeId, Path] = {}
+        self.previous: dict[str, RunRecord | None] = {}  # run.json of each notebook before this run
+        self.lock_fds: tuple[int, ...] = ()
         self.grace = session.options.kill_grace if session.options.kill_grace is not None else KILL_GRACE_S
 
     # --- public ---------------------------------------------------------------------------------
@@ -67,22 +71,70 @@ class Runner:
         if opts.force:
             forced |= {n for n in order if n[0] in self.graph.named}
         self._check_launchers(order)
+        locks = self._lock(order)
+        try:
+            self.lock_fds = locks.fds
+            self._tidy(order)
+            for name in dict.fromkeys(n[0] for n in order):
+                for cell_id, path in materialise(self.graph.notebooks[name], self.session.root).items():
+                    self.scripts[(name, cell_id)] = path
+            return self._run_locked(order, forced)
+        finally:
+            locks.release()
+
+    def _lock(self, order: list[NodeId]) -> Locks:
+        """Lock the run folder of every notebook this run writes into; also where a bad --outputs
+        (a file, a read-only folder) is found, before anything is written."""
+        folders = [self.session.run_dir(name) for name in dict.fromkeys(n[0] for n in order)]
+
+        def notify(message: str) -> None:
+            print(f"attnbench run: {message}", file=sys.stderr, flush=True)
+
+        try:
+            return Locks().acquire(folders, timeout=self.session.options.lock_timeout, notify=notify)
+        except LockBusy as e:
+            raise SetupError(str(e)) from None
+        except OSError as e:
+            where = e.filename or self.session.outputs
+            raise SetupError(
+                f"cannot write the outputs folder {self.session.outputs}: {where}: {e.strerror}"
+            ) from None
+
+    def _tidy(self, order: list[NodeId]) -> None:
+        """Remove what killed runs left in the locked run folders, and read every record this run
+        depends on: a broken one stops the run here, naming the file, before any cell starts."""
+        session = self.session
         for name in dict.fromkeys(n[0] for n in order):
-            for cell_id, path in materialise(self.graph.notebooks[name], self.session.root).items():
-                self.scripts[(name, cell_id)] = path
+            for leftover in store.leftovers(session.outputs, name, session.label):
+                store.remove(leftover)
+        try:
+            for name in dict.fromkeys(n[0] for n in order):
+                self.previous[name] = store.load_run(session.run_dir(name))
+            for node in order:
+                session.judge(node)
+        except RecordError as e:
+            raise SetupError(f"{e} (fix or delete it; nothing was run)") from None
+
+    def _run_locked(self, order: list[NodeId], forced: set[NodeId]) -> int:
         self.started = store.now_iso()
         self.progress.begin(self._header(), [(n, self._name(n)) for n in order])
         previous = _on_stop_signals(_raise_interrupt)
-        code = 130
+        code, error = 130, None
         try:
             self._loop(order, forced)
-            code = 1 if any(st.state in store.BAD_STATES for st in self.states.values()) else 0
+            code = 1 if any(st.state.bad for st in self.states.values()) else 0
         except KeyboardInterrupt:
-            self._interrupt_all()
+            self._stop_all(INTERRUPTED)
+        except BaseException as e:  # the engine's own failure (disk full, a bug): end the cells first
+            code, error = 2, e
+            self._stop_all(f"interrupted: the engine stopped ({type(e).__name__}: {e})")
+            raise
         finally:
             _restore_signals(previous)
-            self._write_runs(order)
-            self.progress.end(self._summary(order, code))
+            try:
+                self._write_runs(order)
+            finally:
+                self.progress.end(self._summary(order, code, error))
         return code
 
     # --- scheduling -----------------------------------------------------------------------------
@@ -94,15 +146,17 @@ class Runner:
             for node in list(pending):
                 ups = [up for _, up in self.graph.upstream[node]]
                 if any(
-                    up not in self.states or self.states[up].state in ("waiting", "running") for up in ups
+                    up not in self.states or self.states[up].state in (Status.WAITING, Status.RUNNING)
+                    for up in ups
                 ):
                     continue
-                bad = [up for up in ups if self.states[up].state in store.BAD_STATES]
+                bad = [up for up in ups if self.states[up].state.bad]
                 if bad:
-                    words = STATE_WORDS[self.states[bad[0]].state]
-                    self._set(node, CellState("skipped", f"upstream {self._name(bad[0], node[0])} {words}"))
-                elif node not in forced and self._is_hit(node):
-                    self._set(node, CellState("hit"))
+                    words = self.states[bad[0]].state.words
+                    why = f"upstream {self._name(bad[0], node[0])} {words}"
+                    self._set(node, CellState(Status.SKIPPED, why))
+                elif node not in forced and self.session.judge(node).current:
+                    self._set(node, CellState(Status.HIT))
                 elif len(self.running) >= capacity:
                     break
                 else:
@@ -119,10 +173,6 @@ class Runner:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
 
-    def _is_hit(self, node: NodeId) -> bool:
-        result = store.read_result(self.session.cell_dir(node)) or {}
-        return result.get("status") == "ok" and result.get("key") == self.session.keys[node].key
-
     def _check_launchers(self, order: list[NodeId]) -> None:
         """A bad torchrun setting (several nodes, no rendezvous) stops the run before any cell starts."""
         opts = self.session.options
@@ -136,13 +186,14 @@ class Runner:
 
     def _launch(self, node: NodeId) -> None:
         session, opts, cell = self.session, self.session.options, self.graph.cell(node)
-        meta = {"started": store.now_iso(), "command": [], "launcher": ""}
+        # The key as of now: what the upstream cells stored (they have all finished) is in it.
+        meta = {"started": store.now_iso(), "command": [], "launcher": "", "key": session.judge(node).key}
         staged = store.StagedCell(session.run_dir(node[0]), cell.id)
         if session.interpreter is not None:
             missing = missing_deps(cell, session.interpreter)
             if missing:
                 reason = f"missing in {opts.env.shown()}: {', '.join(missing)}"
-                self._finish(node, staged, meta, Finished(None, "missing-deps", reason, 0.0))
+                self._finish(node, staged, meta, Finished(None, Status.MISSING_DEPS, reason, 0.0))
                 return
         inputs = [
             (need, store.artifacts_dir(session.outputs, up[0], session.label, up[1]))
@@ -160,6 +211,7 @@ class Runner:
             src_dir=session.src_dir,
         )
         env["ATTNBENCH_OUTPUTS"] = str(session.outputs)
+        env["ATTNBENCH_WORKDIR"] = str(staged.artifacts)  # the script's prelude stays in it
         script = self.scripts[node]
         argv, meta["launcher"] = cell_command(opts.env, str(script), cell.gpus, opts.dist, os.environ)
         shown_python = opts.env.shown() if opts.env.kind == "python" else None
@@ -176,55 +228,62 @@ class Runner:
                 timeout=cell.timeout,
                 grace=self.grace,
                 setup=setup_command(opts.env, str(script)),
+                hold_fds=self.lock_fds,
             )
         except OSError as e:
-            self._finish(node, staged, meta, Finished(None, "failed", f"cannot start {argv[0]}: {e}", 0.0))
+            reason = f"cannot start {argv[0]}: {e}"
+            self._finish(node, staged, meta, Finished(None, Status.FAILED, reason, 0.0))
             return
         self.running[node] = (proc, staged, meta)
-        self._set(node, CellState("running"))
+        self._set(node, CellState(Status.RUNNING))
 
     def _finish(self, node: NodeId, staged: store.StagedCell, meta: dict, finished: Finished) -> None:
         session, cell = self.session, self.graph.cell(node)
-        key = session.keys[node]
+        key = meta["key"]
         if not staged.stdout.exists():  # never started: say why where the output would be
             staged.stdout.write_text("")
             staged.stderr.write_text(finished.reason + "\n")
-        artifacts = staged.keep_only(cell.outputs)
-        result = {
-            "cell": cell.id,
-            "notebook": node[0],
-            "label": session.label,
-            "status": finished.status,
-            "reason": finished.reason,
-            "key": key.key,
-            "key_parts": key.parts,
-            "params": session.params[node[0]],
-            "started": meta["started"],
-            "finished": store.now_iso(),
-            "duration_s": round(finished.duration_s, 3),
+        setup_s = meta.get("env_setup_s")
+        result = CellResult(
+            cell=cell.id,
+            notebook=node[0],
+            label=session.label,
+            status=finished.status,
+            reason=finished.reason,
+            key=key.key,
+            key_parts=key.parts,
+            params=session.params[node[0]],
+            started=meta["started"],
+            finished=store.now_iso(),
+            duration_s=round(finished.duration_s, 3),
             # uv mode: `uv sync --script` before the cell; not part of its timeout
-            "env_setup_s": None if meta.get("env_setup_s") is None else round(meta["env_setup_s"], 3),
-            "returncode": finished.returncode,
-            "command": meta["command"],
-            "gpus": cell.gpus,
-            "env": {
+            env_setup_s=None if setup_s is None else round(setup_s, 3),
+            returncode=finished.returncode,
+            command=meta["command"],
+            gpus=cell.gpus,
+            env={
                 "kind": session.options.env.kind,
                 "python": session.envs[node].get("python"),
                 "launcher": meta["launcher"],
             },
-            "artifacts": artifacts,
-        }
+            artifacts=staged.keep_only(cell.outputs),
+            code=provenance.code_version(session.root),  # the commit that produced this result
+        )
         staged.commit(result)
-        state = "ran" if finished.status == "ok" else finished.status
+        session.forget()  # what this cell stored changes its dependents' keys
+        state = Status.RAN if finished.status == Status.OK else finished.status
         self._set(node, CellState(state, finished.reason, finished.duration_s))
 
-    def _interrupt_all(self) -> None:
+    def _stop_all(self, reason: str) -> None:
+        """End every running cell (Ctrl-C, a stop signal, an engine error); each is stored as
+        interrupted with `reason`."""
         running = list(self.running.items())
         self.running.clear()
         for _, (proc, _, _) in running:
             proc.terminate()  # every group gets SIGTERM now, so their grace periods overlap
         for node, (proc, staged, meta) in running:
             finished = proc.interrupt()
+            finished.reason = reason
             meta["env_setup_s"] = proc.setup_s
             self._finish(node, staged, meta, finished)
 
@@ -236,39 +295,57 @@ class Runner:
 
     def _write_runs(self, order: list[NodeId]) -> None:
         """run.json and notebook.md per notebook. A run where every cell of a notebook was a cache hit
-        leaves its run.json unchanged, so committed outputs do not churn."""
+        leaves its run.json unchanged, so committed outputs do not churn. A cell this run did not
+        reach keeps its entry, marked stale with the reason when its result is no longer current
+        (`run --cell bench` leaves plot built on the old bench: the site must not show it as current)."""
         for name in dict.fromkeys(n[0] for n in order):
             notebook = self.graph.notebooks[name]
             folder = self.session.run_dir(name)
-            previous = store.read_run(folder) or {}
-            old_cells = previous.get("cells") or {}
-            cells: dict[str, dict] = {}
+            previous = self.previous.get(name)
+            old_cells = previous.cells if previous else {}
+            cells: dict[str, CellEntry] = {}
             for node in (n for n in order if n[0] == name and n in self.states):
                 st = self.states[node]
-                if st.state == "hit" and (old_cells.get(node[1]) or {}).get("state") in ("hit", "ran"):
-                    cells[node[1]] = old_cells[node[1]]
-                elif st.state not in ("waiting", "running"):
-                    cells[node[1]] = {"state": st.state, "reason": st.reason}
+                old = old_cells.get(node[1])
+                if st.state == Status.HIT and old is not None and old.state in (Status.HIT, Status.RAN):
+                    cells[node[1]] = CellEntry(old.state, old.reason)
+                elif st.state not in (Status.WAITING, Status.RUNNING):
+                    cells[node[1]] = CellEntry(st.state, st.reason)
             if not cells:
                 continue
-            nothing_ran = all(self.states[(name, c)].state == "hit" for c in cells)
-            run = {
-                "notebook": name,
-                "title": notebook.title,
-                "label": self.session.label,
-                "started": previous.get("started") if nothing_ran and previous else self.started,
-                "finished": previous.get("finished") if nothing_ran and previous else store.now_iso(),
-                "params": self.session.params[name],
-                "machine": self.session.machine_summary(),
-                "env": self.session.env_summary(),
-            }
-            order_ids = [c.id for c in notebook.cells]
-            merged = {cid: cells.get(cid) or old_cells.get(cid) for cid in order_ids}
-            data = {**run, "cells": {cid: e for cid, e in merged.items() if e is not None}}
-            store.write_run(folder, data)
+            nothing_ran = all(self.states[(name, c)].state == Status.HIT for c in cells)
+            kept = previous is not None and nothing_ran
+            merged: dict[str, CellEntry] = {}
+            for c in notebook.cells:
+                entry = cells.get(c.id) or self._unreached(name, c.id, old_cells.get(c.id))
+                if entry is not None:
+                    merged[c.id] = entry
+            run = RunRecord(
+                notebook=name,
+                title=notebook.title,
+                label=self.session.label,
+                started=previous.started if kept and previous else self.started,
+                finished=previous.finished if kept and previous else store.now_iso(),
+                params=self.session.params[name],
+                machine=self.session.machine_summary(),
+                env=self.session.env_summary(),
+                cells=merged,
+            )
+            store.write_run(folder, run)
             snapshot = folder / store.SNAPSHOT_FILE
             if not snapshot.is_file() or snapshot.read_text() != notebook.text:
                 store.write_text_atomic(snapshot, notebook.text)
+
+    def _unreached(self, notebook: str, cell_id: str, old: CellEntry | None) -> CellEntry | None:
+        """The entry of a cell this run did not reach: the old one, with why it is stale, if it is."""
+        if old is None or old.state not in (Status.HIT, Status.RAN):
+            return old
+        try:
+            judged = self.session.judge((notebook, cell_id))
+        except RecordError as e:
+            return CellEntry(old.state, old.reason, stale=str(e))
+        stale = "; ".join(judged.reasons) if judged.stored is not None else "its result.json is missing"
+        return CellEntry(old.state, old.reason, stale)
 
     # --- words ----------------------------------------------------------------------------------
 
@@ -282,13 +359,15 @@ class Runner:
         names = ", ".join(self.graph.named)
         return f"attnbench run {names} · label {self.session.label} · env {env['interpreter']} (python {env['python']})"
 
-    def _summary(self, order: list[NodeId], code: int) -> str:
+    def _summary(self, order: list[NodeId], code: int, error: BaseException | None) -> str:
         counts: dict[str, int] = {}
         for node in order:
-            state = self.states.get(node, CellState("not started")).state
+            state = self.states[node].state if node in self.states else "not started"
             counts[state] = counts.get(state, 0) + 1
         parts = ", ".join(f"{n} {state}" for state, n in counts.items())
         tail = " (interrupted)" if code == 130 else ""
+        if error is not None:
+            tail = f" (stopped by an error: {type(error).__name__}: {error})"
         return f"{len(order)} cells: {parts}{tail}"
 
 

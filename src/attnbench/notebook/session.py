@@ -1,5 +1,7 @@
 """Everything a run or a status check needs before any cell starts: graph, params, machine,
-interpreter, label and every cell's cache key. Any problem here stops the command (exit 2)."""
+interpreter and label; and each cell's cache key and verdict on its stored result (Judgment), worked
+out when asked, since a key depends on what the upstream cells stored. Any problem in prepare()
+stops the command (exit 2)."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from attnbench.notebook.plan import (
     Graph,
     NodeId,
     SourceIndex,
-    cache_keys,
+    cell_key,
     load_graph,
     resolve_params,
+    stale_reasons,
 )
+from attnbench.notebook.store import CellResult, Status
 
 
 @dataclass
@@ -36,6 +40,26 @@ class Options:
     jobs: int = 1
     dist: DistOptions = field(default_factory=DistOptions)
     kill_grace: float | None = None
+    lock_timeout: float | None = None  # None: wait for another run of the notebook and label to end
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A cell's key now, and whether its stored result (if any) is current under it."""
+
+    key: CacheKey
+    stored: CellResult | None
+    reasons: list[str]  # why the stored result is not current; [] when it is (or none is stored)
+
+    @property
+    def current(self) -> bool:
+        return self.stored is not None and self.stored.status == Status.OK and not self.reasons
+
+    @property
+    def effective_key(self) -> str:
+        """What dependents key on: the stored result's key while it is current (a result stored by
+        an older engine keeps its key), else the key the cell will be stored under."""
+        return self.stored.key if self.current and self.stored is not None else self.key.key
 
 
 @dataclass
@@ -49,8 +73,41 @@ class Session:
     interpreter: Interpreter | None  # python mode: the probed interpreter
     params: dict[str, dict[str, Any]]  # resolved, per notebook
     envs: dict[NodeId, dict[str, Any]]  # the env part of each cell's key
-    keys: dict[NodeId, CacheKey]
+    sources: SourceIndex
     src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
+    _judged: dict[NodeId, Judgment] = field(default_factory=dict)
+    _attnbench: dict[NodeId, str] = field(default_factory=dict)
+
+    def judge(self, node: NodeId) -> Judgment:
+        """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
+        its stored result is current. Remembered until forget(); RecordError on a bad result.json."""
+        if node not in self._judged:
+            cell = self.graph.cell(node)
+            ups = [(str(need), up, self.judge(up)) for need, up in self.graph.upstream[node]]
+            if node not in self._attnbench:
+                self._attnbench[node] = self.sources.hash_for(cell.source)
+            key = cell_key(
+                cell,
+                self.params[node[0]],
+                {need: judged.effective_key for need, _, judged in ups},
+                self._attnbench[node],
+                self.envs[node],
+                self.machine.fingerprint,
+                inputs={need: store.artifacts_digest(self.cell_dir(up)) for need, up, _ in ups},
+            )
+            stored = store.load_result(self.cell_dir(node))
+            reasons = []
+            if stored is not None:
+                finished = {
+                    need: judged.stored.finished if judged.stored else None for need, _, judged in ups
+                }
+                reasons = stale_reasons(stored, key, self.params[node[0]], finished)
+            self._judged[node] = Judgment(key, stored, reasons)
+        return self._judged[node]
+
+    def forget(self) -> None:
+        """After a cell ran: what is stored changed, so every judgment is worked out again."""
+        self._judged.clear()
 
     def run_dir(self, notebook: str) -> Path:
         return store.run_dir(self.outputs, notebook, self.label)
@@ -93,6 +150,8 @@ def prepare(paths: list[Path], options: Options) -> Session:
     params = resolve_params(graph, options.params)
     root = store.find_root(graph.notebooks[graph.named[0]].path)
     outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"
+    if outputs.exists() and not outputs.is_dir():
+        raise SetupError(f"--outputs {options.outputs or outputs}: is a file, not a folder")
     machine = machine_mod.detect_machine()
     try:
         label = store.check_label(options.label or machine_mod.detect_label())
@@ -135,7 +194,5 @@ def prepare(paths: list[Path], options: Options) -> Session:
                 envs[node] = {"kind": "uv", "python": versions[wanted]}
     except (ProbeError, LaunchError) as e:
         raise SetupError(str(e)) from None
-    keys = cache_keys(
-        graph, all_nodes, params, SourceIndex.of(package_dir), envs.__getitem__, machine.fingerprint
-    )
-    return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, keys, src_dir)
+    sources = SourceIndex.of(package_dir)
+    return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, sources, src_dir)

@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 from attnbench.notebook import store
-from attnbench.notebook.plan import stale_reasons
 from attnbench.notebook.session import Session
+from attnbench.notebook.store import Status
 
 
-def cell_statuses(session: Session, notebook: str) -> list[tuple[str, str, str]]:
-    """[(cell id, state, why)] in notebook order; state is cached | stale | failed | timeout |
-    interrupted | missing-deps | not run."""
-    run = store.read_run(session.run_dir(notebook)) or {}
-    entries = run.get("cells") or {}
+def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:
+    """[(cell id, state, why)] in notebook order; state is CACHED, STALE, NOT_RUN or the stored
+    result's failure (FAILED, TIMEOUT, INTERRUPTED, MISSING_DEPS). RecordError on a broken record."""
+    run = store.load_run(session.run_dir(notebook))
+    entries = run.cells if run else {}
     rows = []
     for node in session.graph.nodes(notebook):
-        key = session.keys[node]
-        result = store.read_result(session.cell_dir(node))
+        judged = session.judge(node)
+        result = judged.stored
         if result is None:
-            entry = entries.get(node[1]) or {}
-            why = f"{entry['state']}: {entry.get('reason', '')}" if entry.get("state") == "skipped" else ""
-            rows.append((node[1], "not run", why))
-            continue
-        reasons = stale_reasons(result, key, result.get("params"), session.params[notebook])
-        status = result.get("status")
-        if status == "ok":
-            rows.append((node[1], "stale" if reasons else "cached", "; ".join(reasons)))
+            entry = entries.get(node[1])
+            why = f"{entry.state}: {entry.reason}" if entry and entry.state == Status.SKIPPED else ""
+            rows.append((node[1], Status.NOT_RUN, why))
+        elif result.status == Status.OK:
+            state = Status.STALE if judged.reasons else Status.CACHED
+            rows.append((node[1], state, "; ".join(judged.reasons)))
         else:
-            why = result.get("reason") or ""
-            if reasons:
-                why += f" (and stale: {'; '.join(reasons)})"
-            rows.append((node[1], status or "unknown", why))
+            why = result.reason + (f" (and stale: {'; '.join(judged.reasons)})" if judged.reasons else "")
+            rows.append((node[1], result.status, why))
     return rows

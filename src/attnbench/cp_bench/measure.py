@@ -1,0 +1,454 @@
+"""One benchmark row of context-parallel attention, measured the same way on every rank.
+
+Protocol for one row (`measure`):
+  1. Inputs: random shards [batch, heads, seq_len/world, head_dim] on every rank (no layout needed:
+     timing does not depend on values).
+  2. Rehearsal: one call (fwd or fwd+bwd) with every transfer replaced by a local copy
+     (comm.rehearsal), so each rank allocates what the real run will, without waiting on peers. An
+     out-of-memory on any rank is agreed through one all_reduce and becomes an `oom` row on all ranks,
+     instead of a real run leaving peers blocked in a P2P exchange. torch_cp cannot rehearse (its
+     communication is inside PyTorch); bench.run_sweep skips it where its peak memory, extrapolated
+     from a shorter length, would not fit.
+  3. Warm-up: `warmup` real calls, the first with the cross-rank input check (its wall time is
+     setup_ms: NCCL P2P connections are made lazily here). A failure of that first call on every
+     rank (e.g. an option PyTorch refuses) is agreed and becomes an `error`/`unsupported` row.
+  4. Timed repetitions: ranks align (all_reduce + synchronize), each times its call with CUDA events
+     (perf_counter on CPU), and the per-repetition MAX over ranks (all_reduce) is the sample: the
+     slowest rank. Stop after min_reps and min_time_s, or max_reps, or max_time_s. No L2 flush: the
+     working set is gigabytes, hundreds of times the L2.
+  5. TFLOP/s per GPU = FLOPs of the whole mask (bench.flops.attention_flops) / (median x world).
+     Peak memory = max over ranks of torch.cuda.max_memory_allocated during the timed calls, inputs
+     included.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from attnbench.bench.flops import attention_flops, tflops
+from attnbench.bench.results import Result, Workload
+from attnbench.bench.sweep import torch_dtype
+from attnbench.bench.timing import is_oom, quantile
+from attnbench.cp import attention, comm, get_strategy
+from attnbench.cp.double_ring import default_window
+from attnbench.cp.local import get_kernel
+from attnbench.cp.usp import default_degrees
+from attnbench.cp_bench.agree import (
+    OK,
+    OOM,
+    STATUS_NAMES,
+    AgreedFailure,
+    agree_max,
+    agree_sample,
+    align,
+    attempt,
+    outcome,
+    release,
+)
+
+
+class Call:
+    """One timed unit: fwd, fwd_bwd, or bwd (a fresh untimed forward precedes each timed backward)."""
+
+    def __init__(self, fn, pass_: str, q, k, v, dout):
+        self.fn, self.pass_, self.inputs, self.dout = fn, pass_, (q, k, v), dout
+        self.pending = None
+
+    def before(self, check_ranks: bool) -> None:
+        for t in self.inputs:
+            t.grad = None
+        if self.pass_ == "bwd":
+            self.pending = self.fn(*self.inputs, check_ranks)
+
+    def __call__(self, check_ranks: bool) -> None:
+        if self.pass_ == "fwd":
+            with torch.no_grad():
+                self.fn(*self.inputs, check_ranks)
+        elif self.pass_ == "fwd_bwd":
+            self.fn(*self.inputs, check_ranks).backward(self.dout)
+        else:
+            out, self.pending = self.pending, None
+            out.backward(self.dout)
+
+
+def time_once(call: Call, device) -> float:
+    """Milliseconds of one call on this rank (CUDA events; perf_counter on CPU)."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call(False)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    t0 = time.perf_counter()
+    call(False)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def time_reps(
+    call: Call, group, device, *, min_reps, max_reps, min_time_s, max_time_s, agree_failures=False
+) -> list[float]:
+    """Per repetition, the slowest rank's milliseconds; every rank returns the same list.
+
+    agree_failures, for calls with no communication inside (the single-GPU reference): a failure of one
+    rank's call is agreed together with the sample and AgreedFailure is raised on every rank, instead of
+    its peers waiting alone in the next collective. A CP call that fails mid-exchange leaves its peers
+    blocked before any agreement, so for CP the exception propagates (agree_failures=False).
+    """
+    samples: list[float] = []
+    while True:
+        status, message, ms = OK, "", 0.0
+        try:
+            call.before(False)
+        except Exception as exc:
+            if not agree_failures:
+                raise
+            status, message = outcome(exc)
+        align(group, device)
+        if status == OK:
+            try:
+                ms = time_once(call, device)
+            except Exception as exc:
+                if not agree_failures:
+                    raise
+                status, message = outcome(exc)
+        if agree_failures:
+            status, message, ms = agree_sample(status, message, ms, group)
+            if status != OK:
+                raise AgreedFailure(status, message)
+            samples.append(ms)
+        else:
+            samples.append(agree_max(ms, group))
+        total = sum(samples)
+        if len(samples) >= max_reps or total >= max_time_s * 1e3:
+            return samples
+        if len(samples) >= min_reps and total >= min_time_s * 1e3:
+            return samples
+
+
+def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
+    """The options a strategy will actually use, defaults filled in (for the row's label)."""
+    options = dict(options)
+    if strategy in ("double_ring", "burst") and options.get("window") is None:
+        options["window"] = default_window(group)
+    if strategy == "usp" and options.get("ulysses_degree") is None and options.get("ring_degree") is None:
+        options["ulysses_degree"], options["ring_degree"] = default_degrees(comm.group_size(group), heads)
+    return options
+
+
+def row(provider, workload, pass_, status, reason="", **fields) -> Result:
+    return Result(
+        provider=provider, family="cp", status=status, workload=workload, pass_=pass_, reason=reason, **fields
+    )
+
+
+def random_call(fn, pass_: str, shape, dtype: str, device, seed: int) -> Call:
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q, k, v, dout = (
+        torch.randn(shape, generator=gen, device=device, dtype=torch_dtype(dtype)) for _ in range(4)
+    )
+    for t in (q, k, v):
+        t.requires_grad_(pass_ != "fwd")
+    return Call(fn, pass_, q, k, v, dout)
+
+
+# Kernels other than the default ones (cuDNN on GPUs, the math kernel on CPUs) are named in the row's
+# provider, so one results file can hold the same strategy over several kernels: cp_zigzag+fa3.
+KERNEL_LABELS = {"flash_attn3": "fa3", "sdpa_flash": "flash2"}
+
+
+def strategy_label(strategy: str, kernel: str | None) -> str:
+    """The strategy as rows and tables name it: `zigzag` (default kernel) or `zigzag+fa3`."""
+    if kernel in (None, "cudnn", "cpu_math"):
+        return strategy
+    return f"{strategy}+{KERNEL_LABELS.get(kernel, kernel)}"
+
+
+def precheck(
+    spec, *, mask: str, seq_len: int, world: int, device, kernel, dtype: str = "bfloat16", head_dim: int = 128
+) -> tuple[str, str] | None:
+    """(status, reason) when a strategy cannot run this case at all, else None (measure and breakdown)."""
+    if mask not in ("causal", "full"):
+        return "unsupported", f"mask {mask}: CP strategies do causal and full"
+    reason = spec.unavailable(device, kernel)
+    if reason:
+        return "unavailable", reason
+    if kernel is not None and spec.name != "torch_cp":
+        reason = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
+        if reason:
+            return "unavailable", f"local kernel {kernel}: {reason}"
+    if seq_len % world:
+        return "unsupported", f"seq_len {seq_len} is not divisible by the world size {world}"
+    return None
+
+
+def cp_function(strategy: str, *, mask: str, group, kernel, options: dict):
+    """fn(q, k, v, check_ranks) -> out of the strategy (what Call times)."""
+
+    def fn(q, k, v, check_ranks):
+        return attention(
+            q,
+            k,
+            v,
+            strategy=strategy,
+            causal=mask == "causal",
+            group=group,
+            kernel=kernel,
+            check_ranks=check_ranks,
+            **options,
+        )[0]
+
+    return fn
+
+
+def _summary(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {
+        "ms_median": quantile(ordered, 0.5),
+        "ms_p20": quantile(ordered, 0.2),
+        "ms_p80": quantile(ordered, 0.8),
+        "reps": len(samples),
+    }
+
+
+def measure(
+    strategy: str,
+    *,
+    seq_len: int,
+    mask: str = "causal",
+    pass_: str = "fwd_bwd",
+    batch: int = 1,
+    heads: int = 40,
+    head_dim: int = 128,
+    dtype: str = "bfloat16",
+    kernel: str | None = None,
+    group=None,
+    options: dict | None = None,
+    warmup: int = 1,
+    min_reps: int = 3,
+    max_reps: int = 20,
+    min_time_s: float = 1.0,
+    max_time_s: float = 60.0,
+    seed: int = 0,
+    env: str = "",
+) -> Result:
+    """Time one strategy on `seq_len` total tokens over the group; the same Result on every rank."""
+    options = dict(options or {})
+    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
+    workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
+    spec = get_strategy(strategy)
+    provider = f"cp_{strategy_label(strategy, kernel)}"
+    extra = {
+        "world_size": world,
+        "seq_per_gpu": seq_len // world,
+        "kernel": kernel or ("cudnn" if device.type == "cuda" else "cpu_math"),
+        "options": options,
+        "backend": dist.get_backend(group),
+        "rehearsal": spec.rehearsable,
+        "timing": "per repetition, max over ranks (slowest rank)",
+        "peak_mem": "max over ranks of max_memory_allocated, inputs included",
+    }
+    refused = precheck(
+        spec,
+        mask=mask,
+        seq_len=seq_len,
+        world=world,
+        device=device,
+        kernel=kernel,
+        dtype=dtype,
+        head_dim=head_dim,
+    )
+    if refused:
+        return row(provider, workload, pass_, *refused, env=env, extra=extra)
+
+    options = resolved_options(strategy, group, heads, options)
+    extra["options"] = options
+    fn = cp_function(strategy, mask=mask, group=group, kernel=kernel, options=options)
+
+    state: dict = {}
+
+    def make_inputs():
+        state["call"] = random_call(
+            fn, pass_, (batch, heads, seq_len // world, head_dim), dtype, device, seed * 1000 + rank
+        )
+
+    def rehearse():
+        with comm.rehearsal():
+            state["call"].before(True)
+            state["call"](True)
+
+    def first_real_call():
+        state["setup_start"] = time.perf_counter()
+        state["call"].before(True)
+        state["call"](True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
+    for step in steps:  # each step ends with an agreement, so no rank runs ahead into a collective
+        status, message = attempt(step, group)
+        if status != OK:
+            state.clear()
+            release(device)
+            where = (
+                {
+                    rehearse: " (in the communication-free rehearsal)",
+                    first_real_call: " (in the first real call)",
+                }.get(step, "")
+                if status == OOM
+                else ""
+            )
+            return row(
+                provider, workload, pass_, STATUS_NAMES[status], f"{message}{where}", env=env, extra=extra
+            )
+    call = state["call"]
+    try:
+        for _ in range(max(warmup, 1) - 1):
+            call.before(False)
+            call(False)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        samples = time_reps(
+            call,
+            group,
+            device,
+            min_reps=min_reps,
+            max_reps=max_reps,
+            min_time_s=min_time_s,
+            max_time_s=max_time_s,
+        )
+        peak = (
+            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
+        )
+    except Exception as exc:
+        if is_oom(exc):
+            raise RuntimeError(
+                f"{strategy}: out of memory on rank {rank} in the real run after the "
+                f"rehearsal passed; peers may be blocked in communication"
+            ) from exc
+        raise
+    finally:
+        call = None
+        state.clear()
+        release(device)
+    stats = _summary(samples)
+    return row(
+        provider,
+        workload,
+        pass_,
+        "ok",
+        **stats,
+        tflops=tflops(attention_flops(workload, pass_) / world, stats["ms_median"]),  # per GPU
+        peak_mem_bytes=peak,
+        setup_ms=setup_ms,
+        timer="cuda_event" if device.type == "cuda" else "perf_counter",
+        env=env,
+        extra=extra,
+    )
+
+
+def measure_reference(
+    seq_len: int,
+    *,
+    mask: str = "causal",
+    pass_: str = "fwd_bwd",
+    batch: int = 1,
+    heads: int = 40,
+    head_dim: int = 128,
+    dtype: str = "bfloat16",
+    kernel: str = "cudnn",
+    group=None,
+    min_reps: int = 3,
+    max_reps: int = 20,
+    min_time_s: float = 1.0,
+    max_time_s: float = 60.0,
+    env: str = "",
+) -> Result:
+    """Single-GPU attention on `seq_len` tokens (e.g. the CP per-GPU tokens) with `kernel`: SDPA pinned to
+    cudnn | sdpa_flash, or FlashAttention-3's public flash_attn_func (flash_attn3).
+
+    Every rank runs it alone on its own GPU at the same time (no communication); the slowest is reported.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    device = comm.comm_device(group)
+    workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
+    backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
+    if device.type != "cuda" or kernel not in (*backends, "flash_attn3"):
+        kernel = "math"  # SDPA's math backend: the CPU smoke runs
+    chosen = backends.get(kernel, [SDPBackend.MATH])
+    provider = f"single_gpu_{kernel}"
+    extra = {"world_size": 1, "ran_on": "every GPU of the job at once, slowest reported", "kernel": kernel}
+    causal = mask == "causal"
+
+    if kernel == "flash_attn3":
+        why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
+        if why:
+            return row(provider, workload, pass_, "unavailable", why, env=env, extra=extra)
+        from flash_attn_interface import flash_attn_func
+
+        def fn(q, k, v, _check):  # FA3 reads the bshd views' strides: no copies in the timed call
+            out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
+            return (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+    else:
+
+        def fn(q, k, v, _check):
+            with sdpa_kernel(chosen):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    state: dict = {}
+
+    def first_call():
+        state["call"] = random_call(
+            fn, pass_, (batch, heads, seq_len, head_dim), dtype, device, dist.get_rank()
+        )
+        state["call"].before(False)
+        state["call"](False)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    status, message = attempt(first_call, group)
+    if status != OK:
+        state.clear()
+        release(device)
+        return row(provider, workload, pass_, STATUS_NAMES[status], message, env=env, extra=extra)
+    try:
+        samples = time_reps(
+            state["call"],
+            group,
+            device,
+            min_reps=min_reps,
+            max_reps=max_reps,
+            min_time_s=min_time_s,
+            max_time_s=max_time_s,
+            agree_failures=True,  # no communication inside the call: a failure on one rank is agreed
+        )
+        peak = (
+            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
+        )
+    except AgreedFailure as failure:
+        reason = f"{failure.message} (in the timed repetitions)"
+        return row(provider, workload, pass_, STATUS_NAMES[failure.status], reason, env=env, extra=extra)
+    finally:
+        state.clear()
+        release(device)
+    stats = _summary(samples)
+    return row(
+        provider,
+        workload,
+        pass_,
+        "ok",
+        **stats,
+        tflops=tflops(attention_flops(workload, pass_), stats["ms_median"]),
+        peak_mem_bytes=peak,
+        timer="cuda_event" if device.type == "cuda" else "perf_counter",
+        env=env,
+        extra=extra,
+    )

@@ -1,0 +1,291 @@
+"""Matplotlib figures of a sweep (SVG): latency and TFLOP/s against sequence length, one line per provider.
+
+How a reader tells the lines apart: one colour per provider *family* (sdpa, flash_attn3, xformers, ...),
+and within a family one line style and marker per variant (sdpa_cudnn solid circles, sdpa_flash dashed
+squares, ...). The shared legend lists providers fastest first. Quantised kernels (int8/fp8, judged
+with the looser quantised tolerance) are labelled "(quantised)"; `incorrect` rows are drawn thin and
+grey with crosses, labelled "(incorrect)", so a wrong-but-fast kernel is visible but never mistaken for
+a result. A provider that could not run at some shapes (oom, unsupported, error) gets a cross at the
+bottom of the panel at those shapes, in its colour. Everything that did not run is returned as rows
+for a table under the figure (`not_run_markdown`), not drawn inside it.
+
+The figures have a transparent background and mid-tone text, so they read on a light and a dark page.
+CPU timings (perf_counter) are stamped "not a GPU measurement".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnbench.bench.results import Result, is_quantized
+
+METRICS = {  # metric -> (axis label, higher is better)
+    "ms_median": ("latency (ms, median; band p20-p80)", False),
+    "tflops": ("TFLOP/s (band p20-p80)", True),
+}
+PASS_TITLES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
+CPU_NOTE = "CPU timing (perf_counter): not a GPU measurement"
+MID = "#768390"  # text, axes and grid: readable on white and on a dark page
+INCORRECT = "#9a9a9a"
+# variant styles within a family: (line style, marker)
+VARIANTS = [("-", "o"), ((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (5, 2, 1, 2)), "D"),
+            ((0, (8, 2)), "v"), ((0, (3, 1, 1, 1, 1, 1)), "P"), ((0, (2, 2)), "X"), ((0, (10, 2, 2, 2)), "*")]  # fmt: skip
+DID_NOT_RUN = ("oom", "unsupported", "error")  # marked where they fall; `unavailable` is everywhere
+
+
+def style_rc() -> dict:
+    """rcParams of every figure: transparent, mid-tone text, SVG text kept as text."""
+    return {
+        "svg.fonttype": "none",
+        "font.size": 10,
+        "figure.facecolor": "none",
+        "axes.facecolor": "none",
+        "savefig.facecolor": "none",
+        "savefig.transparent": True,
+        "text.color": MID,
+        "axes.labelcolor": MID,
+        "axes.edgecolor": MID,
+        "axes.titlecolor": MID,
+        "xtick.color": MID,
+        "ytick.color": MID,
+        "legend.labelcolor": MID,
+        "grid.color": MID,
+        "grid.alpha": 0.35,
+        "grid.linewidth": 0.6,
+    }
+
+
+# Colours by family, fixed, so a family looks the same in every figure and on every machine's page.
+# tab10 without its grey (grey is for references and incorrect lines).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")  # fmt: skip
+FAMILIES = ("sdpa", "flash_attn3", "flex", "xformers", "sage", "cudnn_frontend", "flash_attn", "te", "hf_kernels",
+            "triton", "ring", "zigzag", "ulysses", "usp", "double_ring", "burst", "allgather", "torch_cp")  # fmt: skip
+
+
+def styles(names: Iterable[str], family_of) -> dict[str, dict]:
+    """One colour per family (FAMILIES first, in that order), one (line style, marker) per variant
+    within it: {name: plot kwargs}."""
+    names = sorted(set(names))
+    present = {family_of(n) for n in names}
+    families = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
+    slot = {f: FAMILIES.index(f) % 9 if f in FAMILIES else 9 + i for i, f in enumerate(families)}
+    out = {}
+    for family in families:
+        members = [n for n in names if family_of(n) == family]
+        for v_index, name in enumerate(members):
+            line, marker = VARIANTS[v_index % len(VARIANTS)]
+            out[name] = {"color": PALETTE[slot[family] % len(PALETTE)], "linestyle": line, "marker": marker}
+    return out
+
+
+@dataclass
+class PlotInfo:
+    path: Path
+    lines: dict[str, list[str]] = field(default_factory=dict)  # pass -> legend labels drawn in its panel
+    not_run: list[str] = field(default_factory=list)  # "provider [pass]: status: reason (shapes)"
+
+
+def _seq(row: Result) -> int:
+    return row.workload.seqlen_k
+
+
+def _not_run_groups(rows: list[Result]) -> list[dict]:
+    all_seqs = sorted({_seq(r) for r in rows})
+    all_passes = sorted({r.pass_ for r in rows}, key=list(PASS_TITLES).index)
+    grouped: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
+    for row in rows:
+        if row.status not in ("ok", "incorrect"):
+            grouped[(row.provider, row.status, row.reason or "no reason given")].append(row)
+    groups = []
+    for (provider, status, reason), group in sorted(grouped.items()):
+        passes = sorted({r.pass_ for r in group}, key=list(PASS_TITLES).index)
+        seqs = sorted({_seq(r) for r in group})
+        where = []
+        if passes != all_passes:
+            where.append("/".join(passes))
+        if seqs != all_seqs:
+            where.append("S=" + ",".join(map(str, seqs)))
+        groups.append({"provider": provider, "status": status, "reason": reason, "where": "; ".join(where)})
+    return groups
+
+
+def not_run(rows: Iterable[Result]) -> list[str]:
+    """One line per (provider, status, reason): who did not run, why, and where (if not everywhere)."""
+    return [
+        f"{g['provider']}: {g['status']}: {g['reason']}" + (f" ({g['where']})" if g["where"] else "")
+        for g in _not_run_groups(list(rows))
+    ]
+
+
+def not_run_markdown(rows: Iterable[Result]) -> str:
+    """The same as a Markdown table (for the page, under the figure): provider, status, reason, where."""
+    groups = _not_run_groups(list(rows))
+    if not groups:
+        return "Every provider ran at every shape.\n"
+    lines = ["| provider | status | reason | where |", "|---|---|---|---|"]
+    for g in groups:
+        cells = [g["provider"], g["status"], g["reason"], g["where"] or "everywhere"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _band(row: Result, metric: str) -> tuple[float, float] | None:
+    if row.ms_p20 is None or row.ms_p80 is None or row.ms_median is None:
+        return None
+    if metric == "ms_median":
+        return row.ms_p20, row.ms_p80
+    if row.tflops is None or not row.ms_p20 or not row.ms_p80:
+        return None
+    work = row.tflops * row.ms_median  # TFLOP/s x ms: the same FLOPs at the quantile times
+    return work / row.ms_p80, work / row.ms_p20
+
+
+def _family(rows: list[Result]) -> dict[str, str]:
+    return {r.provider: r.family or r.provider.split("_")[0] for r in rows}
+
+
+def _speed_order(rows: list[Result], metric: str) -> list[str]:
+    """Providers fastest first: by their median metric over the rows they measured."""
+    import statistics
+
+    higher = METRICS[metric][1]
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r.status == "ok" and getattr(r, metric) is not None:
+            values[r.provider].append(getattr(r, metric))
+    ranked = sorted(values, key=lambda p: statistics.median(values[p]), reverse=higher)
+    return ranked + sorted({r.provider for r in rows} - set(ranked))
+
+
+def plot_sweep(
+    rows: Iterable[Result], path: Path | str, *, metric: str = "ms_median", title: str = "", note: str = ""
+) -> PlotInfo:
+    """One panel per pass present; x = key sequence length; writes an SVG (transparent background)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {tuple(METRICS)}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(rows)
+    path = Path(path)
+    info = PlotInfo(path=path, not_run=not_run(rows))
+    passes = sorted({r.pass_ for r in rows}, key=list(PASS_TITLES).index) or ["fwd"]
+    drawn = [r for r in rows if r.status in ("ok", "incorrect") and getattr(r, metric) is not None]
+    families = _family(rows)
+    looks = styles(families, families.get)
+    cpu_timed = any(r.timer == "perf_counter" for r in rows) and "not a GPU measurement" not in note
+    notes = [n for n in (note, CPU_NOTE if cpu_timed else "") if n]
+
+    with plt.style.context("default"), matplotlib.rc_context(style_rc()):
+        fig, axes = plt.subplots(1, len(passes), figsize=(5.4 * len(passes), 4.4), squeeze=False,
+                                 layout="constrained")  # fmt: skip
+        for ax, pass_ in zip(axes[0], passes):
+            info.lines[pass_] = _draw_panel(ax, [r for r in drawn if r.pass_ == pass_], metric, looks, pass_)
+            _mark_not_run(ax, [r for r in rows if r.pass_ == pass_ and r.status in DID_NOT_RUN], looks)
+            ax.set_title(PASS_TITLES.get(pass_, pass_))
+            ax.set_xlabel("sequence length (keys)")
+            ax.set_ylabel(METRICS[metric][0])
+            ax.grid(True)
+            if not info.lines[pass_]:
+                ax.text(0.5, 0.5, "no measured provider", ha="center", va="center", transform=ax.transAxes)
+        _shared_legend(fig, axes[0], _speed_order(drawn, metric))
+        heading = title + (f"\n{' | '.join(notes)}" if notes else "")
+        if heading:
+            fig.suptitle(heading, fontsize=11)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="svg", bbox_inches="tight")
+        plt.close(fig)
+    return info
+
+
+def _label(provider: str, status: str, quantised: bool) -> str:
+    if status != "ok":
+        return f"{provider} (incorrect)"
+    return f"{provider} (quantised)" if quantised else provider
+
+
+def _draw_panel(ax, rows: list[Result], metric: str, looks: dict, pass_: str) -> list[str]:
+    by_line: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for row in rows:
+        by_line[(row.provider, row.status)].append(row)
+    labels = []
+    for (provider, status), group in sorted(by_line.items()):
+        group.sort(key=_seq)
+        xs = [_seq(r) for r in group]
+        ys = [getattr(r, metric) for r in group]
+        label = _label(provider, status, any(is_quantized(r) for r in group))
+        look = dict(looks[provider])
+        if status != "ok":  # a wrong result: thin, grey, crosses; never looks like a measurement
+            look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
+        elif any(is_quantized(r) for r in group):
+            look["linestyle"] = (0, (5, 2, 1, 2))
+        # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file
+        ax.plot(xs, ys, markersize=4, linewidth=1.0 if status != "ok" else 1.7, label=label,
+                gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip
+        bands = [_band(r, metric) for r in group]
+        if status == "ok" and all(bands):
+            ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=look["color"], alpha=0.15,
+                            linewidth=0)  # fmt: skip
+        labels.append(label)
+    _axes(ax, rows, metric)
+    return labels
+
+
+def _axes(ax, rows: list[Result], metric: str) -> None:
+    """Sequence lengths as the x ticks; a linear y axis from 0 with enough ticks (latency spanning more
+    than 30x: a log axis labelled at 1, 2 and 5 of each decade)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+
+    seqs = sorted({_seq(r) for r in rows})
+    if seqs:
+        ax.set_xticks(seqs)
+        ax.set_xticklabels([str(s) for s in seqs], rotation=45 if len(seqs) > 5 else 0, fontsize=8)
+    values = [getattr(r, metric) for r in rows if getattr(r, metric)]
+    if metric == "ms_median" and values and max(values) / min(values) > 30:
+        ax.set_yscale("log")  # math/eager paths can be 100x slower than fused kernels
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    else:
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=9, min_n_ticks=5))
+
+
+def _mark_not_run(ax, rows: list[Result], looks: dict) -> None:
+    """A cross at the bottom of the panel where a provider could not run (oom, unsupported, error)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    if not rows:
+        return
+    at_bottom = blended_transform_factory(ax.transData, ax.transAxes)
+    for status in DID_NOT_RUN:
+        mine = [r for r in rows if r.status == status]
+        if not mine:
+            continue
+        ax.scatter([_seq(r) for r in mine], [0.03] * len(mine), transform=at_bottom, marker="x", s=36,
+                   c=[looks[r.provider]["color"] for r in mine], linewidths=1.5, clip_on=False,
+                   label=f"✕ {status} (see the table)", gid=f"not-run-{status}")  # fmt: skip
+
+
+def _shared_legend(fig, axes, order: list[str]) -> None:
+    """One legend to the right of all panels, fastest provider first (a provider keeps its look)."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    rank = {p: i for i, p in enumerate(order)}
+
+    def key(label: str) -> tuple:
+        base = label.split(" (")[0]
+        return (label.startswith("✕"), rank.get(base, len(rank)), label)
+
+    labels = sorted(handles, key=key)
+    if labels:
+        fig.legend([handles[label] for label in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.92),
+                   fontsize=8, frameon=False, title="fastest first", title_fontsize=8)  # fmt: skip

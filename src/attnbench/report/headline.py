@@ -1,0 +1,311 @@
+"""What a page leads with, computed from the rows: who is fastest, how close to the peak, what failed.
+
+From result rows (README: results.jsonl) as plain dicts, so the site needs neither torch nor pandas:
+
+- per shape and pass, the fastest *correct* provider with its TFLOP/s and its share of the peak
+  (the matmul peak measured in the same run where the rows carry it, else the datasheet's), the
+  runner-up and how much slower it is; quantised kernels (judged with the looser tolerance) are ranked
+  apart and named only where they are faster than the best exact one;
+- per pass, one sentence: who wins how many shapes, the TFLOP/s range, the share of the peak;
+- correctness failures by name (rows `incorrect`, or checks of a separate correctness cell);
+- targets met or missed (a targets file: {"targets": [{"target", "verdict", ...}]}) and single
+  verdicts (a file with a top-level "verdict", e.g. the trust check). A missed target is never "ok".
+
+A row with `ok` unset is correct only if a separate check vouches for it: `checks` maps
+(provider, mask) to that check's status (the context-parallel correctness cell checks each strategy
+once per mask at a smaller length). Rows nobody checked are ranked only where nothing checked ran,
+and marked "not checked".
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
+PASS_ORDER = tuple(PASS_NAMES)
+SHAPE_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "dtype", "mask",
+                "window", "doc_lens")  # fmt: skip
+MET = {"pass", "passed", "met", "holds", "ok", "true"}
+MISSED = {"fail", "failed", "fails", "missed", "false"}
+CHECK_OK = {"ok"}  # a separate correctness check's status that vouches for a row...
+CHECK_WRONG = {"incorrect", "fail", "failed"}  # ...and those that say it is wrong; others: not checked
+
+
+@dataclass
+class Best:
+    """The fastest correct provider at one shape and pass."""
+
+    pass_: str
+    shape: str  # the workload fields that vary across the rows, e.g. "S 4352" or "S 131072 · causal"
+    provider: str
+    ms: float
+    tflops: float | None
+    peak_share: float | None  # of `peak` (below)
+    peak: str  # "measured" (matmul peak of the same run) | "datasheet" | ""
+    checked: bool  # False: no correctness check covers this row (see module doc)
+    runner_up: str = ""
+    runner_up_tflops: float | None = None
+    runner_up_slower: float | None = None  # runner-up ms / best ms (1.08 = 8% slower)
+    quantised: str = ""  # a quantised kernel faster than `provider`: "sage (612 TFLOP/s)"
+    candidates: int = 1
+
+
+@dataclass
+class Target:
+    name: str  # what is required, e.g. ">= 400 TFLOP/s per GPU, fwd+bwd, causal"
+    subject: str  # what was measured, e.g. "ring · 262144 · causal"
+    verdict: str  # "met" | "missed" | "not checked"
+    detail: str  # measured value and why, as the targets file says it
+    source: str  # the file it came from
+    said: str = ""  # the verdict in the file's own word ("skipped", "holds")
+
+
+@dataclass
+class Headline:
+    bests: list[Best] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)  # one per pass
+    incorrect: list[str] = field(default_factory=list)  # "provider pass: why (where)"
+    targets: list[Target] = field(default_factory=list)
+    cpu: bool = False  # timed with perf_counter: not a GPU measurement
+    rows: int = 0
+
+    @property
+    def missed(self) -> list[Target]:
+        return [t for t in self.targets if t.verdict == "missed"]
+
+    @property
+    def met(self) -> list[Target]:
+        return [t for t in self.targets if t.verdict == "met"]
+
+    @property
+    def unchecked_targets(self) -> list[Target]:
+        return [t for t in self.targets if t.verdict == "not checked"]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.bests or self.incorrect or self.targets)
+
+
+# ---- rows ----
+
+
+def is_quantised(row: Mapping) -> bool:
+    extra = row.get("extra") or {}
+    if extra.get("quantized"):
+        return True
+    return str((extra.get("tolerance") or {}).get("name", "")).startswith("quantized")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _verdict(row: Mapping, checks: Mapping[tuple[str, str], str]) -> bool | None:
+    """True: checked and correct; False: known wrong; None: nobody checked."""
+    if row.get("status") == "incorrect" or row.get("ok") is False:
+        return False
+    if row.get("ok") is True:
+        return True
+    provider, mask = str(row.get("provider")), str(row.get("mask"))
+    # A check may name the provider without its family prefix (strategy "ring" for row "cp_ring").
+    bare = provider.removeprefix(f"{row.get('family')}_")
+    status = checks.get((provider, mask), checks.get((bare, mask)))
+    if status is None or status.lower() not in CHECK_OK | CHECK_WRONG:
+        return None  # no check, or it could not run (unavailable, error, oom): nobody checked
+    return status.lower() in CHECK_OK
+
+
+def _shape_fields(rows: list[Mapping]) -> list[str]:
+    varying = [f for f in SHAPE_FIELDS if len({json.dumps(r.get(f)) for r in rows}) > 1]
+    return varying
+
+
+def shape_label(row: Mapping, fields: list[str]) -> str:
+    """The varying workload fields of one row, shortest first: 'S 4352', 'S 131072 · causal'."""
+    parts = []
+    if "seqlen_q" in fields or "seqlen_k" in fields:
+        q, k = row.get("seqlen_q"), row.get("seqlen_k")
+        parts.append(f"S {k}" if q == k else f"Sq {q} Sk {k}")
+    for name in fields:
+        if name in ("seqlen_q", "seqlen_k"):
+            continue
+        value = row.get(name)
+        short = {"batch": "B", "heads_q": "H", "heads_kv": "KV heads", "head_dim": "D", "window": "window"}
+        parts.append(f"{short[name]} {value}" if name in short else str(value))
+    return " · ".join(parts) or "one shape"
+
+
+def _peak(row: Mapping, peaks: Mapping[str, float | None]) -> tuple[float | None, str]:
+    extra = row.get("extra") or {}
+    tflops = _number(row.get("tflops"))
+    mfu = _number(row.get("mfu"))
+    if mfu is not None:
+        return mfu, "measured"
+    measured = _number(extra.get("peak_tflops")) or _number(peaks.get("measured"))
+    if tflops is not None and measured:
+        return tflops / measured, "measured"
+    if _number(extra.get("mfu_datasheet")) is not None:
+        return _number(extra.get("mfu_datasheet")), "datasheet"
+    datasheet = _number(peaks.get("datasheet"))
+    if tflops is not None and datasheet:
+        return tflops / datasheet, "datasheet"
+    return None, ""
+
+
+def headline(
+    rows: Iterable[Mapping],
+    *,
+    checks: Mapping[tuple[str, str], str] | None = None,
+    peaks: Mapping[str, float | None] | None = None,
+    targets: Iterable[Target] = (),
+) -> Headline:
+    """The headline of one set of result rows (plus the run's checks and targets)."""
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    checks, peaks = checks or {}, peaks or {}
+    measured = [r for r in rows if r.get("status") in ("ok", "incorrect") and _number(r.get("ms_median"))]
+    fields = _shape_fields(measured)
+    groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
+    for row in measured:
+        groups[(str(row.get("pass")), shape_label(row, fields))].append(row)
+    result = Headline(rows=len(rows), targets=list(targets))
+    result.cpu = any(r.get("timer") == "perf_counter" for r in measured)
+    for (pass_, shape), group in groups.items():
+        best = _best(pass_, shape, group, checks, peaks)
+        if best is not None:
+            result.bests.append(best)
+    order = {s: i for i, s in enumerate(dict.fromkeys(shape_label(r, fields) for r in _by_shape(measured)))}
+    result.bests.sort(key=lambda b: (_pass_index(b.pass_), order.get(b.shape, 0)))
+    result.sentences = [_sentence(pass_, [b for b in result.bests if b.pass_ == pass_]) for pass_ in
+                        dict.fromkeys(b.pass_ for b in result.bests)]  # fmt: skip
+    result.incorrect = _incorrect(rows, checks, fields)
+    return result
+
+
+def _pass_index(pass_: str) -> int:
+    return PASS_ORDER.index(pass_) if pass_ in PASS_ORDER else len(PASS_ORDER)
+
+
+def _by_shape(rows: list[Mapping]) -> list[Mapping]:
+    return sorted(rows, key=lambda r: tuple(json.dumps(r.get(f)) if not isinstance(r.get(f), (int, float))
+                                            else f"{r.get(f):020}" for f in SHAPE_FIELDS))  # fmt: skip
+
+
+def _best(pass_, shape, group, checks, peaks) -> Best | None:
+    verdicts = [(r, _verdict(r, checks)) for r in group]
+    correct = [r for r, v in verdicts if v is True]
+    checked = bool(correct)
+    pool = correct or [r for r, v in verdicts if v is None]  # nothing checked ran: rank the unchecked
+    exact = sorted((r for r in pool if not is_quantised(r)), key=lambda r: r["ms_median"])
+    quantised = sorted((r for r in pool if is_quantised(r)), key=lambda r: r["ms_median"])
+    ranked = exact or quantised
+    if not ranked:
+        return None
+    top = ranked[0]
+    share, peak = _peak(top, peaks)
+    best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
+                tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
+                candidates=len(ranked))  # fmt: skip
+    if len(ranked) > 1:
+        second = ranked[1]
+        best.runner_up = str(second.get("provider"))
+        best.runner_up_tflops = _number(second.get("tflops"))
+        best.runner_up_slower = second["ms_median"] / top["ms_median"]
+    if exact and quantised and quantised[0]["ms_median"] < top["ms_median"]:
+        fast = quantised[0]
+        tflops = _number(fast.get("tflops"))
+        best.quantised = f"{fast.get('provider')}" + (f" ({tflops:.4g} TFLOP/s)" if tflops else "")
+    return best
+
+
+def _sentence(pass_: str, all_bests: list[Best]) -> str:
+    """'forward: fastest sdpa_cudnn at 6 of 6 shapes; 521–566 TFLOP/s (76–83% of the measured peak)...'
+
+    Shapes where one provider alone ran (a single-GPU reference) are not a contest: left out here.
+    """
+    bests = [b for b in all_bests if b.candidates > 1] or all_bests
+    wins = Counter(b.provider for b in bests)
+    leaders = ", ".join(
+        f"{name} at {n} of {len(bests)} shape{'s' if len(bests) > 1 else ''}"
+        for name, n in wins.most_common(3)
+    )
+    if len(wins) > 3:
+        leaders += f", {len(wins) - 3} other provider{'s' if len(wins) > 4 else ''} elsewhere"
+    text = f"{PASS_NAMES.get(pass_, pass_)}: fastest {leaders}"
+    tflops = [b.tflops for b in bests if b.tflops is not None]
+    if tflops:
+        text += f"; {_range(tflops, tflops_text)} TFLOP/s"
+        shares = [b.peak_share for b in bests if b.peak_share is not None]
+        kinds = {b.peak for b in bests if b.peak_share is not None}
+        if shares:
+            text += f" ({_range(shares, _percent)} of the {'/'.join(sorted(kinds))} peak)"
+    gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
+    if gaps:
+        text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"
+    if not all(b.checked for b in bests):
+        text += "; some not correctness-checked"
+    return text + "."
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}" if abs(value) < 0.1 else f"{value:.0%}"
+
+
+def _range(values: list[float], fmt) -> str:
+    low, high = fmt(min(values)), fmt(max(values))
+    return low if low == high else f"{low}–{high}"
+
+
+def tflops_text(value: float) -> str:
+    """One decimal from 10 up; three significant digits below (a CPU smoke run's tiny numbers)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def _incorrect(rows: list[Mapping], checks: Mapping[tuple[str, str], str], fields: list[str]) -> list[str]:
+    """'provider pass: why (at S 4352, S 4416)', one line per provider, pass and reason."""
+    wrong: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        if row.get("status") == "incorrect" or row.get("ok") is False:
+            reason = str(row.get("reason") or "outside its tolerance")
+            wrong[(str(row.get("provider")), str(row.get("pass")), reason)].append(shape_label(row, fields))
+    lines = [
+        f"{provider} {PASS_NAMES.get(pass_, pass_)}: {reason} (at {', '.join(dict.fromkeys(shapes))})"
+        for (provider, pass_, reason), shapes in wrong.items()
+    ]
+    lines += [f"{provider} ({mask}): correctness check {status}" for (provider, mask), status in checks.items()
+              if status.lower() in CHECK_WRONG]  # fmt: skip
+    return lines
+
+
+# ---- targets and checks ----
+
+
+def verdict_of(value: Any) -> str:
+    text = str(value).strip().lower()
+    return "met" if text in MET else "missed" if text in MISSED else "not checked"
+
+
+def targets_from(document: Mapping, source: str) -> list[Target]:
+    """Targets of a targets file ({"targets": [...]}) or the one verdict of a check file ({"verdict"})."""
+    if isinstance(document.get("targets"), list):
+        found = []
+        for item in document["targets"]:
+            if not isinstance(item, Mapping) or "verdict" not in item:
+                continue
+            subject = " · ".join(
+                str(item[k]) for k in ("strategy", "provider", "seq_len", "mask") if item.get(k) is not None
+            )
+            detail = str(item.get("why") or "")
+            found.append(Target(str(item.get("target", "target")), subject, verdict_of(item["verdict"]),
+                                detail, source))  # fmt: skip
+        return found
+    if "verdict" in document:
+        detail = str(document.get("reason") or "")
+        if not detail and _number(document.get("relative_difference")) is not None:
+            detail = f"difference {document['relative_difference']:.2%}"
+        return [Target(source, str(document.get("workload") or ""), verdict_of(document["verdict"]), detail,
+                       source, said=str(document["verdict"]))]  # fmt: skip
+    return []

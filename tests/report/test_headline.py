@@ -1,0 +1,84 @@
+"""report.headline: the fastest correct provider per shape and pass, from rows alone."""
+
+from __future__ import annotations
+
+from attnbench.report.headline import headline, targets_from, verdict_of
+
+
+def row(provider: str, seq: int, ms: float, pass_: str = "fwd", **changes) -> dict:
+    base = {
+        "provider": provider, "family": provider.split("_")[0], "status": "ok", "reason": "", "batch": 1,
+        "seqlen_q": seq, "seqlen_k": seq, "heads_q": 24, "heads_kv": 24, "head_dim": 128, "dtype": "bfloat16",
+        "mask": "full", "window": None, "doc_lens": None, "pass": pass_, "ms_median": ms,
+        "tflops": 100.0 / ms, "mfu": 0.1 / ms, "timer": "cuda_event", "ok": True, "extra": {},
+    }  # fmt: skip
+    return {**base, **changes}
+
+
+def test_fastest_correct_with_runner_up_and_peak():
+    rows = [row("cudnn", 4224, 1.0), row("flash", 4224, 1.25), row("wrong", 4224, 0.5, status="incorrect",
+            ok=False, reason="rel_l2 0.5 > 0.02"), row("cudnn", 4352, 1.1), row("flash", 4352, 1.0)]  # fmt: skip
+    h = headline(rows)
+    by_shape = {b.shape: b for b in h.bests}
+    assert set(by_shape) == {"S 4224", "S 4352"}
+    first = by_shape["S 4224"]
+    # the incorrect kernel is faster but never the best; it is named as a failure instead
+    assert first.provider == "cudnn" and first.runner_up == "flash" and first.runner_up_slower == 1.25
+    assert first.tflops == 100.0 and first.peak_share == 0.1 and first.peak == "measured"
+    assert by_shape["S 4352"].provider == "flash"
+    assert h.incorrect == ["wrong forward: rel_l2 0.5 > 0.02 (at S 4224)"]
+    sentence = (
+        "forward: fastest cudnn at 1 of 2 shapes, flash at 1 of 2 shapes; 100.0 TFLOP/s "
+        "(10% of the measured peak); the runner-up is 10%–25% slower."
+    )
+    assert h.sentences == [sentence]
+
+
+def test_quantised_ranked_apart_and_datasheet_peak():
+    rows = [row("sdpa", 4224, 1.0, mfu=None, extra={"mfu_datasheet": 0.05}),
+            row("sage", 4224, 0.5, extra={"quantized": True})]  # fmt: skip
+    (best,) = headline(rows).bests
+    assert best.provider == "sdpa" and best.quantised == "sage (200 TFLOP/s)"
+    assert best.peak == "datasheet" and best.peak_share == 0.05
+
+
+def test_separate_check_vouches_for_rows_without_ok():
+    """Context parallel: rows carry no `ok`; the correctness cell checks each strategy per mask."""
+    rows = [row("cp_ring", 128, 1.0, family="cp", ok=None, mfu=None),
+            row("cp_zigzag", 128, 0.8, family="cp", ok=None, mfu=None),
+            row("single_gpu_math", 64, 0.5, family="cp", ok=None, mfu=None)]  # fmt: skip
+    h = headline(rows, checks={("ring", "full"): "ok", ("zigzag", "full"): "incorrect"},
+                 peaks={"datasheet": 1000.0})  # fmt: skip
+    by_shape = {b.shape: b for b in h.bests}
+    assert by_shape["S 128"].provider == "cp_ring" and by_shape["S 128"].checked
+    assert by_shape["S 128"].peak == "datasheet" and by_shape["S 128"].peak_share == 0.1
+    # the reference nobody checked is ranked where nothing checked ran, and says so
+    assert by_shape["S 64"].provider == "single_gpu_math" and not by_shape["S 64"].checked
+    assert h.incorrect == ["zigzag (full): correctness check incorrect"]
+    # an unavailable check is "not checked", not a failure
+    h = headline(rows, checks={("ring", "full"): "unavailable"})
+    assert h.incorrect == [] and not {b.shape: b for b in h.bests}["S 128"].checked
+
+
+def test_cpu_rows_are_flagged():
+    assert headline([row("math", 288, 5.0, timer="perf_counter")]).cpu
+    assert not headline([row("math", 288, 5.0)]).cpu
+
+
+def test_targets_met_missed_and_single_verdicts():
+    document = {"targets": [
+        {"target": ">= 400 TFLOP/s", "strategy": "ring", "seq_len": 262144, "mask": "causal",
+         "verdict": "FAIL", "why": "362.9 TFLOP/s: short by 9.3%"},
+        {"target": ">= 400 TFLOP/s", "strategy": "zigzag", "seq_len": 262144, "verdict": "pass"},
+        {"target": "x", "verdict": "n/a"},
+    ]}  # fmt: skip
+    targets = targets_from(document, "targets/artifacts/targets.json")
+    assert [t.verdict for t in targets] == ["missed", "met", "not checked"]
+    assert targets[0].subject == "ring · 262144 · causal" and "short by 9.3%" in targets[0].detail
+    h = headline([], targets=targets)
+    assert [t.subject for t in h.missed] == ["ring · 262144 · causal"] and len(h.met) == 1
+    (trust,) = targets_from({"verdict": "holds", "relative_difference": 0.0156}, "trust")
+    assert trust.verdict == "met" and trust.detail == "difference 1.56%"
+    assert targets_from({"verdict": "skipped", "reason": "needs CUDA"}, "trust")[0].verdict == "not checked"
+    assert targets_from({"something": 1}, "x") == []
+    assert verdict_of("FAILS") == "missed" and verdict_of("holds") == "met"

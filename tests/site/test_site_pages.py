@@ -1,0 +1,120 @@
+"""The site built from the fixture run (conftest.py): headline, comparison, raw data, hygiene."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+from attnbench.notebook.artifacts import image_size, terminal_text
+
+
+def page(site: Path, rel: str) -> str:
+    return (site / rel).read_text()
+
+
+def before_first_figure(html: str) -> str:
+    return html[: html.index("<figure")]
+
+
+def test_headline_on_each_page_before_the_first_figure(demo_site):
+    a = page(demo_site, "site_demo/gpu-a.html")
+    top = before_first_figure(a)
+    assert 'id="headline"' in top
+    # fastest correct provider (wrong_kernel is faster but incorrect), its TFLOP/s, share of peak, runner-up
+    assert (
+        "forward: fastest fast_kernel at 2 of 2 shapes; 0.0671–0.134 TFLOP/s (22%–45% of the measured peak)"
+        in top
+    )
+    assert "<strong>fast_kernel</strong>" in top and "slow_kernel" in top and "+25%" in top
+    # the missed target is red and spelled out; the correctness failures are named
+    assert re.search(r'<span class="badge verdict bad"[^>]*>targets: 0 of 1 met, 1 missed</span>', top)
+    assert '&gt;= 0.15 TFLOP/s forward</span> — fast_kernel: <span class="why">0.134 TFLOP/s' in top
+    assert "wrong_kernel forward: rel_l2 0.5 &gt; 0.02 (at S 256, S 512)" in top
+    b = before_first_figure(page(demo_site, "site_demo/gpu-b.html"))
+    assert re.search(r'<span class="badge verdict good"[^>]*>targets: 1 of 1 met</span>', b)
+
+
+def test_a_missed_target_is_never_green_in_the_index(demo_site):
+    index = page(demo_site, "index.html")
+    card_a = index[index.index('href="site_demo/gpu-a.html"') : index.index('href="site_demo/gpu-b.html"')]
+    assert "targets: 0 of 1 met, 1 missed" in card_a and "verdict bad" in card_a
+    assert 'verdict good">targets' not in card_a
+    # the index shows each machine's headline numbers
+    assert "forward: fast_kernel (2/2 shapes), up to 0.134 TFLOP/s (45% of measured peak)" in index
+    assert "forward: fast_kernel (2/2 shapes), up to 0.201 TFLOP/s (67% of measured peak)" in index
+
+
+def test_comparison_page_ratios(demo_site):
+    compare = page(demo_site, "site_demo/compare.html")
+    assert "gpu-b against gpu-a" in compare and "forward 1.50× (median of 4; all 1.50×)" in compare
+    assert compare.count('<td class="num up">1.50×</td>') == 8 + 4  # every row, and every shape's best
+    assert "Left out (no shape in common with the others): cpu." in compare
+    for label in ("gpu-a", "gpu-b"):
+        assert 'href="compare.html"' in page(demo_site, f"site_demo/{label}.html")
+    assert 'href="compare.html"' not in page(demo_site, "site_demo/cpu.html")
+    assert 'href="site_demo/compare.html"' in page(demo_site, "index.html")
+
+
+def test_cpu_smoke_page_says_so_and_shows_what_ran(demo_site):
+    cpu = page(demo_site, "site_demo/cpu.html")
+    assert "CPU smoke run: not a GPU measurement" in before_first_figure(cpu)
+    assert "<dt>seq_lens</dt><dd><code>[64]</code>" in cpu  # the value that ran (-p), not the default
+
+
+def test_output_without_terminal_escapes(demo_site):
+    a = page(demo_site, "site_demo/gpu-a.html")
+    assert "\x1b" not in a and "16 rows written ok" in a
+
+
+def test_images_have_their_size(demo_site):
+    a = page(demo_site, "site_demo/gpu-a.html")
+    img = re.search(r'<img src="data:image/svg\+xml;base64,[^"]+" alt="tflops.svg" loading="lazy" '
+                    r'width="(\d+)" height="(\d+)">', a)  # fmt: skip
+    assert img and int(img.group(1)) > 300 and int(img.group(2)) > 200
+
+
+def test_one_download_of_all_raw_data(demo_site):
+    a = page(demo_site, "site_demo/gpu-a.html")
+    assert '<a href="gpu-a/raw-data.zip" download>all raw data</a>' in a
+    with zipfile.ZipFile(demo_site / "site_demo" / "gpu-a" / "raw-data.zip") as z:
+        names = set(z.namelist())
+        rows = z.read("site_demo/gpu-a/bench/artifacts/results.jsonl").decode().splitlines()
+    assert {"site_demo/gpu-a/run.json", "site_demo/gpu-a/bench/result.json",
+            "site_demo/gpu-a/targets/artifacts/targets.json"} <= names  # fmt: skip
+    assert len(rows) == 16 and json.loads(rows[0])["provider"] == "fast_kernel"
+
+
+def test_notebook_time_is_its_cells(demo_project, demo_site):
+    results = [
+        json.loads(p.read_text()) for p in (demo_project / "outputs/site_demo/gpu-a").glob("*/result.json")
+    ]
+    total = sum(r["duration_s"] for r in results)
+    a = page(demo_site, "site_demo/gpu-a.html")
+    took = re.search(r"cells took ([\d.]+) s in all", a)
+    assert took and abs(float(took.group(1)) - total) < 0.06
+
+
+def test_terminal_text():
+    assert terminal_text("a\x1b[4mGPU0\x1b[0m b \x1b[1;31mred\x1b[0m") == "aGPU0 b red"
+    assert terminal_text("q \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ z") == "q link z"  # hyperlink (OSC 8)
+    assert terminal_text("t \x1b]0;title\x07after") == "t after"  # window title ended by BEL
+    assert terminal_text("progress 10%\rprogress 100%\nnext") == "progress 100%\nnext"
+    assert terminal_text("a\r\nb") == "a\nb" and terminal_text("x\x1b[2K\x1b[1A\x1b(By") == "xy"
+    assert terminal_text("tab\tkept [4m not an escape") == "tab\tkept [4m not an escape"
+
+
+def test_image_size_from_headers():
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 640, 480, 8, 2, 0, 0, 0))
+    assert image_size(png, ".png") == (640, 480)
+    assert image_size(b"GIF89a" + struct.pack("<HH", 7, 9), ".gif") == (7, 9)
+    assert image_size(b'<svg xmlns="x" width="72pt" height="36pt">', ".svg") == (96, 48)
+    assert image_size(b'<svg viewBox="0 0 200 100" width="400">', ".svg") == (400, 200)
+    assert image_size(b"<svg>", ".svg") is None and image_size(b"junk", ".webp") is None
