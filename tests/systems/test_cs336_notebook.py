@@ -108,6 +108,8 @@ def test_smoke_outputs_say_they_are_not_gpu_measurements(smoke_run):
         for figure in _artifacts(run_dir, cell).glob("*.svg"):
             assert NOT_GPU in figure.read_text(), figure
     assert "not judged" in (run_dir / "kernels_report" / "stdout.txt").read_text()
+    targets = json.loads((_artifacts(run_dir, "kernels_report") / "targets.json").read_text())["targets"]
+    assert [t["verdict"] for t in targets] == ["not checked", "not checked"]  # a CPU run judges no target
     for cell in ("steps_fp32", "scan", "kernels_bf16", "leaderboard"):
         assert NOT_GPU in (run_dir / cell / "stdout.txt").read_text(), cell
 
