@@ -268,7 +268,12 @@ def _measure_row(
             compare("out", prepared.to_canonical(out.detach()), ws.ref_out())
         if ws.ref_grads() is not None:
             for name, grad, ref, like in zip(("dq", "dk", "dv"), grads, ws.ref_grads(), canonical):
-                compare(name, canonical_grad(grad, provider.layout, like), ref, grad=True)
+                mapped = (
+                    prepared.grad_to_canonical(name, grad, like)
+                    if getattr(prepared, "grad_to_canonical", None)
+                    else canonical_grad(grad, provider.layout, like)
+                )
+                compare(name, mapped, ref, grad=True)
         _check(row, checks, ws.reference_error)
         del grads
         stage[0] = "timing"
