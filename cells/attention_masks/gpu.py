@@ -37,10 +37,9 @@ try:
     resolved = profiles.resolve(profile, cuda)
 except ValueError as exc:
     raise SystemExit(str(exc)) from exc
-config = {**profiles.PROFILES[resolved], "profile": resolved, "requested": profile}
-if provider_filter:
-    config["providers"] = list(provider_filter)
-chosen = providers.select(config["providers"])
+config = profiles.configure(resolved, provider_filter)
+config["requested"] = profile
+chosen = [providers.get(name) for name in config["providers"]]
 
 smi, why = env.nvidia_smi()
 print(smi if smi is not None else f"nvidia-smi: {why}")

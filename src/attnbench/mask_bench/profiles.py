@@ -27,18 +27,14 @@ MASKS = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal", "va
 NOT_GPU = "smoke profile: not a GPU measurement"
 PASSES = ("fwd", "bwd", "fwd_bwd")
 
-DEFAULT_PROVIDERS = [
-    "flash_attn3",
-    "cudnn_frontend",
-    "sdpa_cudnn",
-    "flex",
-    "xformers",
-    "sdpa_flash",
-    "sdpa_efficient",
-    "sdpa_cudnn_kv_repeated",
-    "sdpa_efficient_kv_repeated",
-    "sdpa_math",
-]
+# The kernels the report is about first: the budget runs out in the last tier.
+FIRST = ["flash_attn3", "cudnn_frontend", "sdpa_cudnn", "flex"]
+THEN = ["xformers", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn_kv_repeated", "sdpa_efficient_kv_repeated",
+        "sdpa_math"]  # fmt: skip
+DEFAULT_PROVIDERS = FIRST + THEN
+# (providers, passes) in the order they run: forward and backward of every kernel before any
+# forward + backward (which costs as much as both and adds least).
+DEFAULT_TIERS = [(FIRST, ["fwd", "bwd"]), (THEN, ["fwd", "bwd"]), (DEFAULT_PROVIDERS, ["fwd_bwd"])]
 
 # Forward TFLOP/s assumed for the time estimate (and for a row's first prediction, before the series
 # has a measured row): roughly what each reached at 4k tokens on the H200 in the Flux report.
@@ -58,6 +54,8 @@ ASSUMED_TFLOPS = {
 FALLBACK_TFLOPS = 200.0
 BACKWARD_RATE = 0.85  # backward TFLOP/s as a fraction of forward (FA3 and cuDNN: ~0.85)
 
+FULL_PROVIDERS = [*DEFAULT_PROVIDERS, "flash_attn3_compiled", "xformers_fa3", "xformers_fa2", "flash_attn2"]
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "device": "cpu",
@@ -70,7 +68,11 @@ PROFILES: dict[str, dict] = {
         "doc_shrink": 512,  # 256 tokens hold a few documents, like 128k does
         "check": {"seqlen": 128, "doc_shrink": 1024},
         "providers": ["sdpa_math", "flex_eager", *[p for p in DEFAULT_PROVIDERS if p != "sdpa_math"]],
-        "passes": list(PASSES),
+        "tiers": [
+            (["sdpa_math", "flex_eager", *FIRST], ["fwd", "bwd"]),
+            (THEN[:-1], ["fwd", "bwd"]),
+            (["sdpa_math", "flex_eager", *DEFAULT_PROVIDERS[:-1]], ["fwd_bwd"]),
+        ],
         "timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
         "budget_s": None,
         "row_limit_s": None,
@@ -84,7 +86,7 @@ PROFILES: dict[str, dict] = {
         "doc_shrink": 1,
         "check": {"seqlen": 4 * K, "doc_shrink": 32},
         "providers": DEFAULT_PROVIDERS,
-        "passes": list(PASSES),
+        "tiers": DEFAULT_TIERS,
         "timing": {"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 0, "max_reps": 10},
         "budget_s": 330.0,  # checks + timed series; the notebook's other cells take about a minute
         "row_limit_s": 45.0,
@@ -97,14 +99,8 @@ PROFILES: dict[str, dict] = {
         "block": 2048,
         "doc_shrink": 1,
         "check": {"seqlen": 4 * K, "doc_shrink": 32},
-        "providers": [
-            *DEFAULT_PROVIDERS,
-            "flash_attn3_compiled",
-            "xformers_fa3",
-            "xformers_fa2",
-            "flash_attn2",
-        ],
-        "passes": list(PASSES),
+        "providers": FULL_PROVIDERS,
+        "tiers": [(FULL_PROVIDERS, list(PASSES))],
         "timing": {"min_reps": 10, "min_time_ms": 500.0, "warmup_reps": 2, "max_reps": 200},
         "budget_s": None,
         "row_limit_s": None,
@@ -112,8 +108,11 @@ PROFILES: dict[str, dict] = {
 }
 
 
+CHECK_PASSES = ["fwd", "bwd"]  # forward + backward rows take the worse of the two checks
 for _config in PROFILES.values():
     _config["masks"] = list(MASKS)
+    _config["check_passes"] = CHECK_PASSES
+    _config["tiers"] = [[list(providers), list(passes)] for providers, passes in _config["tiers"]]
 
 
 def resolve(profile: str, cuda: bool) -> str:
@@ -126,6 +125,22 @@ def resolve(profile: str, cuda: bool) -> str:
             f"profile {resolved!r} needs a CUDA device; this machine has none (use profile=smoke)"
         )
     return resolved
+
+
+def configure(profile: str, provider_filter=()) -> dict:
+    """A resolved profile's config (a copy); `provider_filter` (names or families) keeps only those
+    providers, in every tier; an unknown entry is an error naming it."""
+    import copy
+
+    from attnbench.bench import providers
+
+    config = copy.deepcopy(PROFILES[profile])
+    config["profile"] = profile
+    if provider_filter:
+        keep = {p.name for p in providers.select(list(provider_filter))}
+        config["providers"] = [p for p in config["providers"] if p in keep]
+        config["tiers"] = [[[p for p in names if p in keep], passes] for names, passes in config["tiers"]]
+    return config
 
 
 def workload(config: dict, mask: str, seqlen: int, doc_shrink: int = 1) -> Workload:

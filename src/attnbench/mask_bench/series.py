@@ -1,10 +1,14 @@
 """The masks report's measuring driver: a correctness check at a short length, then every (provider,
 mask, pass) series over the sequence lengths, ascending, with stop rules that keep a profile in its time.
 
-Checks: `run_checks` runs every provider x mask x pass once at the check length against the fp32
-reference (bench.sweep.run_one, one timed repetition that nobody reads). Timed rows (`run_series`) run
+Checks: `run_checks` runs every provider x mask x pass (forward and backward: forward + backward
+takes the worse of the two) once at the check length against the fp32 reference (bench.sweep.run_one,
+one timed repetition that nobody reads). Timed rows (`run_series`) run
 without a reference; each `ok` row takes the correctness numbers of its check row (`attach_check`):
 a failed check makes it `incorrect`, a check that could not run leaves it unchecked (never ranked).
+
+A labelled variant that stands in for a provider (`stands_in_for`: SDPA with K/V repeated for GQA) runs
+only where that provider did not measure the row (it refused native GQA, or failed), else `skipped`.
 
 Stop rules (each becomes a `skipped` row with the reason, never a silent gap):
   - after an OOM, the longer lengths of that series are not attempted (they need more memory);
@@ -61,18 +65,20 @@ def model_seconds(provider: str, workload: Workload, pass_: str, timing_options:
     return n_fwd * forward / rate + n_bwd * 2.5 * forward / (rate * profiles.BACKWARD_RATE)
 
 
-def estimate(providers, plan: dict[str, list[Workload]], passes, timing_options) -> dict[str, float]:
+def estimate(tiers, plan: dict[str, list[Workload]], timing_options) -> dict[str, float]:
     """{provider: seconds} for every row its unavailable()/unsupported() lets run (no budget applied)."""
-    why = availability(providers)
+    why = availability([p for providers, _ in tiers for p in providers])
     out: dict[str, float] = {}
-    for p in providers:
-        if why[p.name]:
-            continue
-        for works in plan.values():
-            for w in works:
-                for pass_ in passes:
-                    if not p.unsupported(w, pass_):
-                        out[p.name] = out.get(p.name, 0.0) + model_seconds(p.name, w, pass_, timing_options)
+    for providers, passes in tiers:
+        for p in providers:
+            if why[p.name]:
+                continue
+            for works in plan.values():
+                for w in works:
+                    for pass_ in passes:
+                        if not p.unsupported(w, pass_):
+                            seconds = model_seconds(p.name, w, pass_, timing_options)
+                            out[p.name] = out.get(p.name, 0.0) + seconds
     return out
 
 
@@ -100,25 +106,33 @@ def attach_check(row: Result, check: Result | None) -> None:
     row.reason = f"not checked: at the check length {length} this was {check.status}: {check.reason}"
 
 
-def run_checks(providers, workloads, passes, *, device, env_id: str, progress=print_progress) -> list[Result]:
-    """Every provider x workload x pass once against the fp32 reference (rows marked extra['check'])."""
+def run_checks(
+    providers, workloads, passes, *, device, env_id: str, budget=None, progress=print_progress
+) -> list[Result]:
+    """Every provider x workload x pass once against the fp32 reference (rows marked extra['check']).
+    A row found with the budget spent is `skipped` (then its timed rows are not checked, never ranked)."""
     why = availability(providers)
     rows = []
     for w in workloads:
         ws = Workspace(w, device, 0, reference=True)
         for p in providers:
             for pass_ in passes:
-                row = run_one(
-                    p,
-                    w,
-                    pass_,
-                    ws,
-                    unavailable=why[p.name],
-                    timing_options=CHECK_TIMING,
-                    peak_tflops=None,
-                    datasheet_tflops=None,
-                    env_id=env_id,
-                )
+                left = budget.left() if budget is not None else None
+                if left is not None and left <= 0 and not why[p.name]:
+                    row = _skip(p, w, pass_, f"not attempted: the profile's {budget.seconds:.0f} s budget "
+                                "was spent", env_id)  # fmt: skip
+                else:
+                    row = run_one(
+                        p,
+                        w,
+                        pass_,
+                        ws,
+                        unavailable=why[p.name],
+                        timing_options=CHECK_TIMING,
+                        peak_tflops=None,
+                        datasheet_tflops=None,
+                        env_id=env_id,
+                    )
                 row.extra["check"] = True
                 rows.append(row)
                 if progress:
@@ -149,10 +163,26 @@ def _skip(provider, workload: Workload, pass_: str, reason: str, env_id: str) ->
     return Result(provider.name, provider.family, "skipped", workload, pass_, reason=reason, env=env_id)
 
 
+def check_for(check_of: dict[Key, Result], provider: str, mask: str, pass_: str) -> Result | None:
+    """The check row of a timed row; forward + backward, when not checked itself, takes the worse of
+    the forward (output) and backward (gradients) checks."""
+    if (provider, mask, pass_) in check_of or pass_ != "fwd_bwd":
+        return check_of.get((provider, mask, pass_))
+    parts = [check_of.get((provider, mask, p)) for p in ("fwd", "bwd")]
+    if any(c is None for c in parts):
+        return None
+    for c in parts:  # a failed check first, then one that could not run
+        if c.status == "incorrect":
+            return c
+    for c in parts:
+        if c.status != "ok" or c.ok is not True:
+            return c
+    return parts[1]
+
+
 def run_series(
-    providers,
+    tiers: list[tuple[list, list[str]]],
     plan: dict[str, list[Workload]],
-    passes,
     *,
     device,
     timing_options: dict,
@@ -163,26 +193,36 @@ def run_series(
     datasheet_tflops: float | None = None,
     progress: Callable[[Result], None] | None = print_progress,
 ) -> list[Result]:
-    """Timed rows: lengths ascending; at each length every mask, provider (in priority order) and pass."""
-    why = availability(providers)
+    """Timed rows, tier by tier ([(providers, passes)], most wanted first: the budget runs out in the last
+    tier); inside a tier lengths ascending, and at each length every mask, provider (in order) and pass."""
+    why = availability([p for providers, _ in tiers for p in providers])
     check_of = {(r.provider, r.workload.mask, r.pass_): r for r in checks}
     series: dict[Key, _Series] = {}
     rows: list[Result] = []
+    measured: set[tuple[str, Workload, str]] = set()  # (provider, workload, pass) with a timing
     lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
-    for length in lengths:
-        for mask, works in plan.items():
-            for w in (w for w in works if w.seqlen_q == length):
-                ws = Workspace(w, device, 0, reference=False)
-                for p in providers:
-                    for pass_ in passes:
-                        state = series.setdefault((p.name, mask, pass_), _Series())
-                        row = _one(p, w, pass_, ws, state, why[p.name], budget, timing_options, env_id,
-                                   peak_tflops, datasheet_tflops)  # fmt: skip
-                        attach_check(row, check_of.get((p.name, mask, pass_)))
-                        rows.append(row)
-                        if progress:
-                            progress(row)
-                del ws
+    for providers, passes in tiers:
+        for length in lengths:
+            for mask, works in plan.items():
+                for w in (w for w in works if w.seqlen_q == length):
+                    ws = Workspace(w, device, 0, reference=False)
+                    for p in providers:
+                        for pass_ in passes:
+                            state = series.setdefault((p.name, mask, pass_), _Series())
+                            native = getattr(p, "stands_in_for", "")
+                            if native and (native, w, pass_) in measured:
+                                row = _skip(p, w, pass_, f"not attempted: {native} measured this row with "
+                                            "native GQA (this variant runs where it does not)", env_id)  # fmt: skip
+                            else:
+                                row = _one(p, w, pass_, ws, state, why[p.name], budget, timing_options, env_id,
+                                           peak_tflops, datasheet_tflops)  # fmt: skip
+                            if row.ms_median is not None:
+                                measured.add((p.name, w, pass_))
+                            attach_check(row, check_for(check_of, p.name, mask, pass_))
+                            rows.append(row)
+                            if progress:
+                                progress(row)
+                    del ws
     return rows
 
 

@@ -54,6 +54,7 @@ class Provider:
     install: str = ""  # what a user with network runs to get this provider (named in "not installed" rows)
     head_dims: tuple[int, ...] | None = None  # None: any head_dim the library accepts
     causal_any_lengths: bool = True  # False: causal (and windows) only when seqlen_q == seqlen_k
+    stands_in_for: str = ""  # a labelled variant (e.g. K/V repeated) of this provider, for where it refuses
 
     def unavailable(self) -> str | None:
         """Why this provider cannot run on this machine at all (not installed, import fails, no GPU)."""

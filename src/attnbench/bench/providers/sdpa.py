@@ -90,6 +90,8 @@ class SdpaProvider(Provider):
         self.compiled = compiled
         self.compile_mode = compile_mode
         self.repeat_kv = repeat_kv  # GQA by K/V repeated to every query head (a labelled variant)
+        if repeat_kv:
+            self.stands_in_for = name.removesuffix("_kv_repeated")
         if backend == "MATH":
             # the math backend runs anywhere and takes an explicit mask: every mask, any lengths
             self.needs_cuda = False
