@@ -46,12 +46,16 @@ chosen = [providers.get(name) for name in config["providers"]]
 tiers = [([providers.get(name) for name in names], passes) for names, passes in config["tiers"]]
 plan = profiles.plan(config)
 estimate = series.estimate(tiers, plan, config["timing"])
-print(f"time estimate of every timed row at assumed rates (before any budget): {sum(estimate.values()):.0f} s; "
-      f"this profile's budget (checks + timed rows) {config['budget_s'] or 'none'} s, per-row limit "
-      f"{config['row_limit_s'] or 'none'} s: rows that do not fit are skipped, the kernels of the first tier "
-      f"({', '.join(config['tiers'][0][0])}) first")
+planned = series.Budget(config["budget_s"], config["row_limit_s"])
+schedule = series.simulate(tiers, plan, config["timing"], planned)
+print(f"every supported row at assumed rates would take {sum(estimate.values()):.0f} s:")
 for name, seconds in estimate.items():
     print(f"  {name:<28} {seconds:7.1f} s")
+print(f"this profile: budget {config['budget_s'] or 'none'} s (checks + timed rows), per-row limit "
+      f"{config['row_limit_s'] or 'none'} s; expected {schedule['measured']} timed rows in about "
+      f"{schedule['seconds']:.0f} s plus checks and compiles, skipped for time: {schedule['skipped'] or 'none'}")
+print(f"tiers, in order (the budget runs out in the last): "
+      + "; ".join(f"{', '.join(names)}: {'/'.join(passes)}" for names, passes in config["tiers"]))
 
 reported: set[str] = set()
 
@@ -68,7 +72,7 @@ def progress(row):
 env_id = env.machine_id()
 gpu_name = torch.cuda.get_device_name(0) if device == "cuda" else None
 datasheet = flops.datasheet_peak(gpu_name)
-budget = series.Budget(config["budget_s"], config["row_limit_s"])
+budget = series.Budget(config["budget_s"], config["row_limit_s"])  # from here: checks and timed rows
 peak = flops.measure_matmul_peak("cuda") if device == "cuda" else None
 if peak:
     print(f"bf16 matmul peak: {peak:.1f} TFLOP/s (datasheet {datasheet or 'unknown'})")

@@ -226,6 +226,51 @@ def run_series(
     return rows
 
 
+def predict(provider: str, w: Workload, pass_: str, state: _Series, timing_options: dict) -> float:
+    """Seconds a row is expected to take: its calls at the series' last time per call scaled by FLOPs
+    (one call more for the setup), or the model before the series has a measurement."""
+    if state.last:
+        n_fwd, n_bwd = calls(pass_, timing_options)
+        return (max(n_fwd, n_bwd) + 1) * state.last[1] * flops.attention_flops(w, pass_) / state.last[0]
+    return model_seconds(provider, w, pass_, timing_options)
+
+
+def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budget: Budget) -> dict:
+    """The schedule run_series would follow if every row took its model time (no OOM, no compile):
+    {"seconds": spent, "measured": rows, "skipped": {provider: rows}} for the printed estimate."""
+    why = availability([p for providers, _ in tiers for p in providers])
+    spent, measured, skipped, stopped = 0.0, 0, {}, set()
+    lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
+    for providers, passes in tiers:
+        for length in lengths:
+            for works in plan.values():
+                for w in (w for w in works if w.seqlen_q == length):
+                    for p in providers:
+                        for pass_ in passes:
+                            if why[p.name] or p.unsupported(w, pass_) or _native_covers(p, w, pass_, why):
+                                continue
+                            seconds = model_seconds(p.name, w, pass_, timing_options)
+                            key = (p.name, w.mask, pass_)
+                            too_long = budget.row_limit_s is not None and seconds > budget.row_limit_s
+                            if key in stopped or too_long:
+                                stopped.add(key)
+                            elif budget.seconds is None or seconds <= budget.seconds - spent:
+                                spent, measured = spent + seconds, measured + 1
+                                continue
+                            skipped[p.name] = skipped.get(p.name, 0) + 1
+    return {"seconds": spent, "measured": measured, "skipped": skipped}
+
+
+def _native_covers(p, w: Workload, pass_: str, why: dict) -> bool:
+    """For the plan: a stand-in variant is expected to be skipped where its native provider can run."""
+    native = getattr(p, "stands_in_for", "")
+    if not native:
+        return False
+    from attnbench.bench.providers import get
+
+    return native in why and not why[native] and not get(native).unsupported(w, pass_)
+
+
 def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_options, env_id, peak, sheet):
     """One row of a series, or the `skipped` row that says why it was not attempted."""
     if state.stopped:
@@ -233,11 +278,7 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
     cheap = unavailable or p.unsupported(w, pass_)  # rows that cost nothing run whatever the budget
     work = flops.attention_flops(w, pass_)
     if not cheap:
-        if state.last:
-            n_fwd, n_bwd = calls(pass_, timing_options)
-            predicted = (max(n_fwd, n_bwd) + 1) * state.last[1] * work / state.last[0]
-        else:
-            predicted = model_seconds(p.name, w, pass_, timing_options)
+        predicted = predict(p.name, w, pass_, state, timing_options)
         if budget.row_limit_s is not None and predicted > budget.row_limit_s:
             state.stopped = (
                 f"not attempted: predicted {predicted:.0f} s for this row, over the profile's per-row "
