@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import read_jsonl
+from attnbench.bench.results import read_jsonl, read_rows_document
 from attnbench.mask_bench import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,10 +45,19 @@ def test_every_cell_runs_and_every_provider_mask_length_pass_has_a_row(smoke_run
     ok = [r for r in rows if r.status == "ok"]
     assert {r.workload.mask for r in ok} == set(profiles.MASKS)  # every mask measured by sdpa_math/flex
     assert all(r.timer == "perf_counter" and r.ok and r.extra["checked_at_seqlen"] == 128 for r in ok)
-    checks = read_jsonl(smoke_run / "bench" / "artifacts" / "checks.jsonl")
+    checks = read_rows_document(smoke_run / "bench" / "artifacts" / "checks.json")
     assert {(r.workload.mask, r.pass_) for r in checks if r.provider == "sdpa_math" and r.ok} == {
         (m, p) for m in profiles.MASKS for p in ("fwd", "bwd")
     }
+
+
+@pytest.mark.timeout(600)
+def test_the_site_takes_only_the_timed_rows_as_results(smoke_run):
+    from attnbench.notebook.sitedata import read_run
+
+    data = read_run(smoke_run, CELLS)
+    assert data.result_files == ["bench/artifacts/results.jsonl"]  # the checks are a document, not rows
+    assert not any(row.get("extra", {}).get("check") for row in data.rows)
 
 
 @pytest.mark.timeout(600)

@@ -145,6 +145,25 @@ def read_jsonl(path: Path | str) -> list[Result]:
     return rows
 
 
+def write_rows_document(path: Path | str, rows: Iterable[Result], **about) -> None:
+    """Rows that are not results to rank (e.g. correctness checks at a shorter length) as one JSON
+    document {**about, "rows": [...]}: the site reads every *.jsonl of rows as results, never this."""
+    with open(path, "w") as f:
+        json.dump({**about, "rows": [row.to_dict() for row in rows]}, f, indent=1)
+
+
+def read_rows_document(path: Path | str) -> list[Result]:
+    with open(path) as f:
+        document = json.load(f)
+    rows = []
+    for index, row in enumerate(document.get("rows", [])):
+        try:
+            rows.append(Result.from_dict(row))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: rows[{index}]: bad result row: {exc}") from exc
+    return rows
+
+
 def to_frame(rows: Iterable[Result]):
     """A pandas DataFrame with one column per field (pandas is imported lazily)."""
     import pandas as pd

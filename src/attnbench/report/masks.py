@@ -91,6 +91,12 @@ def plot_mask(
                        fontsize=8, frameon=False)  # fmt: skip
         if title or note:
             fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
+        shown = sorted({LETTERS[r.status] for r in rows if r.status in LETTERS}, key=list(LETTER_TEXT).index)
+        if shown:
+            key = " · ".join(f"{letter} {LETTER_TEXT[letter]}" for letter in shown)
+            fig.supxlabel(
+                f"letters at the bottom of a panel: {key} (every reason in the table below)", fontsize=8
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="svg", bbox_inches="tight")
         plt.close(fig)

@@ -114,7 +114,7 @@ class XFormers(Provider):
         from xformers.ops.fmha import attn_bias
         from xformers.ops.fmha.common import Inputs
 
-        bias = _attn_bias(attn_bias, workload)
+        bias = _attn_bias(attn_bias, workload, q.device)
         b, hq, sq, d = q.shape
         hkv = k.shape[1]
         q, k, v = (t.detach().transpose(1, 2).contiguous().requires_grad_(backward) for t in (q, k, v))
@@ -156,7 +156,7 @@ class XFormers(Provider):
         )
 
 
-def _attn_bias(attn_bias, workload: Workload):
+def _attn_bias(attn_bias, workload: Workload, device=None):
     """The xFormers attn_bias of the workload's mask (None: no mask); Unsupported when there is none."""
     native = masks.native(workload)
     if native is None:
@@ -166,7 +166,10 @@ def _attn_bias(attn_bias, workload: Workload):
             raise Unsupported("documents with a window are not mapped to an xFormers attn_bias")
         seqlens = list(native.doc_lens) * workload.batch
         kind = attn_bias.BlockDiagonalCausalMask if native.causal else attn_bias.BlockDiagonalMask
-        return kind.from_seqlens(seqlens)
+        try:  # newer xFormers build the sequence starts on the device given (else on the CPU)
+            return kind.from_seqlens(seqlens, device=device)
+        except TypeError:
+            return kind.from_seqlens(seqlens)
     if native.window is not None:
         return attn_bias.LowerTriangularFromBottomRightLocalAttentionMask(native.window)
     return attn_bias.LowerTriangularFromBottomRightMask() if native.causal else None
