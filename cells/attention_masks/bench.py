@@ -32,7 +32,7 @@ import torch
 
 import attnbench
 from attnbench.bench import env, flops, providers
-from attnbench.bench.results import write_jsonl
+from attnbench.bench.results import write_jsonl, write_rows_document
 from attnbench.bench.sweep import print_progress
 from attnbench.mask_bench import profiles, series
 
@@ -87,7 +87,8 @@ rows = series.run_series(tiers, plan, device=device, timing_options=config["timi
                          progress=progress)
 elapsed = time.perf_counter() - started
 write_jsonl("results.jsonl", rows)
-write_jsonl("checks.jsonl", checks)
+# a JSON document, not rows: checks at another length must never be ranked beside the timed rows
+write_rows_document("checks.json", checks, checked_at_seqlen=config["check"]["seqlen"])
 counts = {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}
 summary = {"profile": config["profile"], "label": config.get("label"), "gpu": gpu_name,
            "measured_matmul_peak_tflops": peak, "datasheet_peak_tflops": datasheet, "timing": config["timing"],
