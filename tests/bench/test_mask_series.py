@@ -124,3 +124,31 @@ def test_the_estimate_counts_only_rows_a_provider_supports(monkeypatch):
     ]
     assert est == {"sdpa_math": pytest.approx(sum(per_row))} and rows == 18
     assert series.estimate([([get("flash_attn3")], ["fwd"])], plan, CONFIG["timing"]) == {}  # not here
+
+
+def test_the_planned_schedule_keeps_to_the_budget_and_the_row_limit(monkeypatch):
+    monkeypatch.setattr(series, "availability", lambda ps: {p.name: None for p in ps})  # as on the GPU
+    config = profiles.configure("default")
+    tiers = [([get(n) for n in names], passes) for names, passes in config["tiers"]]
+    plan = profiles.plan(config)
+    free = series.simulate(tiers, plan, config["timing"], series.Budget())
+    assert free["skipped"] == {} and free["measured"] > 300
+    tight = series.simulate(tiers, plan, config["timing"], series.Budget(60.0, 40.0))
+    assert tight["seconds"] <= 60.0 and tight["measured"] < free["measured"]
+    assert tight["skipped"].get("sdpa_math") and "sdpa_cudnn_kv_repeated" not in tight["skipped"]  # stand-in
+
+
+def test_profiles_resolve_and_filter():
+    assert (
+        profiles.resolve("auto", cuda=False) == "smoke" and profiles.resolve("auto", cuda=True) == "default"
+    )
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        profiles.resolve("default", cuda=False)
+    with pytest.raises(ValueError, match="profile must be"):
+        profiles.resolve("huge", cuda=True)
+    config = profiles.configure("default", ["flash_attn3", "flex"])
+    assert config["providers"] == ["flash_attn3", "flex"]
+    assert [names for names, _ in config["tiers"]] == [["flash_attn3", "flex"], [], ["flash_attn3", "flex"]]
+    assert profiles.PROFILES["default"]["providers"][0] == "flash_attn3"  # the profile itself is untouched
+    with pytest.raises(KeyError, match="no provider or family"):
+        profiles.configure("default", ["flash_attn9"])
