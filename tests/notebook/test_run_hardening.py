@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,13 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
         time.sleep(0.05)
 
 
+def _first_line(proc: subprocess.Popen, seconds: float = 30) -> str:
+    """The first line `proc` writes to stderr, waiting at most `seconds`."""
+    ready, _, _ = select.select([proc.stderr], [], [], seconds)
+    assert ready, f"nothing on stderr within {seconds} s"
+    return proc.stderr.readline()
+
+
 def test_a_second_run_of_the_same_notebook_and_label_waits_naming_the_first(project):
     path = project.write("w.md", notebook(cell("id=a", SLOW_A), cell("id=b needs=a", B_COPIES_A)))
     first = _engine(project, path)
@@ -151,7 +159,7 @@ def test_a_second_run_of_the_same_notebook_and_label_waits_naming_the_first(proj
         _wait_for(project.root / "a.starts")
         second = _engine(project, path)
         try:
-            time.sleep(1.5)
+            waiting = _first_line(second)  # said before it does anything else
             assert second.poll() is None, "the second run did not wait"
             (project.root / "go").write_text("1")
             _, err1 = first.communicate(timeout=60)
@@ -161,7 +169,7 @@ def test_a_second_run_of_the_same_notebook_and_label_waits_naming_the_first(proj
     finally:
         first.kill()
     assert (first.returncode, second.returncode) == (0, 0), err1 + err2
-    assert f"is in use by another run (pid {first.pid}, started " in err2
+    assert f"is in use by another run (pid {first.pid}, started " in waiting, waiting
     assert "2 hit" in out2  # it ran after the first and found its results current
     assert (project.root / "a.starts").read_text() == "a\n"
     b = (project.cell_dir("w", "b") / "artifacts" / "b.txt").read_text()

@@ -132,10 +132,15 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _bests(labels, base, others, measured, fields) -> list[dict[str, Any]]:
-    """Per (pass, shape): each label's fastest comparable provider, and the ratio of the bests."""
+    """Per (pass, shape): each label's fastest comparable exact provider, and the ratio of the bests.
+
+    Quantised rows (int8/fp8, judged with a looser tolerance) are never the fastest here, as in the
+    headline: they are compared row by row in the full table."""
     groups: dict[tuple[str, str], dict[str, Mapping]] = defaultdict(dict)
     for label in labels:
         for (pass_, shape, _), row in measured[label].items():
+            if (row.get("extra") or {}).get("quantized"):
+                continue
             best = groups[(pass_, shape)].get(label)
             if best is None or row["ms_median"] < best["ms_median"]:
                 groups[(pass_, shape)][label] = row

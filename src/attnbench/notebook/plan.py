@@ -220,6 +220,7 @@ class SourceIndex:
     files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
     package_dir: Path
     _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
+    _refs: dict[str, frozenset[str]] = field(default_factory=dict)
     _hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -240,9 +241,13 @@ class SourceIndex:
             ]
         return self._texts[part]
 
-    def refs(self, part: str) -> set[str]:
+    def refs(self, part: str) -> frozenset[str]:
         """The parts the code of `part` names."""
-        return {ref for _, text in self.texts(part) for ref in _referenced_parts(text)}
+        if part not in self._refs:
+            self._refs[part] = frozenset(
+                ref for _, text in self.texts(part) for ref in _referenced_parts(text)
+            )
+        return self._refs[part]
 
     def part_hash(self, part: str) -> str:
         """sha256 of the part's files: relative path and syntax tree of each."""

@@ -17,14 +17,14 @@ import hashlib
 import json
 import os
 import shutil
-import types
-import typing
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from attnbench.notebook.validate import FieldError, from_json, shown
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
@@ -213,7 +213,7 @@ class RunRecord:
     def from_json(cls, data: Any, path: Path) -> RunRecord:
         cells = data.get("cells") if isinstance(data, dict) else None
         if not isinstance(cells, dict):
-            raise RecordError(path, f"'cells' is {_shown(cells)}: expected an object of cell id -> entry")
+            raise RecordError(path, f"cells is {shown(cells)}: expected an object of cell id -> entry")
         entries = {
             str(cid): _record(CellEntry, entry, path, {"state": RUN_STATES}, where=f"cells.{cid}.")
             for cid, entry in cells.items()
@@ -232,75 +232,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _record(cls, data: Any, path: Path, statuses: dict[str, frozenset[Status]], where: str = ""):
-    """`cls(**data)` after checking every field against its annotation; RecordError naming the file,
-    the field and the value otherwise. Unknown fields are ignored (a newer engine's additions)."""
-    if not isinstance(data, dict):
-        raise RecordError(
-            path, f"{where.rstrip('.') or 'the file'} is {_shown(data)}: expected a JSON object"
-        )
-    hints = _hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise RecordError(path, f"{where}{f.name} is missing")
-            continue
-        value, hint = data[f.name], hints[f.name]
-        if hint is Status:
-            allowed = statuses[f.name]
-            if value not in {str(s) for s in allowed}:
-                choices = ", ".join(sorted(str(s) for s in allowed))
-                raise RecordError(path, f"{where}{f.name} is {_shown(value)}: expected one of {choices}")
-            value = Status(value)
-        elif not _conforms(value, hint):
-            raise RecordError(path, f"{where}{f.name} is {_shown(value)}: expected {_type_name(hint)}")
-        values[f.name] = value
-    return cls(**values)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _conforms(value: Any, hint: Any) -> bool:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, h) for h in args)
-    if hint is type(None):
-        return value is None
-    if origin is list:
-        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(_conforms(v, args[1]) for v in value.values())
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
-
-
-def _type_name(hint: Any) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(h) for h in typing.get_args(hint))
-    names = {str: "a string", int: "an integer", float: "a number", type(None): "null"}
-    if hint in names:
-        return names[hint]
-    return {list: "a list", dict: "an object"}.get(
-        typing.get_origin(hint), getattr(hint, "__name__", str(hint))
-    )
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
+def _record(cls, data: Any, path: Path, choices: dict[str, frozenset[Status]], where: str = ""):
+    try:
+        return from_json(cls, data, choices=choices, where=where)
+    except FieldError as e:
+        raise RecordError(path, str(e)) from None
 
 
 def _load(path: Path, make):

@@ -1,0 +1,176 @@
+"""The scaling sweep: each series (an implementation on a backend, or a dense provider) over growing
+lengths, forward and forward+backward, until it stops, with the reason it stopped as rows.
+
+A series stops at the first point that is out of memory, fails, or whose median call exceeds
+`call_budget_s`; before a point, when its time predicted from the previous ones (dense: quadratic in
+the length; dilated: the growth measured between its last two points, between linear and quadratic)
+exceeds twice the budget; when its own wall budget (FlexAttention: compile and BlockMask included) or
+the cell's is spent. Every point after a stop is a row (status `oom` after an out-of-memory, else
+`unsupported`) whose reason starts with "not run:" and says why; extra["not_run"] is True. A series
+that cannot run at all (unavailable, unsupported) has one row with the reason, not one per length.
+
+Dense series are bench/ providers (bench.providers.get) measured by bench.sweep.run_sweep, so their
+rows are exactly those of the Flux report; checked against the fp32 reference up to `check_max_len`.
+Dilated rows are measured by measure.measure_dilated, checked against the chunked fp32 reference of
+the pattern up to `check_max_len` (the correctness cell checks every implementation separately).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from attnbench.bench.results import Result, Workload, write_jsonl
+from attnbench.dilated_bench import measure
+from attnbench.dilated_bench.profiles import branches_for
+
+PREDICT_FACTOR = 2.0  # a point predicted beyond this many budgets is not started
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str  # the provider name of its rows
+    kind: str  # dilated | dense
+    implementation: str | None = None  # dilated: gather | flex
+    backend: str | None = None  # gather: the kernel; dense: the bench provider name
+    budget_s: float | None = None  # wall budget of the whole series (None: only the cell's)
+
+
+def dilated_series(config: dict) -> list[Series]:
+    sweep = config["sweep"]
+    series = [Series(measure.provider_name("gather", b), "dilated", "gather", b) for b in sweep["backends"]]
+    if sweep.get("flex"):
+        series.append(Series(measure.provider_name("flex"), "dilated", "flex", None, sweep["flex_budget_s"]))
+    return series
+
+
+def dense_series(config: dict) -> list[Series]:
+    return [Series(name, "dense", None, name) for name in config["sweep"]["dense"]]
+
+
+def predict(history: list[tuple[int, float]], seq_len: int, kind: str) -> float | None:
+    """Seconds per call at seq_len from the measured (length, seconds) of the series."""
+    if not history:
+        return None
+    n1, t1 = history[-1]
+    exponent = 2.0
+    if kind == "dilated":
+        exponent = 1.0
+        if len(history) >= 2 and history[-2][1] > 0 and t1 > 0:
+            n0, t0 = history[-2]
+            exponent = min(2.0, max(1.0, math.log(t1 / t0) / math.log(n1 / n0)))
+    return t1 * (seq_len / n1) ** exponent
+
+
+def workload(config: dict, seq_len: int) -> Workload:
+    s = config["shape"]
+    return Workload(s["batch"], seq_len, seq_len, s["heads"], s["heads"], s["head_dim"], s["dtype"],
+                    config["sweep"]["mask"])  # fmt: skip
+
+
+class Sweep:
+    """Shared state of one sweep: the config, device, its time budget, where rows go. budget_s: wall
+    seconds for all its series (None: the profile's sweep.cell_budget_s)."""
+
+    def __init__(self, config, *, device, peak_tflops=None, datasheet_tflops=None, env="", out_path=None,
+                 progress: Callable[[Result], None] | None = None, budget_s: float | None = None):  # fmt: skip
+        self.config, self.device, self.env = config, device, env
+        self.peak, self.datasheet = peak_tflops, datasheet_tflops
+        self.out_path, self.progress = out_path, progress
+        self.started = time.perf_counter()
+        self.budget_s = config["sweep"]["cell_budget_s"] if budget_s is None else budget_s
+        self.rows: list[Result] = []
+        self.references = measure.References(lambda n: branches_for(config, n), device)
+
+    def emit(self, row: Result) -> None:
+        self.rows.append(row)
+        if self.out_path:
+            write_jsonl(self.out_path, [row], append=True)
+        if self.progress:
+            self.progress(row)
+
+    def measure_point(self, series: Series, seq_len: int, pass_: str) -> Result:
+        w, sweep = workload(self.config, seq_len), self.config["sweep"]
+        check = seq_len <= sweep["check_max_len"]
+        if series.kind == "dense":
+            from attnbench.bench import providers
+            from attnbench.bench.sweep import run_sweep
+
+            row = run_sweep([providers.get(series.backend)], [w], [pass_], device=self.device, reference=check,
+                            peak_tflops=self.peak, datasheet_tflops=self.datasheet, env_id=self.env,
+                            progress=None, timing_options=self.config["timing"])[0]  # fmt: skip
+            return measure.finish(row, self.peak, self.datasheet)
+        return measure.measure_dilated(
+            series.implementation, series.backend, w, pass_, branches_for(self.config, seq_len),
+            device=self.device, timing_options=self.config["timing"],
+            reference=self.references.get(w) if check else None,
+            peak_tflops=self.peak, datasheet_tflops=self.datasheet, env=self.env,
+        )  # fmt: skip
+
+    def not_run(self, series: Series, seq_len: int, pass_: str, reason: str, oom: bool) -> Result:
+        w = workload(self.config, seq_len)
+        extra = {"not_run": True}
+        if series.kind == "dilated":
+            extra.update(measure.pattern_extra(branches_for(self.config, seq_len), w))
+            extra.update(implementation=series.implementation, backend=series.backend)
+        family = "dilated" if series.kind == "dilated" else _family(series.backend)
+        return Result(series.name, family, "oom" if oom else "unsupported", w, pass_, reason=reason,
+                      env=self.env, extra=extra)  # fmt: skip
+
+    def run(self, series: Series, pass_: str) -> None:
+        """Every length of the sweep for one series and pass (rows are emitted as they come)."""
+        sweep = self.config["sweep"]
+        budget, cell_budget = sweep["call_budget_s"], self.budget_s
+        began = time.perf_counter()
+        history: list[tuple[int, float]] = []
+        stop, oom = None, False
+        for seq_len in sweep["seq_lens"]:
+            if stop is None:
+                stop = self._budget_stop(series, began, cell_budget)
+            if stop is None:
+                guess = predict(history, seq_len, series.kind)
+                if guess is not None and guess > PREDICT_FACTOR * budget:
+                    n, t = history[-1]
+                    stop = (f"not run: predicted {guess:.1f} s per call (from {t:.2f} s at {n} tokens), over "
+                            f"{PREDICT_FACTOR:g}x the {budget:g} s budget per call of this profile")  # fmt: skip
+            if stop is not None:
+                self.emit(self.not_run(series, seq_len, pass_, stop, oom))
+                continue
+            if seq_len > sweep["check_max_len"]:
+                self.references.clear()  # no check at this length: free the reference tensors
+            row = self.measure_point(series, seq_len, pass_)
+            self.emit(row)
+            if row.status in ("unavailable", "unsupported"):
+                return  # the same for every length: one row says why
+            if row.status == "oom":
+                stop, oom = f"not run: out of memory at {seq_len} tokens, a shorter length", True
+            elif row.status == "error":
+                stop = f"not run: {seq_len} tokens failed ({row.reason[:120]})"
+            elif row.ms_median is not None:
+                seconds = row.ms_median / 1e3
+                history.append((seq_len, seconds))
+                if seconds > budget:
+                    stop = (f"not run: {seq_len} tokens took {seconds:.2f} s per call, over the {budget:g} s "
+                            f"budget per call of this profile")  # fmt: skip
+
+    def _budget_stop(self, series: Series, began: float, cell_budget: float) -> str | None:
+        now = time.perf_counter()
+        if now - self.started > cell_budget:
+            return f"not run: the sweep's time budget ({cell_budget:g} s) was spent"
+        if series.budget_s is not None and now - began > series.budget_s:
+            return f"not run: this series' time budget ({series.budget_s:g} s, setup and compile included) was spent"
+        return None
+
+    def run_all(self, series: list[Series]) -> list[Result]:
+        for s in series:
+            for pass_ in self.config["sweep"]["passes"]:
+                self.run(s, pass_)
+        return self.rows
+
+
+def _family(provider_name: str) -> str:
+    from attnbench.bench import providers
+
+    return providers.get(provider_name).family

@@ -1,0 +1,300 @@
+"""Tables and sentences of the dilated-attention report, from Result rows alone (pandas; no torch).
+
+Dilated rows carry extra["pattern"] == "dilated" and the exact FLOPs of the sparse pattern; dense rows
+are bench/ provider rows (causal). Cost per token = median time / (batch * length), in nanoseconds.
+Rows whose reason starts with "not run:" were never started (a series stopped); they show as the
+reason, never as a measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from attnbench.bench.results import Result, usable
+
+GIB = 2**30
+PASS_NAMES = {"fwd": "forward", "fwd_bwd": "forward+backward", "bwd": "backward"}
+
+# The seed suite's only published figure: its README's "Example output" (benchmarks/README.md).
+SEED_EXAMPLE = {
+    "implementation": "RingDilatedAttentionV2Collective",
+    "tokens_per_s": 1_429_956,
+    "latency_ms": 2.86,
+    "latency_sd_ms": 0.20,
+    "memory_mb": 1578.0,
+    "backend": "xformers",
+    "dtype": "float32",
+    "shape": "the suite's defaults: batch 2, sequence 8192, 8 heads, head_dim 64 (segment lengths not stated)",
+}
+SEED_CAVEATS = (
+    "The seed's example output is internally inconsistent: 1,429,956 tokens/s x 2.86 ms = 4,090 tokens per "
+    "call, not the 16,384 of its default shape (batch 2 x 8192) nor 8,192; its GPU, segment lengths and "
+    "dilation rates are not stated, and it reports mean +- sd, not median and quantiles. Set beside ours "
+    "only as a scale."
+)
+
+
+def is_dilated(row: Result) -> bool:
+    return row.extra.get("pattern") == "dilated"
+
+
+def not_run(row: Result) -> bool:
+    return bool(row.extra.get("not_run")) or row.reason.startswith("not run:")
+
+
+def ns_per_token(row: Result) -> float | None:
+    if row.ms_median is None:
+        return None
+    return row.ms_median * 1e6 / (row.workload.batch * row.workload.seqlen_q)
+
+
+def tokens_per_s(row: Result) -> float | None:
+    if row.ms_median is None:
+        return None
+    return row.workload.batch * row.workload.seqlen_q / (row.ms_median * 1e-3)
+
+
+def _status_text(row: Result) -> str:
+    if row.status == "ok":
+        return "ok" if row.ok is not False else "incorrect"
+    return f"{row.status}: {row.reason}"
+
+
+def correctness_table(rows: Iterable[Result]):
+    """One line per checked (implementation, backend, mask, pass); rows that could not run say why."""
+    import pandas as pd
+
+    lines = []
+    for r in rows:
+        checks = r.extra.get("correctness")
+        worst = ""
+        if isinstance(checks, dict) and checks:
+            worst = max(checks, key=lambda n: (not checks[n]["ok"], checks[n]["rel_l2"] or 0.0))
+        lines.append({
+            "implementation": r.extra.get("implementation", ""),
+            "backend": r.extra.get("backend") or "",
+            "mask": r.workload.mask,
+            "pass": r.pass_,
+            "tokens": r.workload.seqlen_q,
+            "dtype": r.workload.dtype,
+            "status": "ok" if r.status == "ok" and r.ok else r.status,
+            "worst check": worst,
+            "rel_l2": r.rel_l2,
+            "max_abs": r.max_abs,
+            "tolerance": (r.extra.get("tolerance") or {}).get("name", ""),
+            "reason": r.reason,
+        })  # fmt: skip
+    return pd.DataFrame(lines)
+
+
+def scaling_table(rows: Iterable[Result]):
+    """Every sweep row: time, tokens/s, cost per token, memory, FLOPs, TFLOP/s, or why it did not run."""
+    import pandas as pd
+
+    lines = []
+    for r in rows:
+        measured = r.ms_median is not None
+        band = f"{r.ms_p20:.4g}-{r.ms_p80:.4g}" if measured and r.ms_p20 is not None else ""
+        lines.append({
+            "provider": r.provider,
+            "kind": "dilated" if is_dilated(r) else "dense",
+            "pass": r.pass_,
+            "tokens": r.workload.seqlen_q,
+            "ms": r.ms_median,
+            "ms p20-p80": band,
+            "Mtokens/s": tokens_per_s(r) / 1e6 if measured else None,
+            "ns/token": ns_per_token(r),
+            "peak GiB": r.peak_mem_bytes / GIB if measured and r.peak_mem_bytes else None,
+            "pairs/query/head": _pairs_per_query(r),
+            "TFLOP/s": r.tflops,
+            "checked": {True: "ok", False: "INCORRECT", None: ""}[r.ok],
+            "status": "ok" if r.status == "ok" else _status_text(r),
+        })  # fmt: skip
+    return pd.DataFrame(lines)
+
+
+def _pairs_per_query(r: Result) -> float:
+    w = r.workload
+    if is_dilated(r):
+        return r.extra["pairs"] / (w.batch * w.seqlen_q * w.heads_q)
+    if w.mask == "causal":
+        return (w.seqlen_q + 1) / 2
+    return float(w.seqlen_k)
+
+
+def cost_pivot(rows: Iterable[Result]):
+    """(pass, provider) x tokens: ns per token, or the status of a point that did not run."""
+    import pandas as pd
+
+    cells: dict[tuple[str, str], dict[int, str]] = {}
+    for r in rows:
+        key = (PASS_NAMES.get(r.pass_, r.pass_), r.provider)
+        if r.ms_median is not None:
+            text = f"{ns_per_token(r):.4g}" + ("" if r.ok is not False else " (incorrect)")
+        else:
+            text = "stopped" if not_run(r) else r.status
+        cells.setdefault(key, {})[r.workload.seqlen_q] = text
+    if not cells:
+        return pd.DataFrame()
+    frame = pd.DataFrame.from_dict(cells, orient="index").sort_index()
+    frame = frame.reindex(sorted(frame.columns), axis=1).fillna("")
+    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["pass", "provider"])
+    return frame
+
+
+def stops(rows: Iterable[Result]) -> list[str]:
+    """Per provider and pass: the longest measured length and why the series ended there."""
+    series: dict[tuple[str, str], list[Result]] = {}
+    for r in rows:
+        series.setdefault((r.provider, r.pass_), []).append(r)
+    lines = []
+    for (provider, pass_), group in sorted(series.items()):
+        group.sort(key=lambda r: r.workload.seqlen_q)
+        measured = [r for r in group if r.ms_median is not None]
+        longest = f"up to {measured[-1].workload.seqlen_q} tokens" if measured else "nothing measured"
+        first_bad = next((r for r in group if r.ms_median is None), None)
+        why = (
+            "ran every length"
+            if first_bad is None
+            else f"{first_bad.workload.seqlen_q}: {first_bad.status}: {first_bad.reason}"
+        )
+        lines.append(f"{provider} [{PASS_NAMES.get(pass_, pass_)}]: {longest}; {why}")
+    return lines
+
+
+def headline(rows: list[Result]) -> list[str]:
+    """Sentences computed from the rows: reach, flatness of the dilated cost per token, the crossing."""
+    sentences = []
+    for pass_ in ("fwd", "fwd_bwd"):
+        ok = [r for r in rows if r.pass_ == pass_ and usable(r, require_checked=False)]
+        dilated = [r for r in ok if is_dilated(r)]
+        dense = [r for r in ok if not is_dilated(r)]
+        if not dilated:
+            continue
+        best = _fastest_by_length(dilated)
+        longest = max(best)
+        r = best[longest]
+        sentences.append(
+            f"{PASS_NAMES[pass_]}: dilated attention reached {longest:,} tokens ({r.provider}: {r.ms_median:.4g} ms, "
+            f"{tokens_per_s(r) / 1e6:.3g} M tokens/s, {(r.peak_mem_bytes or 0) / GIB:.1f} GiB)."
+        )
+        costs = {n: ns_per_token(x) for n, x in best.items()}
+        if len(costs) >= 2:
+            lo, hi = min(costs.values()), max(costs.values())
+            sentences.append(
+                f"{PASS_NAMES[pass_]}: the fastest dilated cost per token stays within {lo:.3g}-{hi:.3g} ns "
+                f"(x{hi / lo:.2f}) from {min(costs):,} to {max(costs):,} tokens."
+            )
+        if dense:
+            fast_dense = _fastest_by_length(dense)
+            reach = max(fast_dense)
+            d = fast_dense[reach]
+            common = sorted(set(best) & set(fast_dense))
+            text = f"{PASS_NAMES[pass_]}: dense causal reached {reach:,} tokens ({d.provider}: {d.ms_median:.4g} ms"
+            text += f", {ns_per_token(d):.3g} ns/token)"
+            if common:
+                n = common[-1]
+                ratio = fast_dense[n].ms_median / best[n].ms_median
+                speed = f"{ratio:.3g}x faster" if ratio >= 1 else f"{1 / ratio:.3g}x slower"
+                text += f"; at {n:,} tokens dilated is {speed} than dense ({best[n].tflops or 0:.0f} vs "
+                text += f"{fast_dense[n].tflops or 0:.0f} TFLOP/s of useful work)"
+            sentences.append(text + ".")
+    return sentences
+
+
+def _fastest_by_length(rows: list[Result]) -> dict[int, Result]:
+    best: dict[int, Result] = {}
+    for r in rows:
+        n = r.workload.seqlen_q
+        if n not in best or r.ms_median < best[n].ms_median:
+            best[n] = r
+    return best
+
+
+def seed_table(rows: Iterable[Result]):
+    """Our rows at the seed's default shape beside the seed's example output."""
+    import pandas as pd
+
+    lines = [{
+        "source": "seed (published example output)", "implementation": SEED_EXAMPLE["implementation"],
+        "backend": SEED_EXAMPLE["backend"], "dtype": SEED_EXAMPLE["dtype"], "ms": SEED_EXAMPLE["latency_ms"],
+        "Mtokens/s": SEED_EXAMPLE["tokens_per_s"] / 1e6, "memory MiB": SEED_EXAMPLE["memory_mb"], "status": "as published",
+    }]  # fmt: skip
+    for r in rows:
+        measured = r.ms_median is not None
+        lines.append({
+            "source": "this run", "implementation": r.provider, "backend": r.extra.get("backend") or "",
+            "dtype": r.workload.dtype, "ms": r.ms_median, "Mtokens/s": tokens_per_s(r) / 1e6 if measured else None,
+            "memory MiB": r.peak_mem_bytes / 2**20 if measured and r.peak_mem_bytes else None,
+            "status": _status_text(r),
+        })  # fmt: skip
+    return pd.DataFrame(lines)
+
+
+def breakdown_table(entries: Iterable[dict]):
+    import pandas as pd
+
+    return pd.DataFrame(list(entries))
+
+
+def breakdown_sentences(entries: Iterable[dict]) -> list[str]:
+    """What a fused kernel could save: the time outside the kernels, from the measured breakdown."""
+    sentences = []
+    for e in entries:
+        if e.get("status") != "ok":
+            sentences.append(
+                f"{e['backend']} {e['seq_len']:,} {e['pass']}: {e['status']}: {e.get('reason', '')}"
+            )
+            continue
+        sentences.append(
+            f"{e['backend']} at {e['seq_len']:,} tokens, {PASS_NAMES.get(e['pass'], e['pass'])}: the kernels take "
+            f"{e['kernel_share']:.0%} of {e['total_ms']:.4g} ms ({e['kernel_calls']} calls over {e['branches']} "
+            f"branches); gathering, merging and scattering take {e['other_ms']:.3g} ms, the most a fused dilated "
+            f"kernel could save."
+        )
+    return sentences
+
+
+def distributed_table(rows: Iterable[Result]):
+    """Per pass and length: one GPU alone vs the sequence split over the GPUs; strong and weak scaling."""
+    import pandas as pd
+
+    rows = list(rows)
+    single = {(r.pass_, r.workload.seqlen_q): r for r in rows if r.extra.get("world_size") == 1}
+    lines = []
+    for r in rows:
+        world = r.extra.get("world_size", 1)
+        if world == 1:
+            continue
+        n, pass_ = r.workload.seqlen_q, r.pass_
+        one, part = single.get((pass_, n)), single.get((pass_, n // world))
+        ok = r.ms_median is not None
+        strong = one.ms_median / (world * r.ms_median) if ok and one and one.ms_median else None
+        weak = part.ms_median / r.ms_median if ok and part and part.ms_median else None
+        lines.append({
+            "pass": PASS_NAMES.get(pass_, pass_), "tokens": n, "GPUs": world,
+            "ms (1 GPU, all tokens)": one.ms_median if one else None,
+            "ms (1 GPU, tokens/GPUs)": part.ms_median if part else None,
+            "ms (split)": r.ms_median,
+            "Mtokens/s (split)": tokens_per_s(r) / 1e6 if ok else None,
+            "peak GiB/GPU": r.peak_mem_bytes / GIB if ok and r.peak_mem_bytes else None,
+            "speedup": one.ms_median / r.ms_median if ok and one and one.ms_median else None,
+            "strong-scaling efficiency": strong, "weak-scaling efficiency": weak,
+            "status": "ok" if r.status == "ok" else _status_text(r),
+        })  # fmt: skip
+    return pd.DataFrame(lines)
+
+
+def distributed_correctness_table(records: Iterable[dict]):
+    import pandas as pd
+
+    lines = []
+    for rec in records:
+        line = {"mask": rec["mask"], "tokens": rec["seq_len"], "GPUs": rec["world"], "backend": rec["backend"],
+                "status": rec["status"], "reason": rec.get("reason", "")}  # fmt: skip
+        for version in ("distributed", "single"):
+            for name, c in rec.get("errors", {}).get(version, {}).items():
+                line[f"{name} rel_l2 ({version})"] = c["rel_l2"]
+        line["lse max abs"] = rec.get("lse_max_abs")
+        lines.append(line)
+    return pd.DataFrame(lines)
