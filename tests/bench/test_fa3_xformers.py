@@ -5,6 +5,7 @@ the context-parallel kernel's transposed views. The real library runs on the GPU
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import types
@@ -102,7 +103,22 @@ def fake_fa3(monkeypatch):
             dst.copy_(g.transpose(1, 2))
         return torch.empty(0)
 
+    def flash_attn_varlen_func(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None, causal=False,
+        window_size=(-1, -1), **kw,
+    ):  # fmt: skip
+        cu = cu_seqlens_q.tolist()
+        mod.calls.append({"causal": causal, "window": window_size, "cu": cu, "max": max_seqlen_q,
+                          "same_cu": cu == cu_seqlens_k.tolist(), "cu_dtype": cu_seqlens_q.dtype})  # fmt: skip
+        assert q.dim() == 3, "varlen takes packed [tokens, heads, dim]"
+        parts = [
+            _dense_bshd(q[None, a:b], k[None, a:b], v[None, a:b], causal, *window_size, softmax_scale)[0][0]
+            for a, b in itertools.pairwise(cu)
+        ]
+        return torch.cat(parts), None  # FA3 versions return (out, lse) or out: the provider takes either
+
     mod.flash_attn_func = flash_attn_func
+    mod.flash_attn_varlen_func = flash_attn_varlen_func
     mod._flash_attn_forward = _flash_attn_forward
     mod._flash_attn_backward = _flash_attn_backward
     monkeypatch.setitem(sys.modules, "flash_attn_interface", mod)
@@ -267,3 +283,84 @@ def test_reasons_follow_a_wrapped_exception_to_its_cause():
             "ValueError: could not verify publisher trust status. "
             "(from ConnectionError: Failed to resolve 'huggingface.co')"
         )
+
+
+@pytest.mark.parametrize("mask", ["varlen_full", "varlen_causal"])
+def test_fa3_runs_documents_through_varlen_with_cu_seqlens(fake_fa3, mask):
+    w = Workload(1, 64, 64, 4, 2, 64, "bfloat16", mask, doc_lens=(10, 30, 24))
+    q, k, v = _inputs(w)
+    prepared = providers.get("flash_attn3").prepare(q, k, v, w, backward=True)
+    assert fake_fa3.calls == [] and all(t.shape == (64, t.shape[1], 64) for t in prepared.inputs)
+    out = prepared.to_canonical(prepared.run())
+    call = fake_fa3.calls[-1]
+    assert call["cu"] == [0, 10, 40, 64] and call["max"] == 30 and call["same_cu"]
+    assert call["cu_dtype"] == torch.int32 and call["causal"] == (mask == "varlen_causal")
+    assert compare(out, reference_attention(q, k, v, w), w.dtype).ok
+    dout = torch.randn(q.shape).to(torch.bfloat16)
+    grads = torch.autograd.grad(out, prepared.inputs, dout)
+    for name, got, want, like in zip(("dq", "dk", "dv"), grads, reference_grads(q, k, v, dout, w), (q, k, v)):
+        assert compare(prepared.grad_to_canonical(name, got, like), want, w.dtype, grad=True).ok, name
+
+
+def test_fa3_says_which_masks_it_cannot_express():
+    block = Workload(1, 64, 64, 4, 2, 64, "bfloat16", "varlen_block_causal", doc_lens=(10, 54), block=16)
+    assert "not supported" in providers.get("flash_attn3").unsupported(block, "fwd")
+    docs = Workload(1, 64, 64, 4, 2, 64, "bfloat16", "varlen_causal", doc_lens=(10, 54))
+    assert "fixed-length" in providers.get("flash_attn3_compiled").unsupported(docs, "fwd")
+    assert "cuDNN 9.19" in providers.get("cudnn_frontend").unsupported(docs, "fwd")
+    assert providers.get("sdpa_cudnn").unsupported(docs, "fwd").startswith("mask varlen_causal not supported")
+
+
+def test_xformers_bias_types_per_mask():
+    from attnbench.bench.providers.xformers import _attn_bias
+
+    made = []
+
+    class Bias:
+        def __init__(self, *args):
+            made.append((type(self).__name__, args))
+
+        @classmethod
+        def from_seqlens(cls, seqlens):
+            return cls(list(seqlens))
+
+    names = ("BlockDiagonalMask", "BlockDiagonalCausalMask", "LowerTriangularFromBottomRightMask",
+             "LowerTriangularFromBottomRightLocalAttentionMask")  # fmt: skip
+    fake = types.SimpleNamespace(**{n: type(n, (Bias,), {}) for n in names})
+
+    def w(mask, **kw):
+        return Workload(2, 64, 64, 4, 2, 64, "bfloat16", mask, **kw)
+
+    assert _attn_bias(fake, w("full")) is None
+    _attn_bias(fake, w("causal"))
+    _attn_bias(fake, w("sliding_window", window=8))
+    _attn_bias(fake, w("varlen_full", doc_lens=(10, 54)))
+    _attn_bias(fake, w("varlen_causal", doc_lens=(10, 54)))
+    assert made == [
+        ("LowerTriangularFromBottomRightMask", ()),
+        ("LowerTriangularFromBottomRightLocalAttentionMask", (8,)),
+        ("BlockDiagonalMask", ([10, 54, 10, 54],)),  # the batch packed into one row
+        ("BlockDiagonalCausalMask", ([10, 54, 10, 54],)),
+    ]
+    with pytest.raises(base.Unsupported, match="no attn_bias"):
+        _attn_bias(fake, w("varlen_block_causal", doc_lens=(10, 54), block=16))
+
+
+def test_cudnn_frontend_band_from_the_mask():
+    from attnbench.bench.providers.cudnn_frontend import _mask_kwargs
+
+    fake = types.SimpleNamespace(diagonal_alignment=types.SimpleNamespace(TOP_LEFT="top-left"))
+
+    def w(mask, **kw):
+        return Workload(1, 64, 64, 4, 2, 64, "bfloat16", mask, **kw)
+
+    assert _mask_kwargs(fake, w("full")) == {}
+    assert _mask_kwargs(fake, w("causal")) == {
+        "diagonal_alignment": "top-left",
+        "diagonal_band_right_bound": 0,
+    }
+    assert _mask_kwargs(fake, w("sliding_window", window=8), fp8=True) == {
+        "diagonal_alignment": "top-left", "right_bound": 0, "left_bound": 8,
+    }  # fmt: skip
+    with pytest.raises(base.Unsupported):
+        _mask_kwargs(fake, w("varlen_full", doc_lens=(10, 54)))

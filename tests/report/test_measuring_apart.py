@@ -12,7 +12,8 @@ from attnbench.notebook.plan import SourceIndex
 
 PACKAGE = Path(attnbench.__file__).parent
 NOTEBOOKS = sorted((PACKAGE.parents[1] / "notebooks").glob("*.md"))
-PRESENTING = ("report/figures.py", "report/cp_figures.py", "report/tables.py", "report/cp_tables.py")
+PRESENTING = ("report/figures.py", "report/cp_figures.py", "report/tables.py", "report/cp_tables.py",
+              "report/masks.py")  # fmt: skip
 
 
 def _cells():
@@ -28,7 +29,7 @@ def test_measuring_cells_import_nothing_that_presents():
     index = SourceIndex.of(PACKAGE)
     measuring = [(nb, c) for nb, c in _cells() if _measuring(c)]
     assert {f"{nb}:{c.id}" for nb, c in measuring} >= {"flux_attention:bench", "context_parallel:bench",
-                                                      "context_parallel:overlap"}  # fmt: skip
+                                                      "context_parallel:overlap", "attention_masks:bench"}  # fmt: skip
     for nb, cell in measuring:
         assert "report" not in index.closure(cell.source), f"{nb}:{cell.id} imports attnbench.report"
         assert "attnbench.report" not in cell.source

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from attnbench.bench.masks import dense_mask
+from attnbench.bench import masks
 from attnbench.bench.results import Workload
 
 CHUNK_ELEMENTS = 1 << 27  # scores per query chunk: 512 MiB in fp32
@@ -200,8 +200,8 @@ def _chunks(workload: Workload):
 def _probabilities(q_chunk, k, workload, start, end, scale):
     """Softmax probabilities of query rows [start, end); fully masked rows are all zero."""
     scores = torch.matmul(q_chunk, k.transpose(-1, -2)) * scale
-    if workload.mask != "full":
-        allowed = dense_mask(workload, device=scores.device, q_start=start, q_end=end)
+    if not masks.of(workload).is_full:
+        allowed = masks.dense_mask(workload, device=scores.device, q_start=start, q_end=end)
         scores = scores.masked_fill(~allowed, -math.inf)
     row_max = scores.amax(dim=-1, keepdim=True)
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))

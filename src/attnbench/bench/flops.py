@@ -1,15 +1,9 @@
 """Exact attention FLOPs per mask, TFLOP/s and MFU.
 
-Mask semantics (masks.py builds the same masks densely; tests check every count against them):
-  full            every (i, j): Sq * Sk pairs.
-  causal          bottom-right aligned, as flash-attn and SDPA's causal_lower_right: query i sees key j
-                  when j <= i + (Sk - Sq). With Sq > Sk the first Sq - Sk rows see nothing.
-  sliding_window  causal (bottom-right aligned) and shorter than `window`: 0 <= i + (Sk - Sq) - j < window.
-                  The query's own position counts, so window=1 is the diagonal. (flash-attn
-                  window_size=(window - 1, 0).)
-  document        full attention inside each document, none across: Sq == Sk, pairs = sum(len_d^2).
-  block_causal    `doc_lens` are blocks; a query sees every key of its own block and of earlier blocks
-                  (full inside a block, causal across blocks): pairs = sum_b len_b * (len_0 + ... + len_b).
+Allowed pairs come from the mask object (masks.py REGISTRY: each mask counts its own pairs in closed
+form; tests check every count against the dense mask). E.g. causal is bottom-right aligned (query i sees
+key j when j <= i + (Sk - Sq)), a sliding window counts the query's own position (window=1 is the
+diagonal), documents sum over documents (varlen full: sum(len_d^2)).
 
 Forward FLOPs = 4 * head_dim * heads_q * batch * pairs (QK^T and PV, 2 FLOPs per multiply-add each);
 GQA counts query heads. Backward = 2.5x forward, forward+backward = 3.5x (the usual convention:
@@ -20,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from attnbench.bench import masks
 from attnbench.bench.results import PASSES, Workload
 
 PASS_MULTIPLIER = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
@@ -48,42 +43,10 @@ DATASHEET_PEAK_TFLOPS: dict[str, float] = {
 }
 
 
-def _relu_sum(first: int, last: int, c: int) -> int:
-    """sum over v = first..last of max(v - c, 0)."""
-    lo = max(first, c + 1)
-    if last < lo:
-        return 0
-    n = last - lo + 1
-    return (lo - c + last - c) * n // 2
-
-
-def _clamped_ramp_sum(a: int, n: int, hi: int) -> int:
-    """sum over i = 0..n-1 of clamp(a + i, 0, hi)."""
-    if n <= 0:
-        return 0
-    return _relu_sum(a, a + n - 1, 0) - _relu_sum(a, a + n - 1, hi)
-
-
 def allowed_pairs(workload: Workload) -> int:
-    """Number of allowed (query, key) pairs in one [Sq, Sk] mask (one batch element, one head)."""
-    sq, sk, mask = workload.seqlen_q, workload.seqlen_k, workload.mask
-    offset = sk - sq
-    if mask == "full":
-        return sq * sk
-    if mask == "causal":
-        return _clamped_ramp_sum(offset + 1, sq, sk)
-    if mask == "sliding_window":
-        w = workload.window
-        return _clamped_ramp_sum(offset + 1, sq, sk) - _clamped_ramp_sum(offset + 1 - w, sq, sk)
-    if mask == "document":
-        return sum(n * n for n in workload.doc_lens)
-    if mask == "block_causal":
-        total, end = 0, 0
-        for n in workload.doc_lens:
-            end += n
-            total += n * end
-        return total
-    raise ValueError(f"no FLOP formula for mask {mask!r}")
+    """Number of allowed (query, key) pairs in one [Sq, Sk] mask (one batch element, one head):
+    the mask's own exact count (masks.py)."""
+    return masks.allowed_pairs(workload)
 
 
 def density(workload: Workload) -> float:

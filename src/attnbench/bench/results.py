@@ -1,8 +1,9 @@
 """The Result row: one JSON object per line, one row per (provider, workload, pass).
 
 Schema (README "Result rows" documents it for readers):
-  provider, family, status (ok | oom | unsupported | unavailable | incorrect | error), reason,
-  workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens),
+  provider, family, status (ok | oom | unsupported | unavailable | incorrect | error | skipped), reason,
+  workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens,
+  block), the mask a name from the registry in masks.py,
   pass (fwd | bwd | fwd_bwd), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
   timer (cuda_event | perf_counter), correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
 
@@ -18,9 +19,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("ok", "oom", "unsupported", "unavailable", "incorrect", "error")
+from attnbench.bench import masks as _masks
+
+# skipped: not attempted, with the reason (a series stopped after an OOM at a shorter length, or a
+# profile's time budget); never a measurement.
+STATUSES = ("ok", "oom", "unsupported", "unavailable", "incorrect", "error", "skipped")
 PASSES = ("fwd", "bwd", "fwd_bwd")
-MASKS = ("full", "causal", "sliding_window", "document", "block_causal")
+MASKS = _masks.names()  # the mask registry (bench/masks.py) and the aliases rows already use
 
 
 @dataclass(frozen=True)
@@ -38,25 +43,16 @@ class Workload:
     window: int | None = (
         None  # sliding window: key j allowed for query i when 0 <= i + (Sk - Sq) - j < window
     )
-    doc_lens: tuple[int, ...] | None = (
-        None  # document/block_causal: lengths summing to seqlen_q (== seqlen_k)
-    )
+    doc_lens: tuple[int, ...] | None = None  # document masks: lengths summing to seqlen_q (== seqlen_k)
+    block: int | None = None  # block-causal masks inside documents: the block size
 
     def __post_init__(self):
-        if self.mask not in MASKS:
-            raise ValueError(f"mask {self.mask!r} is not one of {MASKS}")
+        mask = _masks.get(self.mask)  # a ValueError naming the known masks
         if self.heads_q % self.heads_kv:
             raise ValueError(f"heads_q={self.heads_q} is not a multiple of heads_kv={self.heads_kv}")
-        if self.mask == "sliding_window" and not self.window:
-            raise ValueError("a sliding_window workload needs window > 0")
-        if self.mask in ("document", "block_causal"):
-            if not self.doc_lens or sum(self.doc_lens) != self.seqlen_q or self.seqlen_q != self.seqlen_k:
-                raise ValueError(
-                    f"{self.mask} mask: doc_lens {self.doc_lens} must sum to "
-                    f"seqlen_q == seqlen_k ({self.seqlen_q}, {self.seqlen_k})"
-                )
-            if any(n <= 0 for n in self.doc_lens):
-                raise ValueError(f"{self.mask} mask: doc_lens {self.doc_lens} must all be positive")
+        problem = mask.check(self)
+        if problem:
+            raise ValueError(problem)
 
     @property
     def gqa(self) -> bool:
@@ -65,6 +61,7 @@ class Workload:
     def label(self) -> str:
         extra = f" w={self.window}" if self.window else ""
         extra += f" docs={len(self.doc_lens)}" if self.doc_lens else ""
+        extra += f" block={self.block}" if self.block else ""
         return (
             f"B{self.batch} Sq{self.seqlen_q} Sk{self.seqlen_k} H{self.heads_q}/{self.heads_kv} "
             f"D{self.head_dim} {self.dtype} {self.mask}{extra}"
@@ -145,6 +142,25 @@ def read_jsonl(path: Path | str) -> list[Result]:
                 rows.append(Result.from_dict(json.loads(line)))
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"{path}:{lineno}: bad result row: {exc}") from exc
+    return rows
+
+
+def write_rows_document(path: Path | str, rows: Iterable[Result], **about) -> None:
+    """Rows that are not results to rank (e.g. correctness checks at a shorter length) as one JSON
+    document {**about, "rows": [...]}: the site reads every *.jsonl of rows as results, never this."""
+    with open(path, "w") as f:
+        json.dump({**about, "rows": [row.to_dict() for row in rows]}, f, indent=1)
+
+
+def read_rows_document(path: Path | str) -> list[Result]:
+    with open(path) as f:
+        document = json.load(f)
+    rows = []
+    for index, row in enumerate(document.get("rows", [])):
+        try:
+            rows.append(Result.from_dict(row))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: rows[{index}]: bad result row: {exc}") from exc
     return rows
 
 

@@ -89,8 +89,9 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-class _Workspace:
-    """Inputs and (lazily) references of one workload, shared by every provider."""
+class Workspace:
+    """Inputs and (lazily) references of one workload, shared by every provider (and by the masks
+    report's series driver, which calls run_one itself)."""
 
     def __init__(self, workload: Workload, device, seed: int, reference: bool):
         self.workload, self.device, self.seed, self.reference = workload, device, seed, reference
@@ -210,7 +211,7 @@ def _check(row: Result, checks: dict[str, correctness.Comparison], reference_err
 
 
 def _measure_row(
-    row: Result, provider, ws: _Workspace, pass_: str, stage: list[str], timing_options: dict[str, Any]
+    row: Result, provider, ws: Workspace, pass_: str, stage: list[str], timing_options: dict[str, Any]
 ) -> None:
     """Setup, correctness and timing of one (provider, workload, pass); fills `row` or raises."""
     w, device = ws.workload, ws.device
@@ -268,7 +269,12 @@ def _measure_row(
             compare("out", prepared.to_canonical(out.detach()), ws.ref_out())
         if ws.ref_grads() is not None:
             for name, grad, ref, like in zip(("dq", "dk", "dv"), grads, ws.ref_grads(), canonical):
-                compare(name, canonical_grad(grad, provider.layout, like), ref, grad=True)
+                mapped = (
+                    prepared.grad_to_canonical(name, grad, like)
+                    if getattr(prepared, "grad_to_canonical", None)
+                    else canonical_grad(grad, provider.layout, like)
+                )
+                compare(name, mapped, ref, grad=True)
         _check(row, checks, ws.reference_error)
         del grads
         stage[0] = "timing"
@@ -298,7 +304,7 @@ def run_one(
     provider,
     workload: Workload,
     pass_: str,
-    ws: _Workspace,
+    ws: Workspace,
     *,
     unavailable: str | None,
     timing_options: dict[str, Any],
@@ -389,7 +395,7 @@ def run_sweep(
     availability = {id(p): _availability(p) for p in providers}
     rows: list[Result] = []
     for workload in workloads:
-        ws = _Workspace(workload, device, seed, reference)
+        ws = Workspace(workload, device, seed, reference)
         for provider in providers:
             for pass_ in passes:
                 row = run_one(

@@ -25,6 +25,8 @@ _REGISTRY: list[Provider] = [
     SdpaProvider("sdpa_efficient", "EFFICIENT_ATTENTION"),
     SdpaProvider("sdpa_cudnn", "CUDNN_ATTENTION"),
     SdpaProvider("sdpa_math", "MATH"),
+    SdpaProvider("sdpa_cudnn_kv_repeated", "CUDNN_ATTENTION", repeat_kv=True),
+    SdpaProvider("sdpa_efficient_kv_repeated", "EFFICIENT_ATTENTION", repeat_kv=True),
     SdpaProvider("sdpa_compiled", "", compiled=True),
     SdpaProvider("sdpa_compiled_max_autotune", "", compiled=True, compile_mode="max-autotune"),
     CudnnFrontend("cudnn_frontend"),

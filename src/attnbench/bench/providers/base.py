@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from attnbench.bench import masks
 from attnbench.bench.results import Workload
 
 
@@ -34,6 +35,8 @@ class Prepared:
     to_canonical: Callable[[Any], Any]  # native output -> [batch, heads_q, seq_q, head_dim] tensor
     inputs: tuple = ()  # native leaf tensors (q, k, v); requires_grad is set when prepared with backward=True
     note: str = ""  # anything a reader should know about this call (e.g. "k/v expanded for GQA")
+    # native gradient -> canonical [b, h, s, d] (name, grad, canonical tensor); None: by Provider.layout
+    grad_to_canonical: Callable[[str, Any, Any], Any] | None = None
 
 
 class Provider:
@@ -51,6 +54,7 @@ class Provider:
     install: str = ""  # what a user with network runs to get this provider (named in "not installed" rows)
     head_dims: tuple[int, ...] | None = None  # None: any head_dim the library accepts
     causal_any_lengths: bool = True  # False: causal (and windows) only when seqlen_q == seqlen_k
+    stands_in_for: str = ""  # a labelled variant (e.g. K/V repeated) of this provider, for where it refuses
 
     def unavailable(self) -> str | None:
         """Why this provider cannot run on this machine at all (not installed, import fails, no GPU)."""
@@ -60,7 +64,7 @@ class Provider:
         """Why this provider cannot run this workload/pass, from its declared capabilities."""
         if workload.dtype not in self.dtypes:
             return f"dtype {workload.dtype} not supported (supports {', '.join(self.dtypes)})"
-        if workload.mask not in self.masks:
+        if not any(masks.same(workload.mask, m) for m in self.masks):
             return f"mask {workload.mask} not supported (supports {', '.join(self.masks)})"
         if workload.gqa and not self.gqa:
             return "GQA (heads_kv < heads_q) not supported"
@@ -68,9 +72,11 @@ class Provider:
             return "no backward"
         if self.head_dims is not None and workload.head_dim not in self.head_dims:
             return f"head_dim {workload.head_dim} not supported (supports {self.head_dims})"
+        native = masks.native(workload)
         if (
             not self.causal_any_lengths
-            and workload.mask in ("causal", "sliding_window")
+            and native is not None
+            and native.causal
             and workload.seqlen_q != workload.seqlen_k
         ):
             return f"{workload.mask} with seqlen_q != seqlen_k: this kernel's alignment is not bottom-right"

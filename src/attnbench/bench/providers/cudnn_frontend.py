@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -38,16 +39,26 @@ from attnbench.bench.results import Workload
 E4M3_MAX = 448.0
 
 
+VARLEN_REASON = (
+    "documents (cu_seqlens) are not wired to cuDNN here: cuDNN 9.19 takes them only as a padding mask "
+    "with ragged (THD) offsets (cu_seq_len_q/kv need cuDNN >= 9.24); FlashAttention-3 and FlexAttention "
+    "run these masks"
+)
+
+
 def _mask_kwargs(cudnn, workload: Workload, fp8: bool = False) -> dict:
-    """Diagonal-band arguments (names differ between sdpa and sdpa_fp8)."""
-    if workload.mask == "full":
+    """Diagonal-band arguments (names differ between sdpa and sdpa_fp8) from the mask's native form."""
+    native = masks.native(workload)
+    if native is None or native.doc_lens:
+        raise Unsupported(f"mask {workload.mask}: no diagonal-band form")
+    if not native.causal:
         return {}
     right, left = (
         ("right_bound", "left_bound") if fp8 else ("diagonal_band_right_bound", "diagonal_band_left_bound")
     )
     kwargs = {"diagonal_alignment": cudnn.diagonal_alignment.TOP_LEFT, right: 0}
-    if workload.mask == "sliding_window":
-        kwargs[left] = workload.window  # keys i - window < j <= i: the band's left bound is the window
+    if native.window is not None:
+        kwargs[left] = native.window  # keys i - window < j <= i: the band's left bound is the window
     return kwargs
 
 
@@ -107,6 +118,12 @@ class CudnnFrontend(Provider):
 
     def __init__(self, name: str):
         self.name = name
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        native = masks.native(workload)
+        if native is not None and native.doc_lens and super().unsupported(workload, pass_):
+            return VARLEN_REASON
+        return super().unsupported(workload, pass_)
 
     def unavailable(self) -> str | None:
         missing = import_failure("cudnn", self.install) or cuda_missing()

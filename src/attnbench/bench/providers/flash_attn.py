@@ -7,9 +7,11 @@ causal aligned bottom-right) is shared by FlashAttention 3 and the HF `kernels` 
 
 from __future__ import annotations
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
+    Unsupported,
     bshd_to_canonical,
     compile_fn,
     cuda_missing,
@@ -33,6 +35,7 @@ class FlashStyleProvider(Provider):
     head_dims = tuple(range(8, 257, 8))  # multiples of 8 up to 256
     module = ""  # importable module holding the function
     function = "flash_attn_func"
+    varlen_function = "flash_attn_varlen_func"  # documents (cu_seqlens), where masks lists varlen ones
 
     def __init__(self, name: str, *, compiled: bool = False):
         self.name = name
@@ -57,15 +60,27 @@ class FlashStyleProvider(Provider):
     def version(self) -> str:
         return module_version(self.module)
 
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        native = masks.native(workload)
+        if reason is None and self.compiled and native is not None and native.doc_lens:
+            reason = "the compiled variant wraps the fixed-length call only (documents: the plain provider)"
+        return reason
+
     def call_kwargs(self, workload: Workload) -> dict:
-        if workload.mask == "causal":
-            return {"causal": True}
-        if workload.mask == "sliding_window":
-            # 0 <= i + (Sk - Sq) - j < window: (window - 1) keys left, none right (both bottom-right aligned)
-            return {"causal": True, "window_size": (workload.window - 1, 0)}
-        return {}
+        """causal / window_size from the mask's native form (bottom-right aligned, window incl. the diagonal)."""
+        native = masks.native(workload)
+        if native is None:
+            raise Unsupported(f"mask {workload.mask} has no causal/window/cu_seqlens form")
+        if native.window is not None:
+            # 0 <= i + (Sk - Sq) - j < window: (window - 1) keys left, none right
+            return {"causal": True, "window_size": native.flash_window()}
+        return {"causal": True} if native.causal else {}
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+        native = masks.native(workload)
+        if native is not None and native.doc_lens:
+            return self._prepare_varlen(q, k, v, workload, native, backward)
         attn = self.load()
         q, k, v = (to_bshd(t, backward) for t in (q, k, v))
         kwargs = self.call_kwargs(workload)
@@ -82,10 +97,54 @@ class FlashStyleProvider(Provider):
 
         return Prepared(run=run, to_canonical=bshd_to_canonical, inputs=(q, k, v))
 
+    def _prepare_varlen(self, q, k, v, workload: Workload, native, backward: bool) -> Prepared:
+        """Documents through `flash_attn_varlen_func`: packed [tokens, heads, dim] with cu_seqlens."""
+        import importlib
+
+        import torch
+
+        if self.compiled:
+            raise Unsupported(
+                "the compiled variant wraps the fixed-length call only (varlen: use the plain one)"
+            )
+        attn = getattr(importlib.import_module(self.module), self.varlen_function)
+        b, hq, s, d = q.shape
+        packed = tuple(
+            t.detach().transpose(1, 2).reshape(b * s, t.shape[1], d).contiguous().requires_grad_(backward)
+            for t in (q, k, v)
+        )
+        cu = torch.tensor(native.cu_seqlens(b), dtype=torch.int32, device=q.device)
+        longest = max(native.doc_lens)
+        kwargs = {"causal": native.causal}
+        if native.window is not None:
+            kwargs["window_size"] = native.flash_window()
+
+        def run():
+            out = attn(*packed, cu, cu, longest, longest, **kwargs)
+            return out[0] if isinstance(out, (tuple, list)) else out
+
+        def to_canonical(out):
+            return out.reshape(b, s, hq, d).transpose(1, 2)
+
+        return Prepared(
+            run=run,
+            to_canonical=to_canonical,
+            inputs=packed,
+            note=f"{self.varlen_function}: {len(native.doc_lens)} documents as cu_seqlens (packed thd)",
+            grad_to_canonical=lambda name, grad, like: canonical_grad_thd(grad, like),
+        )
+
+
+def canonical_grad_thd(grad, like):
+    """A packed [b * s, h, d] gradient as [b, h, s, d] like the canonical tensor `like`."""
+    b, h, s, d = like.shape
+    return grad.reshape(b, s, h, d).transpose(1, 2)
+
 
 class FlashAttn2(FlashStyleProvider):
     family = "flash_attn"
     module = "flash_attn"
+    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
 
 

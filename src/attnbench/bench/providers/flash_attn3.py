@@ -21,6 +21,7 @@ at most 3 argument(s) but received 32".
 
 from __future__ import annotations
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     bshd_to_canonical,
@@ -41,11 +42,10 @@ FP8_NOTE = (
 
 def fa3_window(workload: Workload) -> tuple[bool, int, int]:
     """(causal, window_left, window_right) in FA3's convention (bottom-right aligned, -1 = unbounded)."""
-    if workload.mask == "causal":
-        return True, -1, 0
-    if workload.mask == "sliding_window":
-        return True, workload.window - 1, 0
-    return False, -1, -1
+    native = masks.native(workload)
+    if native is None:
+        raise ValueError(f"mask {workload.mask} has no causal/window form for FlashAttention-3")
+    return (native.causal, *native.flash_window())
 
 
 def build_flags() -> dict:
@@ -65,8 +65,12 @@ def build_leaves_out(workload: Workload, pass_: str) -> str | None:
         (flags.get("FLASHATTENTION_DISABLE_FP16") and workload.dtype == "float16", "fp16"),
         (flags.get(f"FLASHATTENTION_DISABLE_HDIM{workload.head_dim}"), f"head dim {workload.head_dim}"),
         (
-            flags.get("FLASHATTENTION_DISABLE_LOCAL") and workload.mask == "sliding_window",
+            flags.get("FLASHATTENTION_DISABLE_LOCAL") and getattr(masks.native(workload), "window", None),
             "local (sliding window)",
+        ),
+        (
+            flags.get("FLASHATTENTION_DISABLE_VARLEN") and getattr(masks.native(workload), "doc_lens", None),
+            "varlen (cu_seqlens)",
         ),
         (flags.get("FLASHATTENTION_DISABLE_BACKWARD") and pass_ != "fwd", "the backward"),
     ]
@@ -100,6 +104,7 @@ class FlashAttn3(FlashStyleProvider):
     )
     head_dims = (64, 96, 128, 192, 256)  # FA3's kernel head dims; a build may hold fewer (then: unsupported)
     dtypes = ("bfloat16", "float16")
+    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")  # varlen: cu_seqlens
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -79,7 +80,7 @@ class SageProvider(Provider):
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
         attn = self.load()
-        causal = workload.mask == "causal"
+        causal = masks.native(workload).causal
         if self.layout == "bshd":
             q, k, v = (_private_bshd(t) for t in (q, k, v))
             kwargs, to_canonical = {"tensor_layout": "NHD"}, bshd_to_canonical
@@ -99,7 +100,7 @@ class SageVarlen(SageProvider):
     """`sageattn_varlen` on packed [tokens, heads, dim]: the batch (or the documents) as segments."""
 
     layout = "thd"
-    masks = ("full", "causal", "document")
+    masks = ("full", "causal", "varlen_full", "varlen_causal")
 
     def __init__(self, name: str, entry: str = "sageattn_varlen"):
         super().__init__(name, entry, layout="thd", head_dims=(64, 128))
@@ -108,7 +109,7 @@ class SageVarlen(SageProvider):
         reason = super().unsupported(workload, pass_)
         if reason is None and workload.seqlen_q != workload.seqlen_k:
             return "varlen segments here are self-attention (seqlen_q == seqlen_k)"
-        if reason is None and workload.mask == "document" and workload.batch != 1:
+        if reason is None and masks.native(workload).doc_lens and workload.batch != 1:
             return "document mask packed only for batch 1"
         return reason
 
@@ -117,10 +118,11 @@ class SageVarlen(SageProvider):
 
         attn = self.load()
         b, hq, s, d = q.shape
-        lens = list(workload.doc_lens) if workload.mask == "document" else [s] * b
+        native = masks.native(workload)
+        lens = list(native.doc_lens) if native.doc_lens else [s] * b
         cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=q.device)
         packed = [_private_bshd(t).view(b * s, t.shape[1], d) for t in (q, k, v)]
-        causal = workload.mask == "causal"
+        causal = native.causal
         max_len = max(lens)
 
         def run():

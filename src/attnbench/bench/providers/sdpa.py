@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -75,21 +76,45 @@ class SdpaProvider(Provider):
     backward = True
     causal_any_lengths = False
 
-    def __init__(self, name: str, backend: str, *, compile_mode: str | None = None, compiled: bool = False):
+    def __init__(
+        self,
+        name: str,
+        backend: str,
+        *,
+        compile_mode: str | None = None,
+        compiled: bool = False,
+        repeat_kv: bool = False,
+    ):
         self.name = name
         self.backend = backend  # SDPBackend member name, or "" for torch's default selection
         self.compiled = compiled
         self.compile_mode = compile_mode
+        self.repeat_kv = repeat_kv  # GQA by K/V repeated to every query head (a labelled variant)
+        if repeat_kv:
+            self.stands_in_for = name.removesuffix("_kv_repeated")
         if backend == "MATH":
             # the math backend runs anywhere and takes an explicit mask: every mask, any lengths
             self.needs_cuda = False
             self.dtypes = ("bfloat16", "float16", "float32")
-            self.masks = ("full", "causal", "sliding_window", "document", "block_causal")
+            self.masks = tuple(masks.REGISTRY)
             self.causal_any_lengths = True
         else:
             self.needs_cuda = True
             self.dtypes = ("bfloat16", "float16")
             self.masks = ("full", "causal")
+
+    def unsupported(self, workload: Workload, pass_: str) -> str | None:
+        reason = super().unsupported(workload, pass_)
+        if reason is None and self.repeat_kv and not workload.gqa:
+            reason = "the K/V-repeated variant is for GQA workloads (heads_kv < heads_q) only"
+        mask = masks.of(workload)
+        too_big = workload.seqlen_q * workload.seqlen_k > masks.DENSE_LIMIT
+        if reason is None and self.backend == "MATH" and not mask.is_full and too_big:
+            reason = (
+                f"the dense boolean mask ({workload.seqlen_q} x {workload.seqlen_k}) is above the "
+                f"{masks.DENSE_LIMIT}-element limit for dense masks"
+            )
+        return reason
 
     def unavailable(self) -> str | None:
         missing = cuda_missing() if self.needs_cuda else None
@@ -112,16 +137,25 @@ class SdpaProvider(Provider):
 
         q, k, v = (leaf(t, backward) for t in (q, k, v))
         gqa = workload.gqa
+        note, grad_to_canonical = "", None
+        if self.repeat_kv and gqa:
+            groups = workload.heads_q // workload.heads_kv
+            # repeated before timing (materialised): the kernel runs as multi-head attention
+            k, v = (t.detach().repeat_interleave(groups, dim=1).requires_grad_(backward) for t in (k, v))
+            gqa = False
+            note = f"K/V repeated {groups}x to {workload.heads_q} heads before timing (not native GQA)"
+            grad_to_canonical = _sum_groups
         kwargs = {"enable_gqa": True} if gqa else {}
-        note = ""
-        if self.backend == "MATH" and workload.mask != "full":
+        mask = masks.of(workload)
+        native = mask.native_for(workload)
+        if self.backend == "MATH" and not mask.is_full:
             # exact mask (bottom-right causal, windows, documents) as a boolean tensor
-            from attnbench.bench.masks import dense_mask
-
-            kwargs["attn_mask"] = dense_mask(workload, device=q.device)
-            note = "explicit dense boolean mask"
-        elif workload.mask == "causal":
+            kwargs["attn_mask"] = mask.dense(workload, device=q.device)
+            note = "; ".join(filter(None, [note, "explicit dense boolean mask"]))
+        elif native is not None and native.causal and native.window is None and not native.doc_lens:
             kwargs["is_causal"] = True  # seqlen_q == seqlen_k here (unsupported() rules out the rest)
+        elif not mask.is_full:
+            raise Unsupported(f"no {self.backend or 'SDPA'} form for mask {workload.mask}")
         if self.backend in _CHECKS and q.is_cuda:
             reason = _why_backend_refuses(self.backend, q, k, v, bool(kwargs.get("is_causal")), gqa)
             if reason:
@@ -146,4 +180,18 @@ class SdpaProvider(Provider):
                 with sdpa_kernel(backends):
                     return fn(q, k, v, **kwargs)
 
-        return Prepared(run=run, to_canonical=lambda out: out, inputs=(q, k, v), note=note)
+        return Prepared(
+            run=run,
+            to_canonical=lambda out: out,
+            inputs=(q, k, v),
+            note=note,
+            grad_to_canonical=grad_to_canonical,
+        )
+
+
+def _sum_groups(name: str, grad, like):
+    """dK/dV of repeated K/V summed over each group of query heads (outside the timed call)."""
+    if name == "dq" or grad.shape[1] == like.shape[1]:
+        return grad
+    b, h, s, d = like.shape
+    return grad.view(b, h, grad.shape[1] // h, s, d).sum(dim=2)

@@ -7,6 +7,7 @@ type when seqlen_q != seqlen_k. The module is built in prepare (setup), once per
 
 from __future__ import annotations
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import Prepared, Provider, cuda_missing, import_failure, module_version
 from attnbench.bench.results import Workload
 
@@ -34,7 +35,8 @@ class TransformerEngine(Provider):
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)
-        if reason is None and workload.mask == "sliding_window" and workload.seqlen_q != workload.seqlen_k:
+        native = masks.native(workload)
+        if reason is None and native and native.window and workload.seqlen_q != workload.seqlen_k:
             return "sliding_window with seqlen_q != seqlen_k not mapped onto window_size"
         return reason
 
@@ -44,12 +46,13 @@ class TransformerEngine(Provider):
         b, hq, sq, d = q.shape
         same = workload.seqlen_q == workload.seqlen_k
         window = None
-        if workload.mask == "full":
+        native = masks.native(workload)
+        if not native.causal:
             mask_type = "no_mask"
-        elif workload.mask == "causal":
+        elif native.window is None:
             mask_type = "causal" if same else "causal_bottom_right"
         else:  # sliding_window: 0 <= i - j < window
-            mask_type, window = "causal", (workload.window - 1, 0)
+            mask_type, window = "causal", native.flash_window()
         module_kwargs = {
             "num_gqa_groups": workload.heads_kv,
             "attention_dropout": 0.0,

@@ -11,6 +11,8 @@ The PyPI wheel is built against CUDA 12: on a CUDA 13 machine its `_C.so` needs 
 (pip install nvidia-cuda-runtime-cu12 and put its lib folder on LD_LIBRARY_PATH); without it every op
 reports "xFormers wasn't built with CUDA support", so that case is `unavailable` with the fix named.
 
+Documents (varlen masks) are `BlockDiagonalMask` / `BlockDiagonalCausalMask.from_seqlens` over the
+batch packed into one row of batch * seqlen tokens.
 Causal is `LowerTriangularFromBottomRightMask` (our causal is bottom-right aligned; xFormers'
 `LowerTriangularMask` is top-left, which differs when seqlen_q != seqlen_k). GQA uses xFormers' 5-D
 BMGHK form: K/V are expanded (a view, no copy) across the query heads of each group.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 
+from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -67,7 +70,7 @@ class XFormers(Provider):
     install = "pip install xformers (on CUDA 13 also nvidia-cuda-runtime-cu12, see above)"
     layout = "bshd"
     dtypes = ("bfloat16", "float16", "float32")
-    masks = ("full", "causal", "sliding_window")
+    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
     gqa = True
     backward = True
 
@@ -111,21 +114,19 @@ class XFormers(Provider):
         from xformers.ops.fmha import attn_bias
         from xformers.ops.fmha.common import Inputs
 
-        bias = None
-        if workload.mask == "causal":
-            bias = attn_bias.LowerTriangularFromBottomRightMask()
-        elif workload.mask == "sliding_window":
-            bias = attn_bias.LowerTriangularFromBottomRightLocalAttentionMask(workload.window)
+        bias = _attn_bias(attn_bias, workload, q.device)
         b, hq, sq, d = q.shape
         hkv = k.shape[1]
         q, k, v = (t.detach().transpose(1, 2).contiguous().requires_grad_(backward) for t in (q, k, v))
         groups = hq // hkv
-        args = (q, k, v)
+        # block-diagonal (document) biases take the whole batch as one row of b * sq tokens
+        rows, sq_row = (1, b * sq) if getattr(masks.native(workload), "doc_lens", None) else (b, sq)
+        args = tuple(t.view(rows, sq_row, t.shape[2], d) for t in (q, k, v))
         if groups > 1:  # BMGHK: [b, s, hkv, groups, d]; K/V broadcast over each group (views, no copies)
             args = (
-                q.view(b, sq, hkv, groups, d),
-                k.unsqueeze(3).expand(-1, -1, -1, groups, -1),
-                v.unsqueeze(3).expand(-1, -1, -1, groups, -1),
+                args[0].view(rows, sq_row, hkv, groups, d),
+                args[1].unsqueeze(3).expand(-1, -1, -1, groups, -1),
+                args[2].unsqueeze(3).expand(-1, -1, -1, groups, -1),
             )
         inputs = Inputs(query=args[0], key=args[1], value=args[2], attn_bias=bias)
         ops = self.ops()
@@ -153,6 +154,25 @@ class XFormers(Provider):
         return Prepared(
             run=run, to_canonical=lambda out: out.transpose(1, 2), inputs=(q, k, v), note=note.strip("; ")
         )
+
+
+def _attn_bias(attn_bias, workload: Workload, device=None):
+    """The xFormers attn_bias of the workload's mask (None: no mask); Unsupported when there is none."""
+    native = masks.native(workload)
+    if native is None:
+        raise Unsupported(f"xFormers has no attn_bias type for mask {workload.mask}")
+    if native.doc_lens:
+        if native.window is not None:
+            raise Unsupported("documents with a window are not mapped to an xFormers attn_bias")
+        seqlens = list(native.doc_lens) * workload.batch
+        kind = attn_bias.BlockDiagonalCausalMask if native.causal else attn_bias.BlockDiagonalMask
+        try:  # newer xFormers build the sequence starts on the device given (else on the CPU)
+            return kind.from_seqlens(seqlens, device=device)
+        except TypeError:
+            return kind.from_seqlens(seqlens)
+    if native.window is not None:
+        return attn_bias.LowerTriangularFromBottomRightLocalAttentionMask(native.window)
+    return attn_bias.LowerTriangularFromBottomRightMask() if native.causal else None
 
 
 def _dispatch_refuses(inputs, backward: bool) -> str | None:

@@ -1,0 +1,190 @@
+"""The attention-masks notebook's profiles and the workloads they make.
+
+smoke    CPU, tiny shapes (float32, 4/2 heads of 16, 128 and 256 tokens, window 32, block 64): every mask,
+         reference against sdpa_math and FlexAttention (eager); every other provider is a row with its
+         reason. Seconds. Not a GPU measurement.
+default  MagiAttention's kernel benchmark on one H200: batch 1, GQA 64:8, head dim 128, bf16, window
+         1024, block 2048, sequence 4k..128k; forward, backward, forward+backward; 3 repetitions (the
+         long rows take ~1 s each) and a time budget so the whole notebook stays under 9 minutes: a
+         (provider, mask, pass) series stops at its first OOM, and a row whose predicted time does not fit
+         what is left of the budget is `skipped` with that reason. Providers are in priority order (the
+         budget runs out at the end of the list first).
+full     the same sweep with more providers and repetitions, no budget.
+
+Correctness is checked once per (provider, mask, pass) at `check.seqlen` with the same mask types; its
+documents are the same draws shrunk (documents.pack(shrink=...)), so the short check holds several
+documents as the long sequences do. Every timed row carries the check's numbers and its length.
+"""
+
+from __future__ import annotations
+
+from attnbench.bench import masks
+from attnbench.bench.results import Workload
+from attnbench.mask_bench import documents
+
+K = 1024
+MASKS = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal", "varlen_block_causal")
+NOT_GPU = "smoke profile: not a GPU measurement"
+PASSES = ("fwd", "bwd", "fwd_bwd")
+
+# The kernels the report is about first: the budget runs out in the last tier.
+FIRST = ["flash_attn3", "cudnn_frontend", "sdpa_cudnn", "flex"]
+THEN = ["xformers", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn_kv_repeated", "sdpa_efficient_kv_repeated",
+        "sdpa_math"]  # fmt: skip
+DEFAULT_PROVIDERS = FIRST + THEN
+# (providers, passes) in the order they run: forward and backward of every kernel before any
+# forward + backward (which costs as much as both and adds least).
+DEFAULT_TIERS = [(FIRST, ["fwd", "bwd"]), (THEN, ["fwd", "bwd"]), (DEFAULT_PROVIDERS, ["fwd_bwd"])]
+
+# Forward TFLOP/s assumed for the time estimate (and for a row's first prediction, before the series
+# has a measured row): roughly what each reached at 4k tokens on the H200 in the Flux report.
+ASSUMED_TFLOPS = {
+    "flash_attn3": 600.0,
+    "flash_attn3_compiled": 600.0,
+    "cudnn_frontend": 550.0,
+    "sdpa_cudnn": 550.0,
+    "sdpa_cudnn_kv_repeated": 550.0,
+    "flex": 330.0,
+    "xformers": 600.0,
+    "sdpa_flash": 320.0,
+    "sdpa_efficient": 160.0,
+    "sdpa_efficient_kv_repeated": 160.0,
+    "sdpa_math": 25.0,
+}
+FALLBACK_TFLOPS = 200.0
+BACKWARD_RATE = 0.85  # backward TFLOP/s as a fraction of forward (FA3 and cuDNN: ~0.85)
+
+FULL_PROVIDERS = [*DEFAULT_PROVIDERS, "flash_attn3_compiled", "xformers_fa3", "xformers_fa2", "flash_attn2"]
+
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        "device": "cpu",
+        "label": NOT_GPU,
+        # float32: CPU bf16 matmuls are slow, and the smoke proves the pipeline, not bf16 numerics
+        "shape": {"batch": 1, "heads_q": 4, "heads_kv": 2, "head_dim": 16, "dtype": "float32"},
+        "seq_lens": [128, 256],
+        "window": 32,
+        "block": 64,
+        "doc_shrink": 512,  # 256 tokens hold a few documents, like 128k does
+        "check": {"seqlen": 128, "doc_shrink": 1024},
+        "providers": ["sdpa_math", "flex_eager", *[p for p in DEFAULT_PROVIDERS if p != "sdpa_math"]],
+        "tiers": [
+            (["sdpa_math", "flex_eager", *FIRST], ["fwd", "bwd"]),
+            (THEN[:-1], ["fwd", "bwd"]),
+            (["sdpa_math", "flex_eager", *DEFAULT_PROVIDERS[:-1]], ["fwd_bwd"]),
+        ],
+        "timing": {"min_reps": 2, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 2},
+        "budget_s": None,
+        "row_limit_s": None,
+    },
+    "default": {
+        "device": "cuda",
+        "shape": {"batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"},
+        "seq_lens": [4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K],
+        "window": 1024,
+        "block": 2048,
+        "doc_shrink": 1,
+        "check": {"seqlen": 4 * K, "doc_shrink": 32},
+        "providers": DEFAULT_PROVIDERS,
+        "tiers": DEFAULT_TIERS,
+        "timing": {"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 0, "max_reps": 10},
+        "budget_s": 360.0,  # checks + timed series; the notebook's other cells take about a minute
+        "row_limit_s": 40.0,
+    },
+    "full": {
+        "device": "cuda",
+        "shape": {"batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"},
+        "seq_lens": [4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K],
+        "window": 1024,
+        "block": 2048,
+        "doc_shrink": 1,
+        "check": {"seqlen": 4 * K, "doc_shrink": 32},
+        "providers": FULL_PROVIDERS,
+        "tiers": [(FULL_PROVIDERS, list(PASSES))],
+        "timing": {"min_reps": 10, "min_time_ms": 500.0, "warmup_reps": 2, "max_reps": 200},
+        "budget_s": None,
+        "row_limit_s": None,
+    },
+}
+
+
+CHECK_PASSES = ["fwd", "bwd"]  # forward + backward rows take the worse of the two checks
+for _config in PROFILES.values():
+    _config["masks"] = list(MASKS)
+    _config["check_passes"] = CHECK_PASSES
+    _config["tiers"] = [[list(providers), list(passes)] for providers, passes in _config["tiers"]]
+
+
+def resolve(profile: str, cuda: bool) -> str:
+    """auto -> default with CUDA, smoke without; a bad name or a GPU profile without CUDA is an error."""
+    resolved = profile if profile != "auto" else ("default" if cuda else "smoke")
+    if resolved not in PROFILES:
+        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
+    if PROFILES[resolved]["device"] == "cuda" and not cuda:
+        raise ValueError(
+            f"profile {resolved!r} needs a CUDA device; this machine has none (use profile=smoke)"
+        )
+    return resolved
+
+
+def configure(profile: str, provider_filter=()) -> dict:
+    """A resolved profile's config (a copy); `provider_filter` (names or families) keeps only those
+    providers, in every tier; an unknown entry is an error naming it."""
+    import copy
+
+    from attnbench.bench import providers
+
+    config = copy.deepcopy(PROFILES[profile])
+    config["profile"] = profile
+    if provider_filter:
+        keep = {p.name for p in providers.select(list(provider_filter))}
+        config["providers"] = [p for p in config["providers"] if p in keep]
+        config["tiers"] = [[[p for p in names if p in keep], passes] for names, passes in config["tiers"]]
+    return config
+
+
+def workload(config: dict, mask: str, seqlen: int, doc_shrink: int = 1) -> Workload:
+    """The workload of one mask at one length under a resolved profile config."""
+    shape, needs = config["shape"], masks.get(mask).needs
+    extra = {}
+    if "window" in needs:
+        extra["window"] = config["window"]
+    if "block" in needs:
+        extra["block"] = config["block"]
+    if "doc_lens" in needs:
+        extra["doc_lens"] = documents.pack(seqlen, shrink=doc_shrink)
+    return Workload(
+        shape["batch"],
+        seqlen,
+        seqlen,
+        shape["heads_q"],
+        shape["heads_kv"],
+        shape["head_dim"],
+        shape["dtype"],
+        mask,
+        **extra,
+    )
+
+
+def plan(config: dict) -> dict[str, list[Workload]]:
+    """{mask: its workloads, ascending in length} for the timed series."""
+    return {
+        mask: [workload(config, mask, s, config["doc_shrink"]) for s in sorted(config["seq_lens"])]
+        for mask in config["masks"]
+    }
+
+
+def check_workloads(config: dict) -> list[Workload]:
+    """One workload per mask at the check length (documents shrunk as the profile says)."""
+    check = config["check"]
+    return [workload(config, mask, check["seqlen"], check["doc_shrink"]) for mask in config["masks"]]
+
+
+PICTURE = {"tokens": 96, "window": 12, "block": 16, "doc_lens": (30, 50, 16)}
+
+
+def picture_workload(mask: str) -> Workload:
+    """A small workload to draw a mask: 96 tokens, window 12, block 16, documents of 30, 50 and 16."""
+    needs, n = masks.get(mask).needs, PICTURE["tokens"]
+    extra = {key: PICTURE[key] for key in ("window", "block", "doc_lens") if key in needs}
+    return Workload(1, n, n, 1, 1, 8, "float32", mask, **extra)

@@ -1,0 +1,154 @@
+"""The masks report's series driver on a CPU: checks carried to timed rows, and the stop rules (OOM,
+per-row limit, time budget, stand-in variants) that keep the default profile inside its GPU time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnbench.bench.providers import get
+from attnbench.bench.providers.sdpa import SdpaProvider
+from attnbench.bench.results import Result, Workload
+from attnbench.mask_bench import profiles, series
+
+CONFIG = {**profiles.configure("smoke"), "seq_lens": [64, 128, 256]}
+
+
+class OomAt(SdpaProvider):
+    """sdpa_math that runs out of memory from `limit` tokens on."""
+
+    def __init__(self, name: str, limit: int):
+        super().__init__(name, "MATH")
+        self.limit = limit
+
+    def prepare(self, q, k, v, workload, backward=False):
+        if workload.seqlen_q >= self.limit:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+        return super().prepare(q, k, v, workload, backward)
+
+
+def _run(tiers, budget=None, checks=(), masks=("causal",)):
+    plan = {m: ws for m, ws in profiles.plan(CONFIG).items() if m in masks}
+    return series.run_series(tiers, plan, device="cpu", timing_options=CONFIG["timing"],
+                             budget=budget or series.Budget(), checks=list(checks), env_id="test",
+                             progress=None)  # fmt: skip
+
+
+def _by(rows, provider, pass_="fwd"):
+    return {r.workload.seqlen_q: r for r in rows if r.provider == provider and r.pass_ == pass_}
+
+
+def test_an_oom_stops_the_series_and_says_so():
+    rows = _by(_run([([OomAt("oom_at_128", 128)], ["fwd"])]), "oom_at_128")
+    assert rows[64].status == "ok" and rows[128].status == "oom"
+    assert rows[256].status == "skipped" and "out of memory at seqlen 128" in rows[256].reason
+
+
+def test_a_spent_budget_skips_rows_but_not_the_free_ones():
+    rows = _run([([get("sdpa_math"), get("flash_attn3")], ["fwd"])], budget=series.Budget(seconds=0.0))
+    math, fa3 = _by(rows, "sdpa_math"), _by(rows, "flash_attn3")
+    assert all(r.status == "skipped" and "budget" in r.reason for r in math.values())
+    assert all(r.status in ("unavailable", "unsupported") for r in fa3.values())  # cost nothing: still rows
+
+
+def test_the_per_row_limit_stops_a_series_at_its_first_long_row(monkeypatch):
+    monkeypatch.setitem(profiles.ASSUMED_TFLOPS, "sdpa_math", 1e-12)  # predicted: forever
+    rows = _by(_run([([get("sdpa_math")], ["fwd"])], budget=series.Budget(row_limit_s=5.0)), "sdpa_math")
+    assert [r.status for r in rows.values()] == ["skipped"] * 3
+    assert "per-row limit of 5 s" in rows[64].reason and rows[256].reason == rows[64].reason
+
+
+def test_a_later_row_is_predicted_from_the_measured_time_per_call():
+    state = series._Series(last=(1.0, 2.0))  # 2 s per call at 1 FLOP: this row would take ages
+    w = Workload(1, 64, 64, 4, 2, 16, "float32", "full")
+    budget = series.Budget(row_limit_s=1.0)
+    row = series._one(
+        get("sdpa_math"), w, "fwd", None, state, None, budget, CONFIG["timing"], "t", None, None
+    )
+    assert row.status == "skipped" and "per-row limit" in row.reason and state.stopped
+
+
+def _check(provider: str, mask: str, pass_: str, status="ok", ok=True, reason=""):
+    w = profiles.check_workloads(CONFIG)[profiles.MASKS.index(mask)]
+    return Result(provider, "sdpa", status, w, pass_, reason=reason, ok=ok, rel_l2=1e-3, max_abs=1e-2,
+                  mean_abs=1e-4, extra={"check": True})  # fmt: skip
+
+
+def test_timed_rows_carry_their_check_and_a_failed_check_makes_them_incorrect():
+    checks = [_check("sdpa_math", "causal", "fwd", "incorrect", False, "out: rel_l2 0.5 > 0.002"),
+              _check("sdpa_math", "causal", "bwd")]  # fmt: skip
+    rows = _run([([get("sdpa_math")], ["fwd", "bwd", "fwd_bwd"])], checks=checks)
+    fwd, bwd, both = (_by(rows, "sdpa_math", p) for p in ("fwd", "bwd", "fwd_bwd"))
+    assert all(r.status == "incorrect" and "check length 128" in r.reason for r in fwd.values())
+    assert all(r.status == "ok" and r.ok and r.extra["checked_at_seqlen"] == 128 for r in bwd.values())
+    assert all(r.status == "incorrect" for r in both.values())  # forward+backward takes the worse check
+
+
+def test_a_row_without_a_passing_check_is_never_called_correct():
+    checks = [_check("sdpa_math", "causal", "fwd", "error", None, "RuntimeError: boom")]
+    rows = _by(_run([([get("sdpa_math")], ["fwd", "bwd"])], checks=checks), "sdpa_math")
+    assert all(r.status == "ok" and r.ok is None and "this was error" in r.reason for r in rows.values())
+    bwd = _by(_run([([get("sdpa_math")], ["bwd"])]), "sdpa_math", "bwd")
+    assert all(r.ok is None and "no check row" in r.reason for r in bwd.values())
+
+
+def test_a_kv_repeated_variant_runs_only_where_the_native_provider_did_not():
+    stand_in = SdpaProvider("sdpa_math_kv_repeated", "MATH", repeat_kv=True)
+    assert stand_in.stands_in_for == "sdpa_math"
+    rows = _run([([OomAt("sdpa_math", 128), stand_in], ["fwd"])])
+    native, repeated = _by(rows, "sdpa_math"), _by(rows, "sdpa_math_kv_repeated")
+    assert (
+        native[64].status == "ok" and repeated[64].status == "skipped" and "native GQA" in repeated[64].reason
+    )
+    assert native[128].status == "oom" and repeated[128].status == "ok"
+    assert "K/V repeated 2x" in repeated[128].extra["note"]
+
+
+def test_the_kv_repeated_variant_is_correct_forward_and_backward_on_cpu():
+    from attnbench.bench.sweep import run_sweep
+
+    w = Workload(1, 48, 48, 4, 2, 16, "float32", "causal")
+    rows = run_sweep([SdpaProvider("sdpa_math_kv_repeated", "MATH", repeat_kv=True)], [w], ["fwd", "fwd_bwd"],
+                     device="cpu", peak_tflops=None, progress=None, env_id="t",
+                     timing_options={"min_reps": 1, "warmup_reps": 0, "min_time_ms": 0.0, "max_reps": 1})  # fmt: skip
+    assert [r.status for r in rows] == ["ok", "ok"] and all(r.ok for r in rows)
+
+
+def test_the_estimate_counts_only_rows_a_provider_supports(monkeypatch):
+    math = get("sdpa_math")
+    plan = profiles.plan(CONFIG)
+    est = series.estimate([([math], ["fwd"])], plan, CONFIG["timing"])
+    rows = sum(len(ws) for ws in plan.values())
+    per_row = [
+        series.model_seconds("sdpa_math", w, "fwd", CONFIG["timing"]) for ws in plan.values() for w in ws
+    ]
+    assert est == {"sdpa_math": pytest.approx(sum(per_row))} and rows == 18
+    assert series.estimate([([get("flash_attn3")], ["fwd"])], plan, CONFIG["timing"]) == {}  # not here
+
+
+def test_the_planned_schedule_keeps_to_the_budget_and_the_row_limit(monkeypatch):
+    monkeypatch.setattr(series, "availability", lambda ps: {p.name: None for p in ps})  # as on the GPU
+    config = profiles.configure("default")
+    tiers = [([get(n) for n in names], passes) for names, passes in config["tiers"]]
+    plan = profiles.plan(config)
+    free = series.simulate(tiers, plan, config["timing"], series.Budget())
+    assert free["skipped"] == {} and free["measured"] > 300
+    tight = series.simulate(tiers, plan, config["timing"], series.Budget(60.0, 40.0))
+    assert tight["seconds"] <= 60.0 and tight["measured"] < free["measured"]
+    assert tight["skipped"].get("sdpa_math") and "sdpa_cudnn_kv_repeated" not in tight["skipped"]  # stand-in
+
+
+def test_profiles_resolve_and_filter():
+    assert (
+        profiles.resolve("auto", cuda=False) == "smoke" and profiles.resolve("auto", cuda=True) == "default"
+    )
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        profiles.resolve("default", cuda=False)
+    with pytest.raises(ValueError, match="profile must be"):
+        profiles.resolve("huge", cuda=True)
+    config = profiles.configure("default", ["flash_attn3", "flex"])
+    assert config["providers"] == ["flash_attn3", "flex"]
+    assert [names for names, _ in config["tiers"]] == [["flash_attn3", "flex"], [], ["flash_attn3", "flex"]]
+    assert profiles.PROFILES["default"]["providers"][0] == "flash_attn3"  # the profile itself is untouched
+    with pytest.raises(KeyError, match="no provider or family"):
+        profiles.configure("default", ["flash_attn9"])
