@@ -364,3 +364,35 @@ def test_cudnn_frontend_band_from_the_mask():
     }  # fmt: skip
     with pytest.raises(base.Unsupported):
         _mask_kwargs(fake, w("varlen_full", doc_lens=(10, 54)))
+
+
+def test_xformers_dispatch_refusal_for_a_varlen_backward_is_a_reason(monkeypatch):
+    """A varlen backward is dispatched with the forward op's LSE format (xFormers asserts it is given):
+    when no backward op takes it, the row is `unsupported` with xFormers' words, not an error later."""
+    from attnbench.bench.providers.xformers import _dispatch_refuses
+
+    forward_op = types.SimpleNamespace(NAME="fa3F", VARLEN_LSE_PACKED=True)
+
+    def dispatch_bw(inputs, varlen_lse_packed):
+        assert varlen_lse_packed is not None  # as xFormers does for BlockDiagonal biases
+        raise NotImplementedError(
+            "No operator found for `memory_efficient_attention_backward` with inputs:\n"
+            "     query : shape=(1, 4096, 8, 8, 128)\n"
+            "`fa3B@pip_pkg` is not supported because:\n"
+            "    operator does not support BMGHK format"
+        )
+
+    dispatch = types.SimpleNamespace(
+        _dispatch_fw=lambda inputs, backward: forward_op, _dispatch_bw=dispatch_bw
+    )
+    for name, module in (
+        ("xformers", types.ModuleType("xformers")),
+        ("xformers.ops", types.ModuleType("xformers.ops")),
+        ("xformers.ops.fmha", types.SimpleNamespace(dispatch=dispatch)),
+        ("xformers.ops.fmha.dispatch", dispatch),
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    assert _dispatch_refuses(object(), backward=False) is None
+    reason = _dispatch_refuses(object(), backward=True)
+    assert reason.startswith("No operator found for `memory_efficient_attention_backward`")
+    assert "`fa3B@pip_pkg` is not supported because:" in reason

@@ -180,9 +180,10 @@ def _dispatch_refuses(inputs, backward: bool) -> str | None:
     from xformers.ops.fmha import dispatch
 
     try:
-        dispatch._dispatch_fw(inputs, backward)
+        forward_op = dispatch._dispatch_fw(inputs, backward)
         if backward:
-            dispatch._dispatch_bw(inputs, None)
+            # varlen biases: the backward must read the LSE in the format the forward op wrote it
+            dispatch._dispatch_bw(inputs, forward_op.VARLEN_LSE_PACKED)
     except NotImplementedError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         why = [line for line in lines[1:] if line.startswith(("`", "-", "*")) or "not supported" in line]
@@ -197,9 +198,10 @@ def _dispatched(inputs, backward: bool) -> str:
     try:
         from xformers.ops.fmha import dispatch
 
-        names = [dispatch._dispatch_fw(inputs, backward).NAME]
+        forward_op = dispatch._dispatch_fw(inputs, backward)
+        names = [forward_op.NAME]
         if backward:
-            names.append(dispatch._dispatch_bw(inputs, None).NAME)
+            names.append(dispatch._dispatch_bw(inputs, forward_op.VARLEN_LSE_PACKED).NAME)
         return " / ".join(names)
     except Exception as exc:  # noqa: BLE001 - a private API: say we could not tell, never fail the row
         return f"(could not ask the dispatcher: {describe_exception(exc)})"
