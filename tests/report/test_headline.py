@@ -82,3 +82,21 @@ def test_targets_met_missed_and_single_verdicts():
     assert targets_from({"verdict": "skipped", "reason": "needs CUDA"}, "trust")[0].verdict == "not checked"
     assert targets_from({"something": 1}, "x") == []
     assert verdict_of("FAILS") == "missed" and verdict_of("holds") == "met"
+
+
+def test_shape_labels_leave_out_fields_a_row_does_not_use():
+    from attnbench.report.headline import shape_label
+
+    fields = ["seqlen_q", "mask", "window", "doc_lens"]
+    causal = {"seqlen_q": 4096, "seqlen_k": 4096, "mask": "causal", "window": None, "doc_lens": None}
+    varlen = {
+        "seqlen_q": 4096,
+        "seqlen_k": 4096,
+        "mask": "varlen_full",
+        "window": None,
+        "doc_lens": [1722, 2374],
+    }
+    window = {"seqlen_q": 4096, "seqlen_k": 4096, "mask": "sliding_window", "window": 1024, "doc_lens": None}
+    assert shape_label(causal, fields) == "S 4096 · causal"
+    assert shape_label(varlen, fields) == "S 4096 · varlen_full · 2 docs"
+    assert shape_label(window, fields) == "S 4096 · sliding_window · window 1024"

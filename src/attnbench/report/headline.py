@@ -134,6 +134,11 @@ def shape_label(row: Mapping, fields: list[str]) -> str:
         if name in ("seqlen_q", "seqlen_k"):
             continue
         value = row.get(name)
+        if value is None:  # a field that varies across rows but this row does not use (no window)
+            continue
+        if name == "doc_lens":
+            parts.append(f"{len(value)} docs" if isinstance(value, list) else f"docs {value}")
+            continue
         short = {"batch": "B", "heads_q": "H", "heads_kv": "KV heads", "head_dim": "D", "window": "window"}
         parts.append(f"{short[name]} {value}" if name in short else str(value))
     return " · ".join(parts) or "one shape"
