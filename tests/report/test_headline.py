@@ -100,3 +100,23 @@ def test_shape_labels_leave_out_fields_a_row_does_not_use():
     assert shape_label(causal, fields) == "S 4096 · causal"
     assert shape_label(varlen, fields) == "S 4096 · varlen_full · 2 docs"
     assert shape_label(window, fields) == "S 4096 · sliding_window · window 1024"
+
+
+def test_a_sparse_pattern_is_ranked_apart_from_dense_rows_of_the_same_shape():
+    from attnbench.report.headline import headline
+
+    base = {"status": "ok", "pass": "fwd", "seqlen_q": 65536, "seqlen_k": 65536, "mask": "causal", "ok": True}
+    dense = {**base, "provider": "flash_attn3", "ms_median": 100.0, "tflops": 600.0}
+    dilated = {
+        **base,
+        "provider": "dilated_gather",
+        "ms_median": 5.0,
+        "tflops": 300.0,
+        "extra": {"pattern": "dilated"},
+    }
+    bests = headline([dense, dilated]).bests
+    # without the pattern in the label, the dilated row (20x faster per call) would be "fastest" at this shape
+    assert sorted((b.shape, b.provider) for b in bests) == [
+        ("dilated", "dilated_gather"),
+        ("one shape", "flash_attn3"),
+    ]

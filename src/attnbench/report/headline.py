@@ -141,6 +141,11 @@ def shape_label(row: Mapping, fields: list[str]) -> str:
             continue
         short = {"batch": "B", "heads_q": "H", "heads_kv": "KV heads", "head_dim": "D", "window": "window"}
         parts.append(f"{short[name]} {value}" if name in short else str(value))
+    # a sparse pattern over the same base mask (dilated attention rows) is another workload: never ranked
+    # against dense rows of the same shape
+    pattern = (row.get("extra") or {}).get("pattern")
+    if pattern:
+        parts.append(str(pattern))
     return " · ".join(parts) or "one shape"
 
 
