@@ -42,26 +42,10 @@ def _device_us(event) -> float:
 
 
 def _timed_step(provider, pass_: str, q, k, v):
-    """The callable the sweep would time for this pass (see bench/sweep.py), after its first call."""
-    import torch
+    """The callable the sweep would time for this pass (see bench/timing_methods.pass_callable)."""
+    from attnbench.bench.timing_methods import pass_callable
 
-    if pass_ == "fwd":
-        prepared = provider.prepare(q, k, v, FLUX, backward=False)
-        with torch.no_grad():
-            prepared.run()
-
-        def step():
-            with torch.no_grad():
-                return prepared.run()
-
-        return step
-    prepared = provider.prepare(q, k, v, FLUX, backward=True)
-    inputs = tuple(t if t.requires_grad else t.requires_grad_(True) for t in prepared.inputs)
-    out = prepared.run()
-    dout = torch.randn_like(out)  # native layout and strides of the output; values do not matter here
-    torch.autograd.grad(out, inputs, dout)
-    del out
-    return lambda: torch.autograd.grad(prepared.run(), inputs, dout)
+    return pass_callable(provider.prepare(q, k, v, FLUX, backward=pass_ != "fwd"), pass_)
 
 
 def profile_kernels(names: list[str], pass_: str, reps: int = 5) -> None:

@@ -217,6 +217,10 @@ def test_not_installed_reasons_name_the_install_and_this_machines_note(tmp_path,
     )
     notes.write_text(": not yaml [")
     assert "unreadable" in base.machine_note("transformer_engine")
+    notes.write_text("- a list, not a mapping\n")
+    assert base.machine_note("transformer_engine") == (
+        f"(ATTNBENCH_PROVIDER_NOTES={notes} unreadable: not a mapping of module names to notes)"
+    )
 
 
 def test_every_not_installed_provider_names_what_to_install():

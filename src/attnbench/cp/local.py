@@ -279,6 +279,15 @@ class FlashAttn3Kernel(_ProbedKernel):
         return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
 
 
+def flash_attn3_bhsd(q, k, v, *, causal: bool):
+    """FlashAttention-3's public (differentiable) flash_attn_func on [b, h, s, d] tensors: FA3 reads the
+    transposed views' strides, so no copy is made. The single-GPU reference of the flash_attn3 kernel."""
+    from flash_attn_interface import flash_attn_func
+
+    out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
+    return (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+
+
 KERNELS: dict[str, LocalKernel] = {
     k.name: k for k in (MathKernel(), SdpaFlashKernel(), CudnnKernel(), FlashAttn3Kernel())
 }

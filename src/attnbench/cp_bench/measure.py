@@ -34,7 +34,7 @@ from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.double_ring import default_window
-from attnbench.cp.local import get_kernel
+from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.cp.usp import default_degrees
 from attnbench.cp_bench.agree import (
     OK,
@@ -391,11 +391,9 @@ def measure_reference(
         why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
         if why:
             return row(provider, workload, pass_, "unavailable", why, env=env, extra=extra)
-        from flash_attn_interface import flash_attn_func
 
-        def fn(q, k, v, _check):  # FA3 reads the bshd views' strides: no copies in the timed call
-            out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
-            return (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+        def fn(q, k, v, _check):
+            return flash_attn3_bhsd(q, k, v, causal=causal)
     else:
 
         def fn(q, k, v, _check):

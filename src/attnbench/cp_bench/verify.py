@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from attnbench.cp import attention, comm, get_strategy
-from attnbench.cp.local import get_kernel
+from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.cp_bench.agree import OK, STATUS_NAMES, attempt
 from attnbench.cp_bench.measure import strategy_label
 
@@ -55,10 +55,7 @@ def single_device(q, k, v, dout, causal: bool, kernel: str) -> dict:
 
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     if kernel == "flash_attn3" and q.is_cuda:
-        from flash_attn_interface import flash_attn_func
-
-        out = flash_attn_func(*(t.transpose(1, 2) for t in leaves), causal=causal)
-        out = (out[0] if isinstance(out, (tuple, list)) else out).transpose(1, 2)
+        out = flash_attn3_bhsd(*leaves, causal=causal)
     else:
         backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}.get(
             kernel, SDPBackend.MATH

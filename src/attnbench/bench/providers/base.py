@@ -160,7 +160,7 @@ def machine_note(module: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a missing or malformed notes file is a note, never a crash
         return f"(ATTNBENCH_PROVIDER_NOTES={path} unreadable: {describe_exception(exc)})"
     if not isinstance(notes, dict):
-        return ""
+        return f"(ATTNBENCH_PROVIDER_NOTES={path} unreadable: not a mapping of module names to notes)"
     note = notes.get(module) or notes.get(module.split(".")[0])  # the module itself, else its package
     return str(note).strip() if note else ""
 

@@ -20,8 +20,9 @@ names the engine that serves the plan (the libcudnn backend, or one of the front
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from attnbench.bench import masks
@@ -85,7 +86,6 @@ class _Built:
     tensors: dict
     workspace: Any
     handle: Any
-    outputs: dict = field(default_factory=dict)  # role -> (shape, stride, torch dtype) to allocate per call
 
     def execute(self, buffers: dict) -> None:
         self.graph.execute(
@@ -245,14 +245,15 @@ class CudnnFrontend(Provider):
                 run=lambda: forward()[0], to_canonical=lambda out: out, inputs=(q, k, v), note=note
             )
         return Prepared(
-            run=lambda: _GraphAttention.apply(q, k, v, forward, backward_fn),
+            run=lambda: _graph_attention().apply(q, k, v, forward, backward_fn),
             to_canonical=lambda out: out,
             inputs=(q, k, v),
             note=note,
         )
 
 
-def _graph_attention_function():
+@functools.cache  # torch is imported lazily by providers: the class is made on first use
+def _graph_attention():
     import torch
 
     class GraphAttention(torch.autograd.Function):
@@ -272,20 +273,6 @@ def _graph_attention_function():
             return dq, dk, dv, None, None
 
     return GraphAttention
-
-
-class _LazyFunction:
-    """torch is imported lazily by providers; the Function class is made on first use."""
-
-    _fn = None
-
-    def apply(self, *args):
-        if _LazyFunction._fn is None:
-            _LazyFunction._fn = _graph_attention_function()
-        return _LazyFunction._fn.apply(*args)
-
-
-_GraphAttention = _LazyFunction()
 
 
 class CudnnFrontendFp8(CudnnFrontend):
