@@ -24,10 +24,10 @@ def test_every_committed_record_loads():
     for run_file in runs:
         run = store.load_run(run_file.parent)
         assert run is not None and run.cells, run_file
-        for cell_id, entry in run.cells.items():
-            assert entry.state in store.RUN_STATES
-            result = store.load_result(run_file.parent / cell_id)
-            assert result is None or result.status in store.RESULT_STATUSES, run_file.parent / cell_id
+        for cell_id in run.cells:
+            store.load_result(
+                run_file.parent / cell_id
+            )  # raises RecordError naming a record that does not load
 
 
 def test_records_round_trip_through_json(tmp_path):
@@ -65,6 +65,7 @@ def test_records_round_trip_through_json(tmp_path):
             "status is 'bogus': expected one of failed, interrupted, missing-deps, ok, timeout",
         ),
         ({"status": "skipped"}, "status is 'skipped': expected one of"),  # never stored for a cell
+        ({"status": ["ok"]}, 'status is ["ok"]: expected one of'),  # not a string: named, no TypeError
         ({"duration_s": "fast"}, "duration_s is 'fast': expected a number or null"),
         ({"key": None}, "key is null: expected a string"),
         ({"artifacts": ["a", 3]}, 'artifacts is ["a", 3]: expected a list or null'),
@@ -124,3 +125,10 @@ def test_the_site_names_a_broken_result_json(project, tmp_path):
     build_site(project.root / "outputs", tmp_path / "site")
     page = (tmp_path / "site" / "r" / f"{LABEL}.html").read_text()
     assert "result.json: duration_s is &#39;x&#39;: expected a number or null" in page
+
+
+def test_a_stored_key_of_another_shape_is_stale_not_a_crash():
+    from attnbench.notebook.plan import _upstream_reasons
+
+    new = {"upstream": {"bench": "k2"}, "inputs": {"bench": "d2"}}
+    assert _upstream_reasons({"upstream": "x", "inputs": []}, new) == ["new need bench"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import cell, notebook
+from engine_helpers import LABEL, cell, notebook
 
 from attnbench.notebook.document import Display, NotebookError
 from attnbench.notebook.parse import parse_notebook, parse_text
@@ -295,3 +295,17 @@ def test_the_linux_reports_run_unmodified(project, monkeypatch):
         "report", "use_saved_data"
     )
     assert project.result("report", "plot")["artifacts"] == ["histogram.png", "scatter_plot.png"]
+
+
+def test_a_script_cell_keeps_its_file_beside_the_snapshot_and_its_page_renders(project):
+    """The site re-parses the notebook a run saved; a script= path is relative to that copy."""
+    from attnbench.notebook.render import build_site
+
+    (project.root / "notebooks" / "helper.py").write_text("print('from the script')\n")
+    path = project.write("s.md", notebook("```python script=helper.py\n```\n"))
+    assert project.run(path).code == 0
+    run_dir = project.root / "outputs" / "s" / LABEL
+    assert (run_dir / "helper.py").read_text() == "print('from the script')\n"
+    report = build_site(project.root / "outputs", project.root / "site")
+    assert not [p for p in getattr(report, "problems", []) if "script=" in str(p)]
+    assert "from the script" in (project.root / "site" / "s" / f"{LABEL}.html").read_text()

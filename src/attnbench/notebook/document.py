@@ -10,7 +10,6 @@ import json
 import math
 import os
 import platform
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,8 +130,11 @@ def current_platform() -> str:
 
 def env_name(cell_id: str) -> str:
     """The upper-case form of an id in $UVNOTE_INPUT_<ID> / $ATTNBENCH_INPUT_<ID> (uvnote's rule:
-    letters and digits upper-cased, anything else '_'): two ids with one form cannot both be inputs."""
-    return re.sub(r"[^A-Za-z0-9]", "_", cell_id).upper()
+    letters and digits upper-cased, anything else '_'): two ids with one form cannot both be inputs.
+    The one naming rule is attnbench._var, which launchers and attnbench.inputs() use too."""
+    from attnbench import _var
+
+    return _var(cell_id)
 
 
 class NotebookError(Exception):

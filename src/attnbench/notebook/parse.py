@@ -51,9 +51,12 @@ def parse_notebook(path: Path | str) -> Notebook:
     return parse_text(text.removeprefix("\ufeff"), path)
 
 
-def parse_text(text: str, path: Path | str) -> Notebook:
-    """Parse notebook source `text`; `path` names it in errors and gives the default title."""
-    src = _Source(Path(path), text)
+def parse_text(text: str, path: Path | str, *, compile_cells: bool = True) -> Notebook:
+    """Parse notebook source `text`; `path` names it in errors and gives the default title.
+
+    `compile_cells=False` skips compiling the cells: the site re-reads the notebook a run saved, whose
+    cells may be for another Python than the one building the site (the run already compiled them)."""
+    src = _Source(Path(path), text, compile_cells)
     shebang = src.lines[0] if src.lines and src.lines[0].startswith("#!") else None
     body_start = 1 if shebang is not None else 0
     front = FrontMatter()
@@ -115,8 +118,9 @@ def front_matter_line(notebook: Notebook, key: str) -> int | None:
 class _Source:
     """The notebook text split into lines the way markdown-it counts them (\\r\\n, \\r and \\n)."""
 
-    def __init__(self, path: Path, text: str):
+    def __init__(self, path: Path, text: str, compile_cells: bool = True):
         self.path = path
+        self.compile_cells = compile_cells
         self.lines = re.sub(r"\r\n?", "\n", text).split("\n")
 
     def error(self, line: int | None, message: str) -> NotebookError:
@@ -259,7 +263,8 @@ def _cell(src: _Source, line: int, info: str, body: str, written: str) -> Cell |
         id_from_code=attrs.id is None,
         script=attrs.script,
     )
-    _check_syntax(cell, body, code_path, first_line)
+    if src.compile_cells:
+        _check_syntax(cell, body, code_path, first_line)
     return cell
 
 

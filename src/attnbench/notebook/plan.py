@@ -374,8 +374,10 @@ def stale_reasons(
 
 
 def _upstream_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    old_up, new_up = old.get("upstream") or {}, new["upstream"]
-    old_in, new_in = old.get("inputs") or {}, new.get("inputs") or {}
+    # a stored key of another shape (hand-edited, or another engine's) differs in every upstream
+    old_up = old.get("upstream") if isinstance(old.get("upstream"), dict) else {}
+    old_in = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
+    new_up, new_in = new["upstream"], new.get("inputs") or {}
     reasons = []
     for need in new_up:
         if need not in old_up:

@@ -142,7 +142,7 @@ class _Renderer:
         source = run_dir / "notebook.md"
         if source.exists():
             try:
-                notebook = parse_text(source.read_text(encoding="utf-8"), source)
+                notebook = parse_text(source.read_text(encoding="utf-8"), source, compile_cells=False)
             except NotebookError as err:
                 problems.append(f"cannot parse the notebook as it ran: {err}")
         else:

@@ -335,6 +335,23 @@ class Runner:
             snapshot = folder / store.SNAPSHOT_FILE
             if not snapshot.is_file() or snapshot.read_text() != notebook.text:
                 store.write_text_atomic(snapshot, notebook.text)
+            self._keep_scripts(notebook, folder)
+
+    @staticmethod
+    def _keep_scripts(notebook, folder: Path) -> None:
+        """Copies of the files cells name with script=, beside the snapshot that names them relative to
+        itself (the site re-parses the snapshot; a cell's id may be the hash of its script). A script
+        outside the notebook's folder is not copied (it would land outside outputs/)."""
+        for cell in notebook.cells:
+            if not cell.script:
+                continue
+            target = (folder / cell.script).resolve()
+            if not target.is_relative_to(folder.resolve()):
+                continue
+            text = (notebook.path.parent / cell.script).read_text(encoding="utf-8")
+            if not target.is_file() or target.read_text(encoding="utf-8") != text:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                store.write_text_atomic(target, text)
 
     def _unreached(self, notebook: str, cell_id: str, old: CellEntry | None) -> CellEntry | None:
         """The entry of a cell this run did not reach: the old one, with why it is stale, if it is."""

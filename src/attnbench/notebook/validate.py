@@ -35,7 +35,7 @@ def from_json(cls, data: Any, *, choices: dict[str, frozenset] | None = None, wh
         value, hint = data[f.name], hints[f.name]
         if isinstance(hint, type) and issubclass(hint, Enum):
             allowed = (choices or {}).get(f.name) or frozenset(hint)
-            if value not in {member.value for member in allowed}:
+            if not isinstance(value, str) or value not in {member.value for member in allowed}:
                 names = ", ".join(sorted(str(member.value) for member in allowed))
                 raise FieldError(f"{where}{f.name} is {shown(value)}: expected one of {names}")
             value = hint(value)
