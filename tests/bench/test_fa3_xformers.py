@@ -175,7 +175,7 @@ def test_fa3_fp8_provider_passes_descales_and_is_judged_as_quantised(fake_fa3):
     assert fake_fa3.calls[-1] == {"causal": True, "window": (-1, 0), "fp8": True, "descale_shape": (1, 2)}
     ref = reference_attention(q, k, v, w)
     assert compare(out, ref, w.dtype, quantized=True).ok
-    assert not compare(out, ref, w.dtype).ok or compare(out, ref, w.dtype).rel_l2 > 1e-3  # fp8 error is real
+    assert compare(out, ref, w.dtype).rel_l2 > 1e-3  # the fp8 error is real: the inputs were quantised
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -206,12 +206,13 @@ def test_not_installed_reasons_name_the_install_and_this_machines_note(tmp_path,
     notes = tmp_path / "notes.yaml"
     notes.write_text("transformer_engine: its 276 MB wheel is over the 64 MiB transfer limit\n")
     monkeypatch.setenv("ATTNBENCH_PROVIDER_NOTES", str(notes))
-    reason = base.import_failure("transformer_engine.pytorch", "pip install transformer_engine[pytorch]")
-    if reason and reason.startswith("not installed"):
-        assert reason == (
-            "not installed (no module 'transformer_engine'); to install: pip install transformer_engine[pytorch]; "
-            "on this machine: its 276 MB wheel is over the 64 MiB transfer limit"
-        )
+    reason = base.import_failure("ab_absent_engine.pytorch", "pip install ab-engine")
+    notes.write_text("ab_absent_engine: its 276 MB wheel is over the 64 MiB transfer limit\n")
+    assert base.import_failure("ab_absent_engine.pytorch", "pip install ab-engine") == (
+        "not installed (no module 'ab_absent_engine'); to install: pip install ab-engine; "
+        "on this machine: its 276 MB wheel is over the 64 MiB transfer limit"
+    )
+    assert "on this machine" not in reason  # the note is this machine's, read when asked
     assert base.import_failure("ab_absent_module_q", "pip install q") == (
         "not installed (no module 'ab_absent_module_q'); to install: pip install q"
     )
@@ -239,7 +240,7 @@ def test_xformers_op_names_are_checked():
     assert {"xformers", "xformers_cutlass", "xformers_fa2", "xformers_fa3"} <= names
 
 
-def test_fa3_build_flags_make_left_out_features_unsupported(monkeypatch):
+def test_fa3_build_flags_make_left_out_features_unsupported(fake_fa3, monkeypatch):
     config = types.ModuleType("flash_attn_config")
     config.CONFIG = {
         "build_flags": {"FLASHATTENTION_DISABLE_FP16": True, "FLASHATTENTION_DISABLE_HDIM96": True}
@@ -249,8 +250,9 @@ def test_fa3_build_flags_make_left_out_features_unsupported(monkeypatch):
     assert "leaves out fp16" in p.unsupported(Workload(1, 64, 64, 2, 2, 128, "float16"), "fwd")
     assert "leaves out head dim 96" in p.unsupported(Workload(1, 64, 64, 2, 2, 96, "bfloat16"), "fwd")
     assert p.unsupported(Workload(1, 64, 64, 2, 2, 128, "bfloat16", "causal"), "fwd_bwd") is None
+    # the CP kernel asks the build before its probe call (an fp16 call crashed a real process)
     reason = FlashAttn3Kernel().unavailable(torch.device("cpu"), torch.float16, 128)
-    assert reason is None or "leaves out fp16" in reason or "cannot be imported" in reason
+    assert "leaves out fp16" in reason
 
 
 def test_fp8_output_tolerance_adds_the_output_rounding():

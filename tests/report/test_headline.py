@@ -120,3 +120,24 @@ def test_a_sparse_pattern_is_ranked_apart_from_dense_rows_of_the_same_shape():
         ("dilated", "dilated_gather"),
         ("one shape", "flash_attn3"),
     ]
+
+
+def test_rows_of_different_block_sizes_are_different_shapes():
+    from attnbench.report.headline import headline
+
+    base = {
+        "status": "ok",
+        "pass": "fwd",
+        "seqlen_q": 4096,
+        "seqlen_k": 4096,
+        "mask": "varlen_block_causal",
+        "ok": True,
+    }
+    rows = [
+        {**base, "provider": "a", "block": 1024, "ms_median": 1.0},
+        {**base, "provider": "b", "block": 2048, "ms_median": 2.0},
+    ]
+    assert sorted((b.shape, b.provider) for b in headline(rows).bests) == [
+        ("block 1024", "a"),
+        ("block 2048", "b"),
+    ]

@@ -102,6 +102,9 @@ def test_kernel_rows_are_checked_or_explained(smoke_run):
 @pytest.mark.timeout(900)
 def test_smoke_outputs_say_they_are_not_gpu_measurements(smoke_run):
     _, run_dir = smoke_run
+    tables = [t for cell in REPORT_CELLS for t in _artifacts(run_dir, cell).glob("*.md")]
+    figures = [f for cell in REPORT_CELLS for f in _artifacts(run_dir, cell).glob("*.svg")]
+    assert tables and figures  # the loops below check something
     for cell in REPORT_CELLS:
         for table in _artifacts(run_dir, cell).glob("*.md"):
             assert table.read_text().startswith(f"**smoke profile: {NOT_GPU}**"), table

@@ -180,7 +180,9 @@ def canonical_grad(grad: torch.Tensor, layout: str, like: torch.Tensor) -> torch
     return mapped
 
 
-def _check(row: Result, checks: dict[str, correctness.Comparison], reference_error: str | None) -> None:
+def fill_checks(
+    row: Result, checks: dict[str, correctness.Comparison], reference_error: str | None = None
+) -> None:
     """Fill the correctness fields of `row` from named comparisons; mark it incorrect if one failed."""
     if not checks:
         row.reason = f"not checked: {reference_error}"
@@ -242,7 +244,7 @@ def _measure_row(
             stage[0] = "correctness"
             if ws.ref_out() is not None:
                 compare("out", prepared.to_canonical(out), ws.ref_out())
-            _check(row, checks, ws.reference_error)
+            fill_checks(row, checks, ws.reference_error)
             del out
             stage[0] = "timing"
             result = timing.measure(prepared.run, device=device, **timing_options)
@@ -275,7 +277,7 @@ def _measure_row(
                     else canonical_grad(grad, provider.layout, like)
                 )
                 compare(name, mapped, ref, grad=True)
-        _check(row, checks, ws.reference_error)
+        fill_checks(row, checks, ws.reference_error)
         del grads
         stage[0] = "timing"
         if pass_ == "fwd_bwd":

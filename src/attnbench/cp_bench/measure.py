@@ -380,7 +380,9 @@ def measure_reference(
     device = comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
     backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
-    if device.type != "cuda" or kernel not in (*backends, "flash_attn3"):
+    if device.type == "cuda" and kernel not in (*backends, "flash_attn3"):
+        raise ValueError(f"reference kernel {kernel!r}: choose cudnn, sdpa_flash or flash_attn3")
+    if device.type != "cuda":
         kernel = "math"  # SDPA's math backend: the CPU smoke runs
     chosen = backends.get(kernel, [SDPBackend.MATH])
     provider = f"single_gpu_{kernel}"

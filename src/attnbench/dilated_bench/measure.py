@@ -17,7 +17,6 @@ FLOPs of the sparse pattern (tflops uses those, never the dense count), and toke
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ import torch
 from attnbench.bench import correctness, flops, timing
 from attnbench.bench.providers.base import describe_exception
 from attnbench.bench.results import Result, Workload
-from attnbench.bench.sweep import make_dout, make_inputs
+from attnbench.bench.sweep import fill_checks, make_dout, make_inputs
 from attnbench.dilated import kernels, pattern
 
 IMPLEMENTATIONS = ("gather", "flex")
@@ -100,23 +99,6 @@ def unavailable(
         if pass_ != "fwd" and device.type != "cuda":
             return "unsupported", "FlexAttention has no backward on CPU (eager); the GPU run checks it"
     return None
-
-
-def fill_checks(row: Result, checks: dict[str, correctness.Comparison]) -> None:
-    """Correctness fields from named comparisons; the failing (or closest to its bound) one is shown."""
-    main = correctness.worst(checks)
-    finite = [
-        None if x is None or not math.isfinite(x) else x for x in (main.max_abs, main.mean_abs, main.rel_l2)
-    ]
-    row.max_abs, row.mean_abs, row.rel_l2 = finite
-    row.ok = main.ok
-    row.extra["tolerance"] = {"name": main.tolerance.name, "rel_l2": main.tolerance.rel_l2,
-                              "max_abs": main.tolerance.max_abs}  # fmt: skip
-    row.extra["correctness"] = {
-        name: {"rel_l2": c.rel_l2, "max_abs": c.max_abs, "ok": c.ok} for name, c in checks.items()
-    }
-    if not main.ok:
-        row.status, row.reason = "incorrect", main.reason
 
 
 def _nbytes(*tensors) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 PASS_ORDER = tuple(PASS_NAMES)
 SHAPE_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "dtype", "mask",
-                "window", "doc_lens")  # fmt: skip
+                "window", "block", "doc_lens")  # fmt: skip
 MET = {"pass", "passed", "met", "holds", "ok", "true"}
 MISSED = {"fail", "failed", "fails", "missed", "false"}
 CHECK_OK = {"ok"}  # a separate correctness check's status that vouches for a row...
@@ -139,7 +139,8 @@ def shape_label(row: Mapping, fields: list[str]) -> str:
         if name == "doc_lens":
             parts.append(f"{len(value)} docs" if isinstance(value, list) else f"docs {value}")
             continue
-        short = {"batch": "B", "heads_q": "H", "heads_kv": "KV heads", "head_dim": "D", "window": "window"}
+        short = {"batch": "B", "heads_q": "H", "heads_kv": "KV heads", "head_dim": "D", "window": "window",
+                 "block": "block"}  # fmt: skip
         parts.append(f"{short[name]} {value}" if name in short else str(value))
     # a sparse pattern over the same base mask (dilated attention rows) is another workload: never ranked
     # against dense rows of the same shape
