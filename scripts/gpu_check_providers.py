@@ -65,12 +65,13 @@ def profile_kernels(names: list[str], pass_: str, reps: int = 5) -> None:
             continue
         try:
             step = _timed_step(provider, pass_, q, k, v)
-            median_us = measure(step, device="cuda", min_reps=20, min_time_ms=50.0).ms_median * 1e3
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(reps):
-                    step()
+            with torch.set_grad_enabled(pass_ != "fwd"):  # a forward is timed without autograd
+                median_us = measure(step, device="cuda", min_reps=20, min_time_ms=50.0).ms_median * 1e3
                 torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(reps):
+                        step()
+                    torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - one provider's failure is a line, the others go on
             print(f"{provider.name}: error: {describe_exception(exc)}\n")
             continue

@@ -53,7 +53,7 @@ else:
                     continue
                 prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
                 fn = timing_methods.pass_callable(prepared, pass_)
-                ms = timing_methods.compare(fn, timing_options=config["timing"])
+                ms = timing_methods.compare(fn, timing_options=config["timing"], grad=pass_ != "fwd")
                 records.append({"provider": provider.name, "mask": w.mask, "pass": pass_,
                                 "flops": flops.attention_flops(w, pass_), "ms": ms, "workload": w.label()})
                 print(f"{provider.name:<16} {w.mask:<6} {pass_:<4} " + "  ".join(

@@ -125,3 +125,19 @@ def test_cuda_measure_and_bare_loop_agree():
     assert t.timer == "cuda_event" and t.flush_bytes > 2 * torch.cuda.get_device_properties(0).L2_cache_size
     assert t.peak_mem_bytes >= a.numel() * a.element_size()  # the product is allocated by the timed call
     assert abs(t.ms_median - bare) / bare < 0.05
+
+
+def test_pass_callables_time_what_the_sweep_times():
+    from attnbench.bench import providers
+    from attnbench.bench.results import Workload
+    from attnbench.bench.sweep import make_inputs
+    from attnbench.bench.timing_methods import pass_callable
+
+    w = Workload(1, 32, 32, 2, 2, 16, "float32", "causal")
+    q, k, v = make_inputs(w, "cpu")
+    math = providers.get("sdpa_math")
+    forward = math.prepare(q, k, v, w)
+    assert pass_callable(forward, "fwd") is forward.run  # nothing around the call inside the timed region
+    for pass_ in ("bwd", "fwd_bwd"):
+        grads = pass_callable(math.prepare(q, k, v, w, backward=True), pass_)()
+        assert len(grads) == 3 and all(g.shape == t.shape for g, t in zip(grads, (q, k, v)))

@@ -25,15 +25,14 @@ from attnbench.bench import timing
 
 
 def pass_callable(prepared, pass_: str, dout_like: torch.Tensor | None = None) -> Callable[[], object]:
-    """The timed callable of one pass (first call already made, so compile/autotune are outside)."""
+    """The timed callable of one pass (first call already made, so compile/autotune are outside).
+
+    A forward is `prepared.run` itself, as the sweep times it: time it under torch.no_grad() (as
+    `compare(..., grad=False)` does), so no grad-mode switch sits inside the timed call."""
     if pass_ == "fwd":
-
-        def forward():
-            with torch.no_grad():
-                return prepared.run()
-
-        forward()
-        return forward
+        with torch.no_grad():
+            prepared.run()
+        return prepared.run
     inputs = tuple(t if t.requires_grad else t.requires_grad_(True) for t in prepared.inputs)
     out = prepared.run()
     dout = torch.randn_like(out) if dout_like is None else dout_like
@@ -88,10 +87,13 @@ def idle_event_ms(fn: Callable[[], object], reps: int = 10, idle_s: float = 0.1,
     return statistics.median(samples)
 
 
-def compare(fn: Callable[[], object], *, timing_options: dict, reps: int = 10, idle_s: float = 0.1) -> dict:
-    """Milliseconds of one call by each method (see the module docstring)."""
-    return {
-        "events": timing.measure(fn, device="cuda", **timing_options).ms_median,
-        "kernels": kernel_ms(fn, reps),
-        "events_idle": idle_event_ms(fn, reps, idle_s),
-    }
+def compare(
+    fn: Callable[[], object], *, timing_options: dict, grad: bool = True, reps: int = 10, idle_s: float = 0.1
+) -> dict:
+    """Milliseconds of one call by each method (see the module docstring); `grad=False` for a forward."""
+    with torch.set_grad_enabled(grad):
+        return {
+            "events": timing.measure(fn, device="cuda", **timing_options).ms_median,
+            "kernels": kernel_ms(fn, reps),
+            "events_idle": idle_event_ms(fn, reps, idle_s),
+        }
