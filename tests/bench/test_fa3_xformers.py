@@ -402,3 +402,99 @@ def test_xformers_dispatch_refusal_for_a_varlen_backward_is_a_reason(monkeypatch
     reason = _dispatch_refuses(object(), backward=True)
     assert reason.startswith("No operator found for `memory_efficient_attention_backward`")
     assert "`fa3B@pip_pkg` is not supported because:" in reason
+
+
+class _FakeTensor:
+    """A graph tensor of the fake cuDNN frontend below: a name and chained setters."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def set_output(self, _):
+        return self
+
+    def set_dim(self, _):
+        return self
+
+    def set_stride(self, _):
+        return self
+
+    def set_data_type(self, _):
+        return self
+
+
+def _fake_cudnn():
+    """cudnn-frontend's graph API (tensor_like, sdpa, sdpa_backward, build, execute with a variant pack),
+    computing exact attention on CPU: checks our graph wiring, variant packs and autograd Function."""
+    cudnn = types.ModuleType("cudnn")
+    cudnn.data_type = types.SimpleNamespace(BFLOAT16="bf16", HALF="f16", FLOAT="f32", FP8_E4M3="fp8")
+    cudnn.diagonal_alignment = types.SimpleNamespace(TOP_LEFT="top_left")
+    cudnn.heur_mode = types.SimpleNamespace(A="A", FALLBACK="FALLBACK")
+    cudnn.backend_version = lambda: 91900
+    cudnn.create_handle = lambda: object()
+    cudnn.set_stream = lambda handle, stream: None
+
+    class Graph:
+        def __init__(self, **kwargs):
+            self.selected_engine = None
+            self.count = 0
+
+        def tensor_like(self, t):
+            self.count += 1
+            return _FakeTensor(f"in{self.count}")
+
+        def sdpa(self, q, k, v, generate_stats, attn_scale, **mask):
+            self.op = ("fwd", q, k, v, attn_scale, bool(mask))
+            self.out = (_FakeTensor("o"), _FakeTensor("stats"))
+            return self.out
+
+        def sdpa_backward(self, q, k, v, o, dO, stats, attn_scale, use_deterministic_algorithm, **mask):
+            self.op = ("bwd", q, k, v, o, dO, attn_scale, bool(mask))
+            self.out = (_FakeTensor("dq"), _FakeTensor("dk"), _FakeTensor("dv"))
+            return self.out
+
+        def build(self, modes):
+            pass
+
+        def get_workspace_size(self):
+            return 0
+
+        def execute(self, pack, workspace, handle=None):
+            def attention(q, k, v, scale, causal):
+                s = (q.double() @ k.double().transpose(-1, -2)) * scale
+                if causal:
+                    s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float("-inf"))
+                return torch.softmax(s, -1) @ v.double(), torch.logsumexp(s, -1)
+
+            if self.op[0] == "fwd":
+                _, q, k, v, scale, causal = self.op
+                out, lse = attention(pack[q], pack[k], pack[v], scale, causal)
+                pack[self.out[0]].copy_(out)
+                if self.out[1] in pack:
+                    pack[self.out[1]].copy_(lse.unsqueeze(-1))
+            else:
+                _, q, k, v, _o, d_o, scale, causal = self.op
+                leaves = [pack[t].detach().double().requires_grad_() for t in (q, k, v)]
+                with torch.enable_grad():  # called from inside autograd's backward, where it is off
+                    out, _ = attention(*leaves, scale, causal)
+                for dst, g in zip(self.out, torch.autograd.grad(out, leaves, pack[d_o].double())):
+                    pack[dst].copy_(g)
+
+    cudnn.pygraph = Graph
+    return cudnn
+
+
+@pytest.mark.parametrize("mask", ["full", "causal"])
+def test_cudnn_frontend_graphs_are_wired_and_differentiable(monkeypatch, mask):
+    monkeypatch.setitem(sys.modules, "cudnn", _fake_cudnn())
+    w = Workload(1, 64, 64, 2, 2, 32, "bfloat16", mask)
+    q, k, v = _inputs(w)
+    p = providers.get("cudnn_frontend")
+    forward = p.prepare(q, k, v, w)
+    assert compare(forward.to_canonical(forward.run()), reference_attention(q, k, v, w), w.dtype).ok
+    prepared = p.prepare(q, k, v, w, backward=True)
+    out = prepared.run()
+    dout = torch.randn(q.shape).to(torch.bfloat16)
+    grads = torch.autograd.grad(prepared.to_canonical(out), prepared.inputs, dout)
+    for got, want in zip(grads, reference_grads(q, k, v, dout, w)):
+        assert compare(got, want, w.dtype, grad=True).ok

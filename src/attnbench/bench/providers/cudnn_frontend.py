@@ -87,10 +87,13 @@ class _Built:
     workspace: Any
     handle: Any
 
-    def execute(self, buffers: dict) -> None:
-        self.graph.execute(
-            {self.tensors[k]: v for k, v in buffers.items()}, self.workspace, handle=self.handle
-        )
+    def pack(self, **buffers) -> dict:
+        """A variant pack (graph tensor -> torch tensor) by role; made once for what every call reuses."""
+        return {self.tensors[role]: tensor for role, tensor in buffers.items()}
+
+    def execute(self, fixed: dict, **per_call) -> None:
+        """Run with the prebuilt `fixed` pack plus the buffers this call allocated (its outputs)."""
+        self.graph.execute({**fixed, **self.pack(**per_call)}, self.workspace, handle=self.handle)
 
 
 def _build(cudnn, graph, tensors: dict, handle, device) -> _Built:
@@ -150,7 +153,8 @@ class CudnnFrontend(Provider):
         import torch
 
         handle = cudnn.create_handle()
-        cudnn.set_stream(handle, torch.cuda.current_stream(q.device).cuda_stream)
+        if q.is_cuda:  # launches go to the stream the timing events are recorded on
+            cudnn.set_stream(handle, torch.cuda.current_stream(q.device).cuda_stream)
         return handle
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
@@ -219,23 +223,22 @@ class CudnnFrontend(Provider):
         except Exception as exc:
             raise Unsupported(f"cuDNN graph not supported: {describe_exception(exc)}") from exc
 
-        def forward():
+        fwd_inputs = fwd.pack(q=q, k=k, v=v)
+        bwd_inputs = bwd.pack(q=q, k=k, v=v) if bwd is not None else {}
+
+        def forward():  # outputs are allocated per call, as every provider's API call does
             out = torch.empty(o_shape, dtype=q.dtype, device=q.device)
-            buffers = {"q": q, "k": k, "v": v, "o": out}
             if bwd is None:
-                fwd.execute(buffers)
+                fwd.execute(fwd_inputs, o=out)
                 return out, None
             lse = torch.empty(stats_shape, dtype=torch.float32, device=q.device)
-            fwd.execute({**buffers, "stats": lse})
+            fwd.execute(fwd_inputs, o=out, stats=lse)
             return out, lse
 
         def backward_fn(dout, out, lse):
-            grads = tuple(torch.empty_like(t) for t in (q, k, v))
-            bwd.execute(
-                {"q": q, "k": k, "v": v, "o": out, "do": dout.contiguous(), "stats": lse}
-                | dict(zip(("dq", "dk", "dv"), grads))
-            )
-            return grads
+            dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+            bwd.execute(bwd_inputs, o=out, do=dout.contiguous(), stats=lse, dq=dq, dk=dk, dv=dv)
+            return dq, dk, dv
 
         note = f"cuDNN graph via cudnn-frontend, forward on {_engine(fwd.graph)}"
         if bwd is not None:
@@ -341,9 +344,11 @@ class CudnnFrontendFp8(CudnnFrontend):
         lse = torch.empty(stats_shape, dtype=torch.float32, device=q.device)
         amaxes = {n: torch.zeros(1, 1, 1, 1, device=q.device) for n in ("amax_s", "amax_o")}
 
+        fixed = built.pack(q=q8, k=k8, v=v8, stats=lse, **amaxes, **scalars)
+
         def run():
             out = torch.empty(o_shape, dtype=torch.float8_e4m3fn, device=q.device)
-            built.execute({"q": q8, "k": k8, "v": v8, "o": out, "stats": lse, **amaxes, **scalars})
+            built.execute(fixed, o=out)
             return out
 
         return Prepared(
