@@ -121,7 +121,9 @@ def measure_dilated(
     seed: int = 0,
     timed: bool = True,
 ) -> Result:
-    """One row; never raises (but KeyboardInterrupt). `reference()` -> (out, lse, dq, dk, dv) of the
+    """One row: every failure of the measurement is a row, never a crash; a configuration that is not
+    a dilated pattern or an unknown backend is a ValueError naming it (a mistake, not a measurement).
+    `reference()` -> (out, lse, dq, dk, dv) of the
     same seeded inputs, or None for an unchecked row. `branches`: the configuration for this length
     (profiles.branches_for). timed=False: correctness only (no timing fields)."""
     branches = pattern.branches_from(branches)

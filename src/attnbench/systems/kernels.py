@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from attnbench.bench import correctness, providers, timing
-from attnbench.bench.providers.base import Prepared, Provider, leaf
+from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.results import Workload
 from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
@@ -112,7 +112,7 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
             row.update(
                 status="oom" if timing.is_oom(exc) else "error",
-                reason=f"{type(exc).__name__}: {str(exc)[:200]}",
+                reason=describe_exception(exc),
             )
         rows.append(row)
         timing.release_memory(device, collect=row["status"] != "ok")
@@ -156,7 +156,7 @@ def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
             except Exception as exc:  # noqa: BLE001
                 row.update(
                     status="oom" if timing.is_oom(exc) else "error",
-                    reason=f"{type(exc).__name__}: {str(exc)[:200]}",
+                    reason=describe_exception(exc),
                 )
             rows.append(row)
             timing.release_memory(device, collect=row["status"] != "ok")

@@ -45,7 +45,8 @@ def autocast_for(precision: str, device: torch.device):
 
 
 class PhaseClock:
-    """Marks the end of each phase of one step; `times_ms()` after the step's synchronisation."""
+    """Marks the start and end of each phase of one step (`mark()` twice per phase, so bookkeeping
+    between phases is in no phase); `times_ms()` after the step's synchronisation."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
@@ -61,10 +62,11 @@ class PhaseClock:
             self.marks.append(time.perf_counter())
 
     def times_ms(self) -> list[float]:
+        starts, ends = self.marks[0::2], self.marks[1::2]
         if self.cuda:
             torch.cuda.synchronize(self.device)
-            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
-        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+            return [a.elapsed_time(b) for a, b in zip(starts, ends)]
+        return [(b - a) * 1e3 for a, b in zip(starts, ends)]
 
 
 def _peak(device: torch.device) -> int | None:
@@ -84,10 +86,10 @@ def train_step(
     called as each phase starts (the memory timeline marks them)."""
     clock, peaks = PhaseClock(device), []
     on_phase = on_phase or (lambda _: None)
-    clock.mark()
     where[0] = "forward"
     on_phase("forward")
     _reset_peak(device)
+    clock.mark()
     with autocast_for(precision, device):
         logits = model(inputs)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -96,12 +98,14 @@ def train_step(
     where[0] = "backward"
     on_phase("backward")
     _reset_peak(device)
+    clock.mark()
     loss.backward()
     clock.mark()
     peaks.append(_peak(device))
     where[0] = "optimizer"
     on_phase("optimizer")
     _reset_peak(device)
+    clock.mark()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     clock.mark()
