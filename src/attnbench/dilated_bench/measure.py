@@ -72,9 +72,14 @@ def prepare(implementation: str, backend: str | None, branches, workload: Worklo
     """fn(q, k, v) -> (out, lse) with its setup done (FlexAttention's BlockMask built here)."""
     causal = workload.mask == "causal"
     if implementation == "gather":
-        from attnbench.dilated.gathered import gathered_attention
+        from attnbench.dilated.gathered import DilatedGather, plan
 
-        return lambda q, k, v: gathered_attention(q, k, v, branches, causal=causal, backend=backend)
+        # the backend, the gather plans and the scale are made once here, outside the timed call
+        # (gathered_attention would redo them per call); `unavailable` already asked the backend
+        kernel = kernels.get(backend, device)
+        plans = plan(branches, workload.seqlen_q, workload.heads_q)
+        scale = pattern.default_scale(workload.head_dim)
+        return lambda q, k, v: DilatedGather.apply(q, k, v, plans, kernel, causal, scale)
     if implementation == "flex":
         from attnbench.dilated.flex import FlexDilated
 
