@@ -76,18 +76,24 @@ def test_prediction_is_quadratic_for_dense_and_measured_for_dilated():
 class FakeSweep(scaling.Sweep):
     """Rows from a table of (length -> ms or status) instead of measuring."""
 
-    def __init__(self, config, plan):
+    def __init__(self, config, plan, free=None):
         super().__init__(config, device="cpu")
-        self.plan = plan
+        self.plan, self.free, self.measured = plan, free, []
 
     def measure_point(self, series, seq_len, pass_):
+        self.measured.append(seq_len)
         outcome = self.plan[seq_len]
         row = Result(series.name, "dilated", "ok", scaling.workload(self.config, seq_len), pass_)
         if isinstance(outcome, str):
             row.status, row.reason = outcome, f"{outcome} here"
+        elif isinstance(outcome, tuple):
+            row.ms_median, row.peak_mem_bytes = outcome
         else:
             row.ms_median = outcome
         return row
+
+    def free_bytes(self):
+        return self.free
 
 
 def config_with(lengths, budget=1.0):
@@ -124,6 +130,17 @@ def test_out_of_memory_stops_with_oom_rows_and_unavailable_is_one_row():
     sweep = FakeSweep(config_with([128, 256, 512]), {128: "unavailable"})
     sweep.run(SERIES, "fwd")
     assert [r.status for r in sweep.rows] == ["unavailable"]
+
+
+def test_a_point_predicted_out_of_memory_is_never_started():
+    gib = 2**30
+    plan = {128: (1.0, 10 * gib), 256: (2.0, 20 * gib), 512: (4.0, 40 * gib), 1024: (8.0, 80 * gib)}
+    sweep = FakeSweep(config_with([128, 256, 512, 1024]), plan, free=60 * gib)
+    sweep.run(SERIES, "fwd")
+    assert sweep.measured == [128, 256, 512]  # 1024 would need 80 GiB (linear) of the 60 free
+    assert [r.status for r in sweep.rows] == ["ok", "ok", "ok", "oom"]
+    assert sweep.rows[3].reason.startswith("not run: predicted out of memory, 80.0 GiB (from 40.0 GiB at 512")
+    assert scaling.predict_memory(None, 1024) is None
 
 
 def test_a_series_budget_ends_the_series():

@@ -4,8 +4,11 @@ lengths, forward and forward+backward, until it stops, with the reason it stoppe
 A series stops at the first point that is out of memory, fails, or whose median call exceeds
 `call_budget_s`; before a point, when its time predicted from the previous ones (dense: quadratic in
 the length; dilated: the growth measured between its last two points, between linear and quadratic)
-exceeds twice the budget; when its own wall budget (FlexAttention: compile and BlockMask included) or
-the cell's is spent. Every point after a stop is a row (status `oom` after an out-of-memory, else
+exceeds twice the budget, or when its peak memory predicted from the previous point (linear in the
+length: every kernel here keeps O(N) state) exceeds what the GPU has free, because FlashAttention-3
+cannot report an out-of-memory: its C++ error ends the process (a segfault on torch 2.11), so such a
+point must never be started; when its own wall budget (FlexAttention: compile and BlockMask included)
+or the cell's is spent. Every point after a stop is a row (status `oom` after an out-of-memory, else
 `unsupported`) whose reason starts with "not run:" and says why; extra["not_run"] is True. A series
 that cannot run at all (unavailable, unsupported) has one row with the reason, not one per length.
 
@@ -27,6 +30,7 @@ from attnbench.dilated_bench import measure
 from attnbench.dilated_bench.profiles import branches_for
 
 PREDICT_FACTOR = 2.0  # a point predicted beyond this many budgets is not started
+MEMORY_MARGIN = 0.95  # a point predicted to need more than this share of the free memory is not started
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,14 @@ def predict(history: list[tuple[int, float]], seq_len: int, kind: str) -> float 
             n0, t0 = history[-2]
             exponent = min(2.0, max(1.0, math.log(t1 / t0) / math.log(n1 / n0)))
     return t1 * (seq_len / n1) ** exponent
+
+
+def predict_memory(last: tuple[int, int] | None, seq_len: int) -> int | None:
+    """Peak bytes at seq_len from the (length, peak bytes) of the series' last measured point: linear."""
+    if last is None:
+        return None
+    n, peak = last
+    return int(peak * seq_len / n)
 
 
 def workload(config: dict, seq_len: int) -> Workload:
@@ -125,6 +137,7 @@ class Sweep:
         budget, cell_budget = sweep["call_budget_s"], self.budget_s
         began = time.perf_counter()
         history: list[tuple[int, float]] = []
+        memory: tuple[int, int] | None = None  # (length, peak bytes) of the last measured point
         stop, oom = None, False
         for seq_len in sweep["seq_lens"]:
             if stop is None:
@@ -135,6 +148,9 @@ class Sweep:
                     n, t = history[-1]
                     stop = (f"not run: predicted {guess:.1f} s per call (from {t:.2f} s at {n} tokens), over "
                             f"{PREDICT_FACTOR:g}x the {budget:g} s budget per call of this profile")  # fmt: skip
+            if stop is None:
+                stop = self._memory_stop(memory, seq_len)
+                oom = oom or stop is not None
             if stop is not None:
                 self.emit(self.not_run(series, seq_len, pass_, stop, oom))
                 continue
@@ -151,9 +167,28 @@ class Sweep:
             elif row.ms_median is not None:
                 seconds = row.ms_median / 1e3
                 history.append((seq_len, seconds))
+                if row.peak_mem_bytes:
+                    memory = (seq_len, row.peak_mem_bytes)
                 if seconds > budget:
                     stop = (f"not run: {seq_len} tokens took {seconds:.2f} s per call, over the {budget:g} s "
                             f"budget per call of this profile")  # fmt: skip
+
+    def free_bytes(self) -> int | None:
+        """Bytes a point may allocate: free on the device plus what torch's cache holds unused (None on CPU)."""
+        import torch
+
+        if torch.device(self.device).type != "cuda":
+            return None
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return free + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+
+    def _memory_stop(self, memory: tuple[int, int] | None, seq_len: int) -> str | None:
+        need, free = predict_memory(memory, seq_len), self.free_bytes()
+        if need is None or free is None or need <= MEMORY_MARGIN * free:
+            return None
+        n, peak = memory
+        return (f"not run: predicted out of memory, {need / 2**30:.1f} GiB (from {peak / 2**30:.1f} GiB at {n} "
+                f"tokens, linear in the length) against {free / 2**30:.1f} GiB free")  # fmt: skip
 
     def _budget_stop(self, series: Series, began: float, cell_budget: float) -> str | None:
         now = time.perf_counter()
