@@ -148,7 +148,50 @@ def test_profiles_resolve_and_filter():
         profiles.resolve("huge", cuda=True)
     config = profiles.configure("default", ["flash_attn3", "flex"])
     assert config["providers"] == ["flash_attn3", "flex"]
-    assert [names for names, _ in config["tiers"]] == [["flash_attn3", "flex"], [], ["flash_attn3", "flex"]]
+    assert [names for names, _ in config["tiers"]] == [
+        ["flash_attn3", "flex"],
+        [],
+        ["flash_attn3", "flex"],
+        [],
+    ]
     assert profiles.PROFILES["default"]["providers"][0] == "flash_attn3"  # the profile itself is untouched
     with pytest.raises(KeyError, match="no provider or family"):
         profiles.configure("default", ["flash_attn9"])
+
+
+def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
+    from attnbench.mask_bench import measure
+
+    config = profiles.configure("default")
+    separate, both = measure.stage_tiers(config, "separate"), measure.stage_tiers(config, "fwd_bwd")
+    assert [passes for _, passes in separate] == [["fwd", "bwd"]] * 2 and separate[0][0][0] == "flash_attn3"
+    assert [passes for _, passes in both] == [["fwd_bwd"]] * 2 and both[0][0] == profiles.FIRST
+    assert (
+        measure.stage_budget(config, "separate") == 450.0 and measure.stage_budget(config, "fwd_bwd") == 360.0
+    )
+    full = profiles.configure("full")
+    assert {p for _, ps in measure.stage_tiers(full, "separate") for p in ps} == {"fwd", "bwd"}
+    with pytest.raises(ValueError, match="stage must be one of separate, fwd_bwd; got 'both'"):
+        measure.stage_tiers(config, "both")
+
+
+def test_the_report_reads_both_cells_as_one_sweep(tmp_path):
+    import json
+
+    from attnbench.bench.results import Result, write_jsonl
+    from attnbench.report.masks import read_stages
+
+    w = profiles.workload(profiles.configure("default"), "causal", 4096)
+    for name, pass_, counts, seconds in (
+        ("a", "fwd", {"ok": 2}, 10.0),
+        ("b", "fwd_bwd", {"ok": 1, "skipped": 3}, 5.5),
+    ):
+        (tmp_path / name).mkdir()
+        write_jsonl(tmp_path / name / "results.jsonl", [Result("flash_attn3", "flash_attn3", "ok", w, pass_)])
+        summary = {"gpu": "H200", "status_counts": counts, "sweep_seconds": seconds, "estimate_s": 1.0,
+                   "check_seconds": 2.0 if name == "a" else 0.0, "passes": [pass_]}  # fmt: skip
+        (tmp_path / name / "sweep.json").write_text(json.dumps(summary))
+    rows, sweep = read_stages(tmp_path / "a", tmp_path / "b")
+    assert [r.pass_ for r in rows] == ["fwd", "fwd_bwd"]
+    assert sweep["status_counts"] == {"ok": 3, "skipped": 3} and sweep["sweep_seconds"] == 15.5
+    assert sweep["gpu"] == "H200" and [s["passes"] for s in sweep["stages"]] == [["fwd"], ["fwd_bwd"]]

@@ -16,7 +16,7 @@ from attnbench.mask_bench import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "attention_masks.md"
-CELLS = ["gpu", "inputs_drawn", "bench", "figures", "summary"]
+CELLS = ["gpu", "inputs_drawn", "bench", "bench_fwd_bwd", "figures", "summary"]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,10 @@ def test_every_cell_runs_and_every_provider_mask_length_pass_has_a_row(smoke_run
     states = json.loads((smoke_run / "run.json").read_text())["cells"]
     assert {cell: s["state"] for cell, s in states.items()} == dict.fromkeys(CELLS, "ran")
     config = profiles.PROFILES["smoke"]
-    rows = read_jsonl(smoke_run / "bench" / "artifacts" / "results.jsonl")
+    separate = read_jsonl(smoke_run / "bench" / "artifacts" / "results.jsonl")
+    both = read_jsonl(smoke_run / "bench_fwd_bwd" / "artifacts" / "results.jsonl")
+    assert {r.pass_ for r in separate} == {"fwd", "bwd"} and {r.pass_ for r in both} == {"fwd_bwd"}
+    rows = separate + both
     keys = {(r.provider, r.workload.mask, r.workload.seqlen_q, r.pass_) for r in rows}
     want = {(p, m, s, ps) for names, passes in config["tiers"] for p in names for ps in passes
             for m in profiles.MASKS for s in config["seq_lens"]}  # fmt: skip
@@ -56,7 +59,10 @@ def test_the_site_takes_only_the_timed_rows_as_results(smoke_run):
     from attnbench.notebook.sitedata import read_run
 
     data = read_run(smoke_run, CELLS)
-    assert data.result_files == ["bench/artifacts/results.jsonl"]  # the checks are a document, not rows
+    assert data.result_files == [
+        "bench/artifacts/results.jsonl",
+        "bench_fwd_bwd/artifacts/results.jsonl",
+    ]  # the checks are a document, not rows
     assert not any(row.get("extra", {}).get("check") for row in data.rows)
 
 
@@ -82,6 +88,7 @@ def test_report_cells_run_without_torch(smoke_run, tmp_path):
         "import runpy, sys; sys.modules['torch'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
     )
     inputs = {"ATTNBENCH_INPUT_BENCH": str(smoke_run / "bench" / "artifacts"),
+              "ATTNBENCH_INPUT_BENCH_FWD_BWD": str(smoke_run / "bench_fwd_bwd" / "artifacts"),
               "ATTNBENCH_INPUT_GPU": str(smoke_run / "gpu" / "artifacts")}  # fmt: skip
     for cell in ("inputs_drawn", "figures", "summary"):
         script = ROOT / "cells" / "attention_masks" / f"{cell}.py"

@@ -1,0 +1,130 @@
+"""The attention-masks notebook's two measuring cells, one function each calls.
+
+The sweep is measured in two stages, each a cell of its own so that neither outlives a 10-minute GPU
+session and a figure edit re-runs neither:
+
+  separate  the correctness checks (forward and backward at the check length), then the forward and
+            the backward rows of every tier, in tier order;
+  fwd_bwd   the forward + backward rows, which cost about as much as both others and add least: they
+            run last, with their own budget, and take their checks from the first stage.
+
+Each stage writes results.jsonl (its timed rows) and sweep.json (its budget, time and counts) into the
+working directory; the first also writes checks.json. The matmul peak is measured once, by the first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from attnbench.bench import env, flops, providers
+from attnbench.bench.results import Result, read_rows_document, write_jsonl, write_rows_document
+from attnbench.bench.sweep import print_progress
+from attnbench.mask_bench import profiles, series
+
+STAGES = {"separate": ("fwd", "bwd"), "fwd_bwd": ("fwd_bwd",)}
+
+
+def stage_tiers(config: dict, stage: str) -> list[list]:
+    """The profile's tiers whose passes belong to `stage` (each keeps only those passes)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}; got {stage!r}")
+    out = []
+    for names, passes in config["tiers"]:
+        mine = [p for p in passes if p in STAGES[stage]]
+        if mine:
+            out.append([list(names), mine])
+    return out
+
+
+def stage_budget(config: dict, stage: str) -> float | None:
+    return config["budget_s"] if stage == "separate" else config["fwd_bwd_budget_s"]
+
+
+class _Progress:
+    """Every row except repeats of an unavailable provider (its reason is the same everywhere)."""
+
+    def __init__(self):
+        self.reported: set[str] = set()
+
+    def __call__(self, row: Result) -> None:
+        if row.status == "unavailable":
+            if row.provider in self.reported:
+                return
+            self.reported.add(row.provider)
+        print_progress(row)
+
+
+def _print_plan(tiers, plan, config: dict, budget_s: float | None) -> float:
+    """Print the time estimate of the stage and the planned schedule; return the estimate (seconds)."""
+    estimate = series.estimate(tiers, plan, config["timing"])
+    schedule = series.simulate(tiers, plan, config["timing"], series.Budget(budget_s, config["row_limit_s"]))
+    print(f"every supported row of this stage at assumed rates would take {sum(estimate.values()):.0f} s:")
+    for name, seconds in estimate.items():
+        print(f"  {name:<28} {seconds:7.1f} s")
+    print(f"budget {budget_s or 'none'} s, per-row limit {config['row_limit_s'] or 'none'} s; expected "
+          f"{schedule['measured']} timed rows in about {schedule['seconds']:.0f} s plus compiles, skipped for "
+          f"time: {schedule['skipped'] or 'none'}")  # fmt: skip
+    print("tiers, in order (the budget runs out in the last): "
+          + "; ".join(f"{', '.join(p.name for p in ps)}: {'/'.join(passes)}" for ps, passes in tiers))  # fmt: skip
+    return sum(estimate.values())
+
+
+def run_stage(config: dict, stage: str, *, first_stage: Path | None = None) -> dict:
+    """Measure one stage of the sweep under a resolved profile config (profile.json of the gpu cell);
+    `first_stage` is the separate stage's artifacts folder (needed by fwd_bwd for the checks and peak).
+    Returns the summary it writes to sweep.json."""
+    import torch
+
+    device = config["device"]
+    if torch.cuda.is_available() != (device == "cuda"):
+        raise SystemExit(f"profile.json was resolved for {device}; rerun the gpu cell on this machine")
+    if stage == "fwd_bwd" and first_stage is None:
+        raise ValueError("the fwd_bwd stage needs the separate stage's folder (first_stage) for its checks")
+    if config.get("label"):
+        print(f"*** {config['label']} ***")
+    tiers = [
+        ([providers.get(name) for name in names], passes) for names, passes in stage_tiers(config, stage)
+    ]
+    plan = profiles.plan(config)
+    budget_s = stage_budget(config, stage)
+    estimate = _print_plan(tiers, plan, config, budget_s)
+    progress = _Progress()
+    env_id = env.machine_id()
+    gpu_name = torch.cuda.get_device_name(0) if device == "cuda" else None
+    datasheet = flops.datasheet_peak(gpu_name)
+    budget = series.Budget(budget_s, config["row_limit_s"])  # from here: checks and timed rows
+    started = time.perf_counter()
+    if stage == "separate":
+        peak = flops.measure_matmul_peak("cuda") if device == "cuda" else None
+        if peak:
+            print(f"bf16 matmul peak: {peak:.1f} TFLOP/s (datasheet {datasheet or 'unknown'})")
+        print(f"\n--- correctness at {config['check']['seqlen']} tokens ---")
+        chosen = [providers.get(name) for name in config["providers"]]
+        checks = series.run_checks(chosen, profiles.check_workloads(config), config["check_passes"],
+                                   device=device, env_id=env_id, budget=budget, progress=progress)  # fmt: skip
+        # a JSON document, not rows: checks at another length must never be ranked beside the timed rows
+        write_rows_document("checks.json", checks, checked_at_seqlen=config["check"]["seqlen"])
+    else:
+        checks = read_rows_document(first_stage / "checks.json")
+        peak = json.loads((first_stage / "sweep.json").read_text())["measured_matmul_peak_tflops"]
+    checked_s = time.perf_counter() - started
+    print(f"\n--- timed series ({checked_s:.0f} s spent on checks) ---")
+    rows = series.run_series(tiers, plan, device=device, timing_options=config["timing"], budget=budget,
+                             checks=checks, env_id=env_id, peak_tflops=peak, datasheet_tflops=datasheet,
+                             progress=progress)  # fmt: skip
+    elapsed = time.perf_counter() - started
+    write_jsonl("results.jsonl", rows)
+    counts = {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}
+    summary = {"profile": config["profile"], "stage": stage, "passes": list(STAGES[stage]),
+               "label": config.get("label"), "gpu": gpu_name, "measured_matmul_peak_tflops": peak,
+               "datasheet_peak_tflops": datasheet, "timing": config["timing"], "budget_s": budget_s,
+               "check_seqlen": config["check"]["seqlen"], "estimate_s": round(estimate, 1),
+               "check_seconds": round(checked_s, 1), "sweep_seconds": round(elapsed, 1),
+               "status_counts": counts}  # fmt: skip
+    with open("sweep.json", "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"\n{len(rows)} timed rows" + (f" and {len(checks)} check rows" if stage == "separate" else "")
+          + f" in {elapsed:.0f} s (estimate {estimate:.0f} s): {counts}")  # fmt: skip
+    return summary
