@@ -27,6 +27,18 @@ class OomAt(SdpaProvider):
         return super().prepare(q, k, v, workload, backward)
 
 
+class RefusesAll(SdpaProvider):
+    """sdpa_math whose library refuses every input at run time (as torch refuses EFFICIENT_ATTENTION)."""
+
+    def __init__(self, name: str):
+        super().__init__(name, "MATH")
+
+    def prepare(self, q, k, v, workload, backward=False):
+        from attnbench.bench.providers.base import Unsupported
+
+        raise Unsupported("refused by the library")
+
+
 def _run(tiers, budget=None, checks=(), masks=("causal",)):
     plan = {m: ws for m, ws in profiles.plan(CONFIG).items() if m in masks}
     return series.run_series(tiers, plan, device="cpu", timing_options=CONFIG["timing"],
@@ -41,7 +53,9 @@ def _by(rows, provider, pass_="fwd"):
 def test_an_oom_stops_the_series_and_says_so():
     rows = _by(_run([([OomAt("oom_at_128", 128)], ["fwd"])]), "oom_at_128")
     assert rows[64].status == "ok" and rows[128].status == "oom"
-    assert rows[256].status == "skipped" and "out of memory at seqlen 128" in rows[256].reason
+    assert rows[256].status == "oom" and rows[256].reason.startswith(
+        "not attempted: out of memory at seqlen 128"
+    )
 
 
 def test_a_spent_budget_skips_rows_but_not_the_free_ones():
@@ -56,6 +70,17 @@ def test_the_per_row_limit_stops_a_series_at_its_first_long_row(monkeypatch):
     rows = _by(_run([([get("sdpa_math")], ["fwd"])], budget=series.Budget(row_limit_s=5.0)), "sdpa_math")
     assert [r.status for r in rows.values()] == ["skipped"] * 3
     assert "per-row limit of 5 s" in rows[64].reason and rows[256].reason == rows[64].reason
+
+
+def test_a_series_refused_at_run_time_stays_a_refusal_whatever_the_budget(monkeypatch):
+    # the model predicts 0.1 s at 64 tokens, 0.4 s at 128 and 1.6 s at 256, over the 1 s per-row limit
+    monkeypatch.setattr(
+        series, "model_seconds", lambda provider, w, pass_, timing: 0.1 * (w.seqlen_q / 64) ** 2
+    )
+    rows = _by(_run([([RefusesAll("refuses")], ["fwd"])], budget=series.Budget(row_limit_s=1.0)), "refuses")
+    # a refusal costs no time, so the longer rows are tried (and refused), not skipped for time
+    assert [r.status for r in rows.values()] == ["unsupported"] * 3
+    assert rows[256].reason == "refused by the library"
 
 
 def test_a_later_row_is_predicted_from_the_measured_time_per_call():

@@ -10,8 +10,10 @@ a failed check makes it `incorrect`, a check that could not run leaves it unchec
 A labelled variant that stands in for a provider (`stands_in_for`: SDPA with K/V repeated for GQA) runs
 only where that provider did not measure the row (it refused native GQA, or failed), else `skipped`.
 
-Stop rules (each becomes a `skipped` row with the reason, never a silent gap):
-  - after an OOM, the longer lengths of that series are not attempted (they need more memory);
+Stop rules (each becomes a row with the reason, never a silent gap):
+  - after an OOM, the longer lengths of that series are not attempted (they need more memory): `oom`
+    rows whose reason starts "not attempted" (the seed's E at every longer length);
+  - (the rules below make `skipped` rows)
   - a row whose predicted time exceeds `row_limit_s` stops its series (the next length costs ~4x more);
   - a row whose predicted time exceeds what is left of `budget_s` is skipped (cheaper rows still run).
 A row's prediction is its calls (setup + warm-up + repetitions) at the time per call of the previous row
@@ -156,11 +158,15 @@ class Budget:
 @dataclass
 class _Series:
     stopped: str = ""  # why the rest of the series is not attempted
+    stopped_status: str = "skipped"  # the status of those rows: `oom` after an out-of-memory
     last: tuple[float, float] | None = None  # (flops, seconds per timed call) of its last measured row
+    refused: bool = False  # the kernel refused a shorter row at run time: the next costs no time either
 
 
-def _skip(provider, workload: Workload, pass_: str, reason: str, env_id: str) -> Result:
-    return Result(provider.name, provider.family, "skipped", workload, pass_, reason=reason, env=env_id)
+def _skip(
+    provider, workload: Workload, pass_: str, reason: str, env_id: str, status: str = "skipped"
+) -> Result:
+    return Result(provider.name, provider.family, status, workload, pass_, reason=reason, env=env_id)
 
 
 def check_for(check_of: dict[Key, Result], provider: str, mask: str, pass_: str) -> Result | None:
@@ -275,7 +281,8 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
     """One row of a series, or the `skipped` row that says why it was not attempted."""
     if state.stopped:
         return _skip(p, w, pass_, state.stopped, env_id)
-    cheap = unavailable or p.unsupported(w, pass_)  # rows that cost nothing run whatever the budget
+    # rows that cost nothing run whatever the budget (a refusal is found before any kernel runs)
+    cheap = unavailable or p.unsupported(w, pass_) or state.refused
     work = flops.attention_flops(w, pass_)
     if not cheap:
         predicted = predict(p.name, w, pass_, state, timing_options)
@@ -300,6 +307,8 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
     row.extra["row_seconds"] = round(wall, 3)
     if row.status == "oom":
         state.stopped = f"not attempted: out of memory at seqlen {w.seqlen_q} (longer sequences need more)"
+        state.stopped_status = "oom"  # the seed's E at every longer length, as the figures mark it
     elif row.ms_median is not None:
         state.last = (work, row.ms_median / 1e3)
+    state.refused = row.status == "unsupported"
     return row

@@ -4,7 +4,8 @@ kernel per mask and length, published figures beside ours, the document lengths 
 Figures: one per mask, one panel per pass side by side (forward, backward, forward + backward), TFLOP/s
 against sequence length, one line per provider (colours by family as in every report). Where a provider
 did not run, a letter at the bottom of the panel in its colour, as MagiAttention's figures mark them:
-E out of memory, X unsupported, S skipped (not attempted: after an OOM, or the profile's time budget),
+E out of memory (or not attempted after a shorter length ran out), X unsupported, S skipped (not
+attempted: over the profile's time budget or per-row limit),
 ! error. `unavailable` providers (not installed here) are in the table under the figures, not drawn.
 """
 
