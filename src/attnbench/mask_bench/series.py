@@ -278,9 +278,10 @@ def _native_covers(p, w: Workload, pass_: str, why: dict) -> bool:
 
 
 def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_options, env_id, peak, sheet):
-    """One row of a series, or the `skipped` row that says why it was not attempted."""
+    """One row of a series, or the `skipped` (or, after an out-of-memory, `oom`) row that says why it
+    was not attempted."""
     if state.stopped:
-        return _skip(p, w, pass_, state.stopped, env_id)
+        return _skip(p, w, pass_, state.stopped, env_id, state.stopped_status)
     # rows that cost nothing run whatever the budget (a refusal is found before any kernel runs)
     cheap = unavailable or p.unsupported(w, pass_) or state.refused
     work = flops.attention_flops(w, pass_)
