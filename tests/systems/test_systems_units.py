@@ -123,6 +123,36 @@ def test_targets_met_or_missed_with_the_gap(ours_fwd, ours_fb, met):
     assert lines[0].startswith("MET" if met[0] else "MISSED") and "%" in lines[0]
 
 
+def test_the_leaderboard_target_takes_the_faster_dq_mode_and_names_it():
+    leaderboard = [_result("triton_fa2", "fwd_bwd", 6.2), _result("triton_fa2_atomic_dq", "fwd_bwd", 5.2)]
+    checks = tables.target_checks(leaderboard, [], best_public_ms=5.364, ratio=0.8)
+    assert (
+        checks[1]["met"] is True
+        and checks[1]["value"] == 5.2
+        and "(triton_fa2_atomic_dq)" in checks[1]["detail"]
+    )
+
+
+def test_the_gap_to_fa3_is_split_by_phase_from_the_kernel_listing():
+    profile = {
+        "ours": [{"kernel": "flash_bwd_kernel", "us_per_call": 4800.0, "launches_per_call": 1.0},
+                 {"kernel": "flash_fwd_kernel", "us_per_call": 1300.0, "launches_per_call": 1.0},
+                 {"kernel": "flash_bwd_preprocess", "us_per_call": 20.0, "launches_per_call": 1.0}],
+        "flash_attn3": [{"kernel": "flash::FlashAttnBwdSm90<...>", "us_per_call": 2200.0},
+                        {"kernel": "flash::FlashAttnFwdSm90<...>", "us_per_call": 1000.0},
+                        {"kernel": "flash::FlashAttnBwdPostprocessConvertdQ", "us_per_call": 20.0}],
+    }  # fmt: skip
+    assert tables.kernel_split(profile["ours"]) == pytest.approx(
+        {"forward": 1.3, "backward": 4.8, "other": 0.02}
+    )
+    lines = tables.gap_lines(profile)
+    assert lines[0] == "device time of one forward + backward: ours 6.120 ms, FA3 3.220 ms (gap +2.900 ms)"
+    assert lines[2] == "backward kernels: ours 4.800 ms, FA3 2.200 ms (2.18x), 90% of the gap"
+    assert tables.gap_lines({"ours": profile["ours"], "flash_attn3_reason": "not installed"}) == [
+        "not profiled: not installed"
+    ]
+
+
 def test_targets_are_not_judged_on_cpu_timings_or_missing_rows():
     cpu = [_result("triton_fa2", "fwd_bwd", 300.0, timer="perf_counter")]
     assert all(
