@@ -136,7 +136,10 @@ class SdpaEfficient(BranchKernel):
             k,
             v,
             None,
-            out.contiguous(),
+            # out in the memory layout the forward op returns ([batch, seq, heads, dim] storage): with
+            # a [batch, heads, seq, dim]-contiguous out, torch 2.11's backward gives wrong dq and dk on
+            # an H200 (dv right; scripts/probe_efficient_backward.py shows it)
+            out.transpose(1, 2).contiguous().transpose(1, 2),
             _padded(lse, self.lse_length.get(q.shape[2])),
             seed,
             offset,
