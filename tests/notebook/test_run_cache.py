@@ -155,3 +155,18 @@ def test_jobs_run_independent_cells_at_once_without_a_gpu(project):
     out = project.run(path, "-j", "2")
     assert out.code == 0, out.err
     assert project.stdout("j", "c") == "after both\n"
+
+
+def test_a_run_reads_each_notebook_once(project, monkeypatch):
+    from attnbench.notebook import parse
+
+    other = project.write("other.md", notebook(cell("id=up", "print(1)")))
+    path = project.write("x.md", notebook(cell("id=a needs=other.md:up", "print(2)")))
+    parsed: list[str] = []
+    real = parse.parse_text
+    monkeypatch.setattr(
+        parse, "parse_text", lambda text, at, **kw: parsed.append(str(at)) or real(text, at, **kw)
+    )
+    out = project.run(path)
+    assert out.code == 0, out.err
+    assert sorted(parsed) == sorted([str(path), str(other)])  # the runnable check's parse is the run's

@@ -13,6 +13,7 @@ from typing import Any
 import attnbench
 from attnbench.notebook import machine as machine_mod
 from attnbench.notebook import store
+from attnbench.notebook.document import Notebook
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.materialise import attnbench_checkout
@@ -144,9 +145,10 @@ class SetupError(Exception):
     """A problem with the command's settings or the environment (exit code 2, no cell started)."""
 
 
-def prepare(paths: list[Path], options: Options) -> Session:
-    """Load the notebooks and compute every key. Raises NotebookError or SetupError."""
-    graph = load_graph([Path(p) for p in paths])
+def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
+    """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
+    NotebookError or SetupError."""
+    graph = load_graph(notebooks)
     params = resolve_params(graph, options.params)
     root = store.find_root(graph.notebooks[graph.named[0]].path)
     outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"
