@@ -35,6 +35,7 @@ class Graph:
     notebooks: dict[str, Notebook]  # by name; the named ones first, in command-line order
     named: list[str]  # names of the notebooks given on the command line
     upstream: dict[NodeId, list[tuple[Need, NodeId]]] = field(default_factory=dict)
+    downstream: dict[NodeId, list[NodeId]] = field(default_factory=dict)  # the cells that need each one
 
     def cell(self, node: NodeId) -> Cell:
         return self.notebooks[node[0]].cell(node[1])
@@ -130,6 +131,8 @@ def load_graph(named: list[Path | Notebook]) -> Graph:
                     )
                 edges.append((need, (target.name, need.cell)))
             graph.upstream[(notebook.name, cell.id)] = edges
+            for _, up in edges:
+                graph.downstream.setdefault(up, []).append((notebook.name, cell.id))
     _check_cycles(graph)
     return graph
 

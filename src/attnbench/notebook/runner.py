@@ -270,7 +270,7 @@ class Runner:
             code=provenance.code_version(session.root),  # the commit that produced this result
         )
         staged.commit(result)
-        session.forget()  # what this cell stored changes its dependents' keys
+        session.forget(node)  # what this cell stored changes its dependents' keys
         state = Status.RAN if finished.status == Status.OK else finished.status
         self._set(node, CellState(state, finished.reason, finished.duration_s))
 
