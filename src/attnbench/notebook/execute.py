@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnbench.notebook.document import clip
 from attnbench.notebook.store import Status
 
 KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL
@@ -186,8 +187,7 @@ def last_line(path: Path, limit: int = 200) -> str:
         return ""
     for line in reversed(tail.replace("\r", "\n").split("\n")):
         if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
+            return clip(line.strip(), limit)
     return ""
 
 
