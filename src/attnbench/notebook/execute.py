@@ -24,6 +24,7 @@ from attnbench.notebook.document import clip
 from attnbench.notebook.store import Status
 
 KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"  # the reason of a cell the run's stop ended
 TAIL_BYTES = 4096
 SUPERVISOR = Path(__file__).with_name("supervise.py")
 
@@ -158,12 +159,11 @@ class CellProcess:
         self.proc.poll()
         _signal_group(self.proc.pid, signal.SIGTERM)
 
-    def interrupt(self) -> Finished:
+    def interrupt(self, reason: str = INTERRUPTED) -> Finished:
+        """End the cell's group (SIGTERM, SIGKILL after the grace); it is interrupted with `reason`."""
         self._close_pidfd()
         end_group(self.proc, self.grace)  # already interrupting: a second Ctrl-C only skips the grace
-        return Finished(
-            self.proc.returncode, Status.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM or SIGHUP)", self.elapsed
-        )
+        return Finished(self.proc.returncode, Status.INTERRUPTED, reason, self.elapsed)
 
     def latest_line(self) -> str:
         """The last non-empty line the cell printed (stdout or stderr, whichever was written last)."""

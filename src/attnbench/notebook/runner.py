@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnbench.notebook import provenance, store
-from attnbench.notebook.execute import KILL_GRACE_S, CellProcess, Finished
+from attnbench.notebook.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.launchers import (
     LaunchError,
     cell_command,
@@ -34,8 +34,6 @@ from attnbench.notebook.plan import NodeId, node_name
 from attnbench.notebook.runlock import LockBusy, Locks
 from attnbench.notebook.session import Session, SetupError
 from attnbench.notebook.store import CellEntry, CellResult, RecordError, RunRecord, Status
-
-INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
 
 
 @dataclass
@@ -282,8 +280,7 @@ class Runner:
         for _, (proc, _, _) in running:
             proc.terminate()  # every group gets SIGTERM now, so their grace periods overlap
         for node, (proc, staged, meta) in running:
-            finished = proc.interrupt()
-            finished.reason = reason
+            finished = proc.interrupt(reason)
             meta["env_setup_s"] = proc.setup_s
             self._finish(node, staged, meta, finished)
 
