@@ -94,7 +94,7 @@ class CellProcess:
         return proc
 
     def _close_pidfd(self) -> None:
-        if getattr(self, "pidfd", None) is not None:
+        if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
 

@@ -311,7 +311,7 @@ class Runner:
             if not cells:
                 continue
             nothing_ran = all(self.states[(name, c)].state == Status.HIT for c in cells)
-            kept = previous is not None and nothing_ran
+            kept = previous if nothing_ran else None  # its times stand: run.json stays as it was
             merged: dict[str, CellEntry] = {}
             for c in notebook.cells:
                 entry = cells.get(c.id) or self._unreached(name, c.id, old_cells.get(c.id))
@@ -321,8 +321,8 @@ class Runner:
                 notebook=name,
                 title=notebook.title,
                 label=self.session.label,
-                started=previous.started if kept and previous else self.started,
-                finished=previous.finished if kept and previous else store.now_iso(),
+                started=kept.started if kept else self.started,
+                finished=kept.finished if kept else store.now_iso(),
                 params=self.session.params[name],
                 machine=self.session.machine_summary(),
                 env=self.session.env_summary(),
