@@ -276,3 +276,22 @@ def test_other_languages_and_an_empty_python_fence_are_shown_only():
         ("code", "python"),  # uvnote makes no cell of an empty fence either
         ("code", "pythonic"),
     ]
+
+
+def test_a_long_value_is_clipped_alike_in_every_message(tmp_path):
+    """Front matter, -p values and stored records name a bad value cut to 60 characters, '…' marking
+    the cut, so a megabyte value never floods the terminal."""
+    from attnbench.notebook import store
+    from attnbench.notebook.store import RecordError
+
+    long = "x" * 500
+    theme = error_of("---", f"theme: {long}", "---").message
+    assert theme.endswith(f"got str ('{'x' * 58}…)")
+    typed = parse("---", "params:", "  size: 2", "---").resolve_params
+    with pytest.raises(NotebookError) as wrong_type:
+        typed({"size": long})
+    assert f'-p size="{"x" * 58}… is a string' in wrong_type.value.message
+    (tmp_path / "result.json").write_text(f'{{"cell": "a", "status": "{long}"}}')
+    with pytest.raises(RecordError) as record:
+        store.load_result(tmp_path)
+    assert f"status is '{'x' * 58}…: expected one of" in str(record.value)

@@ -388,6 +388,18 @@ def test_stale_and_earlier_results(outputs: Path, tmp_path: Path):
     assert "after on h200" in after
 
 
+def test_a_missing_run_json_is_named_and_a_missing_result_json_is_not(outputs, tmp_path, caplog):
+    """A cell that never stored a result (cpu's skipped `after`) is no problem; a run folder without
+    its run.json is one, named on the page and in the log."""
+    (outputs / "other" / "cpu" / "run.json").unlink()
+    with caplog.at_level("WARNING", logger="attnbench.notebook.render"):
+        build_site(outputs, tmp_path / "site")
+    warnings = [r.getMessage() for r in caplog.records]
+    missing = f"{outputs / 'other' / 'cpu' / 'run.json'} is missing"
+    assert warnings == [f"other/cpu: {missing}"]
+    assert missing in (tmp_path / "site" / "other" / "cpu.html").read_text()
+
+
 def _between(page: str, start: str, end: str) -> str:
     return page[page.index(start) : page.index(end, page.index(start))]
 

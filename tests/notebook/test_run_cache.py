@@ -155,3 +155,43 @@ def test_jobs_run_independent_cells_at_once_without_a_gpu(project):
     out = project.run(path, "-j", "2")
     assert out.code == 0, out.err
     assert project.stdout("j", "c") == "after both\n"
+
+
+def test_a_run_reads_each_notebook_once(project, monkeypatch):
+    from attnbench.notebook import parse
+
+    other = project.write("other.md", notebook(cell("id=up", "print(1)")))
+    path = project.write("x.md", notebook(cell("id=a needs=other.md:up", "print(2)")))
+    parsed: list[str] = []
+    real = parse.parse_text
+    monkeypatch.setattr(
+        parse, "parse_text", lambda text, at, **kw: parsed.append(str(at)) or real(text, at, **kw)
+    )
+    out = project.run(path)
+    assert out.code == 0, out.err
+    assert sorted(parsed) == sorted([str(path), str(other)])  # the runnable check's parse is the run's
+
+
+def test_a_finished_cell_has_only_itself_and_its_downstream_judged_again(project, monkeypatch):
+    """A cell's key and verdict are worked out again after a cell upstream of it ran, and only then:
+    `alone` needs nothing, so the runs of a and b leave its judgment as it was."""
+    from attnbench.notebook import session
+
+    path = project.write(
+        "x.md", notebook(counting("a"), counting("b", "needs=a"), counting("alone"), params={"n": 1})
+    )
+    keyed: list[str] = []
+    real = session.cell_key
+    monkeypatch.setattr(
+        session, "cell_key", lambda cell, *a, **kw: keyed.append(cell.id) or real(cell, *a, **kw)
+    )
+    out = project.run(path)
+    assert out.code == 0, out.err
+    assert runs(project) == ["a n=1", "b n=1", "alone n=1"]  # `alone` waited for a and b (-j 1)
+    # once before any cell starts; a and b once more after a ran (b's key holds a's new artifacts)
+    assert sorted(keyed) == ["a", "a", "alone", "b", "b"]
+    assert project.result("x", "b")["key_parts"]["upstream"]["a"] == project.result("x", "a")["key"]
+    keyed.clear()
+    again = project.run(path)
+    assert again.code == 0 and "3 hit" in again.out
+    assert sorted(keyed) == ["a", "alone", "b"]

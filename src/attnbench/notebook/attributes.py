@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnbench.notebook.document import MAX_ID_LENGTH, Need, NotebookError
+from attnbench.notebook.document import MAX_ID_LENGTH, Need, NotebookError, clip
 from attnbench.notebook.pep723 import requirement_problem
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]+")
@@ -95,7 +95,7 @@ def _check_id(path: Path, line: int, value: str, what: str) -> str:
         raise NotebookError(
             path,
             line,
-            f"bad cell id: {what}={value[:20]}... is {len(value)} characters; at most {MAX_ID_LENGTH} "
+            f"bad cell id: {what}={clip(value, 21)} is {len(value)} characters; at most {MAX_ID_LENGTH} "
             "(an id names the cell's files and folders)",
         )
     return value

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from attnbench.notebook.document import NotebookError
+from attnbench.notebook.document import Notebook, NotebookError
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError
 from attnbench.notebook.session import Options, SetupError
 from attnbench.notebook.store import RecordError
@@ -190,15 +190,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from attnbench.notebook.runner import Runner
     from attnbench.notebook.session import prepare
 
-    if not (paths := _runnable(args.notebooks)):
+    if not (notebooks := _runnable(args.notebooks)):
         return 0
-    session = prepare(paths, _options(args))
+    session = prepare(notebooks, _options(args))
     return Runner(session, make_progress(args.live)).run()
 
 
-def _runnable(paths: list[Path]) -> list[Path]:
-    """The named notebooks with cells to run here; a line on stderr for each left out (uvnote's
-    platforms, no ```python cell)."""
+def _runnable(paths: list[Path]) -> list[Notebook]:
+    """The named notebooks with cells to run here, parsed; a line on stderr for each left out
+    (uvnote's platforms, no ```python cell)."""
     from attnbench.notebook.parse import runnable_notebooks
 
     keep, notes = runnable_notebooks(paths)
@@ -211,9 +211,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from attnbench.notebook.session import prepare
     from attnbench.notebook.status import cell_statuses
 
-    if not (paths := _runnable(args.notebooks)):
+    if not (notebooks := _runnable(args.notebooks)):
         return 0
-    session = prepare(paths, _options(args))
+    session = prepare(notebooks, _options(args))
     env = session.env_summary()
     for name in session.graph.named:
         notebook = session.graph.notebooks[name]

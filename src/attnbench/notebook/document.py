@@ -37,7 +37,7 @@ def plain_data_problem(value: Any) -> str | None:
                 return f"{item!r}{at} is not a finite number"
             continue
         if not isinstance(item, (list, dict)):
-            return f"got {type(item).__name__} ({_short(item)}){at}"
+            return f"got {described(item)}{at}"
         if id(item) in seen:
             return (
                 f"the {'list' if isinstance(item, list) else 'mapping'}{at} appears more than once "
@@ -49,7 +49,7 @@ def plain_data_problem(value: Any) -> str | None:
             continue
         for key in item:
             if not isinstance(key, str):
-                return f"key {_short(key)}{at} is a {type(key).__name__}, not a string"
+                return f"key {clip(repr(key))}{at} is a {type(key).__name__}, not a string"
         stack.extend((f"{where}.{key}" if where else key, v) for key, v in reversed(item.items()))
     return None
 
@@ -58,9 +58,15 @@ def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def clip(text: str, limit: int = 60) -> str:
+    """`text` cut to `limit` characters, '…' marking the cut: how a message shows a value of any size."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def described(value: Any) -> str:
+    """A value's Python type and, unless it is a list or a mapping, the value: 'int (3)', 'list'."""
+    name = type(value).__name__
+    return name if isinstance(value, (dict, list)) else f"{name} ({clip(repr(value))})"
 
 
 def kind_of(value: Any) -> str:
@@ -90,10 +96,10 @@ def param_type_problem(default: Any, value: Any, where: str = "") -> str | None:
         return None
     if kind_of(default) != kind_of(value):
         if not where:
-            return f"is {_a(kind_of(value))}, but the default {_shown(default)} is {_a(kind_of(default))}"
+            return f"is {_a(kind_of(value))}, but the default {_as_param(default)} is {_a(kind_of(default))}"
         return (
-            f"has {_a(kind_of(value))} at {where} ({_shown(value)}), "
-            f"where the default has {_a(kind_of(default))} ({_shown(default)})"
+            f"has {_a(kind_of(value))} at {where} ({_as_param(value)}), "
+            f"where the default has {_a(kind_of(default))} ({_as_param(default)})"
         )
     if isinstance(default, list):
         model = _item_model(default)
@@ -281,20 +287,19 @@ class Notebook:
                 raise NotebookError(
                     self.path,
                     line,
-                    f"param {key!r}: -p {key}={_short(value)} {shown}, not plain data ({PLAIN_DATA}); "
+                    f"param {key!r}: -p {key}={clip(repr(value))} {shown}, not plain data ({PLAIN_DATA}); "
                     "quote it to pass a string",
                 )
             default = self.params[key]
             if (problem := param_type_problem(default, value)) is not None:
                 hint = f"; quote it to pass a string: -p '{key}=\"...\"'" if isinstance(default, str) else ""
                 raise NotebookError(
-                    self.path, line, f"param {key!r}: -p {key}={_shown(value)} {problem}{hint}"
+                    self.path, line, f"param {key!r}: -p {key}={_as_param(value)} {problem}{hint}"
                 )
             resolved[key] = value
         return resolved
 
 
-def _shown(value: Any) -> str:
-    """A param value as it would be written after -p key= (JSON is YAML), shortened."""
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _as_param(value: Any) -> str:
+    """A param value as it would be written after -p key= (JSON is YAML), clipped."""
+    return clip(json.dumps(value))

@@ -20,9 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnbench.notebook.document import clip
 from attnbench.notebook.store import Status
 
 KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"  # the reason of a cell the run's stop ended
 TAIL_BYTES = 4096
 SUPERVISOR = Path(__file__).with_name("supervise.py")
 
@@ -92,7 +94,7 @@ class CellProcess:
         return proc
 
     def _close_pidfd(self) -> None:
-        if getattr(self, "pidfd", None) is not None:
+        if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
 
@@ -157,12 +159,11 @@ class CellProcess:
         self.proc.poll()
         _signal_group(self.proc.pid, signal.SIGTERM)
 
-    def interrupt(self) -> Finished:
+    def interrupt(self, reason: str = INTERRUPTED) -> Finished:
+        """End the cell's group (SIGTERM, SIGKILL after the grace); it is interrupted with `reason`."""
         self._close_pidfd()
         end_group(self.proc, self.grace)  # already interrupting: a second Ctrl-C only skips the grace
-        return Finished(
-            self.proc.returncode, Status.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM or SIGHUP)", self.elapsed
-        )
+        return Finished(self.proc.returncode, Status.INTERRUPTED, reason, self.elapsed)
 
     def latest_line(self) -> str:
         """The last non-empty line the cell printed (stdout or stderr, whichever was written last)."""
@@ -186,8 +187,7 @@ def last_line(path: Path, limit: int = 200) -> str:
         return ""
     for line in reversed(tail.replace("\r", "\n").split("\n")):
         if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
+            return clip(line.strip(), limit)
     return ""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from attnbench.notebook.document import PLAIN_DATA, Display, NotebookError, plain_data_problem
+from attnbench.notebook.document import PLAIN_DATA, Display, NotebookError, described, plain_data_problem
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -65,7 +65,9 @@ def load_front_matter(path: Path, lines: list[str], opening: int, closing: int) 
         return FrontMatter()
     if not isinstance(data, dict):
         raise NotebookError(
-            path, opening + 1, f"front matter must be a mapping (title: ..., params: ...), got {_kind(data)}"
+            path,
+            opening + 1,
+            f"front matter must be a mapping (title: ..., params: ...), got {described(data)}",
         )
     key_lines = _key_lines(path, node, first_line, "front-matter key")
     _check_keys(path, data, key_lines)
@@ -75,7 +77,7 @@ def load_front_matter(path: Path, lines: list[str], opening: int, closing: int) 
         params_node = next((value for key, value in node.value if key.value == "params"), None)
         if not isinstance(params, dict):
             raise NotebookError(
-                path, key_lines["params"], f"front matter 'params' must be a mapping, got {_kind(params)}"
+                path, key_lines["params"], f"front matter 'params' must be a mapping, got {described(params)}"
             )
         found.param_lines = _key_lines(path, params_node, first_line, "param") if params_node else {}
         for name, value in params.items():
@@ -102,9 +104,11 @@ def _check_keys(path: Path, data: dict[Any, Any], key_lines: dict[str, int]) -> 
                 + ", ".join(UVNOTE_KEYS),
             )
         if key in STRING_KEYS and not isinstance(value, str):
-            raise NotebookError(path, line, f"front matter {key!r} must be a string, got {_kind(value)}")
+            raise NotebookError(path, line, f"front matter {key!r} must be a string, got {described(value)}")
         if key in BOOL_KEYS and not isinstance(value, bool):
-            raise NotebookError(path, line, f"front matter {key!r} must be true or false, got {_kind(value)}")
+            raise NotebookError(
+                path, line, f"front matter {key!r} must be true or false, got {described(value)}"
+            )
     for key, alias in (("platforms", "platform"), ("widgets", "show_widgets")):
         if key in data and alias in data:
             raise NotebookError(
@@ -114,20 +118,20 @@ def _check_keys(path: Path, data: dict[Any, Any], key_lines: dict[str, int]) -> 
         raise NotebookError(
             path,
             key_lines["theme"],
-            f"front matter 'theme' must be one of {', '.join(THEMES)}, got {_kind(data['theme'])}",
+            f"front matter 'theme' must be one of {', '.join(THEMES)}, got {described(data['theme'])}",
         )
     for key in ("on_github", "on_huggingface"):
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or value.count("/") != 1):
             raise NotebookError(
-                path, key_lines[key], f"front matter {key!r} must be 'owner/name', got {_kind(value)}"
+                path, key_lines[key], f"front matter {key!r} must be 'owner/name', got {described(value)}"
             )
     size = data.get("code_font_size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, (str, int, float))):
         raise NotebookError(
             path,
             key_lines["code_font_size"],
-            f"front matter 'code_font_size' must be a CSS size or a number of pixels, got {_kind(size)}",
+            f"front matter 'code_font_size' must be a CSS size or a number of pixels, got {described(size)}",
         )
     if isinstance(data.get("syntax_theme"), str):
         from pygments.styles import get_all_styles  # lazy: only notebooks that name a style pay for it
@@ -149,7 +153,9 @@ def _platforms(path: Path, data: dict[str, Any], key_lines: dict[str, int]) -> t
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
         raise NotebookError(
-            path, line, f"front matter {key!r} must be a system name or a list of them, got {_kind(value)}"
+            path,
+            line,
+            f"front matter {key!r} must be a system name or a list of them, got {described(value)}",
         )
     for name in names:
         if name.lower() not in PLATFORMS:
@@ -187,9 +193,3 @@ def _key_lines(path: Path, mapping: yaml.MappingNode, first_line: int, what: str
             raise NotebookError(path, line, f"duplicate {what} {key!r} (first at line {lines[key]})")
         lines[key] = line
     return lines
-
-
-def _kind(value: Any) -> str:
-    return (
-        f"{type(value).__name__} ({value!r})" if not isinstance(value, (dict, list)) else type(value).__name__
-    )

@@ -82,11 +82,12 @@ def parse_text(text: str, path: Path | str, *, compile_cells: bool = True) -> No
     return notebook
 
 
-def runnable_notebooks(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The notebooks named on a command line that have cells to run here, and a line for each one left
-    out, as uvnote leaves them out (exit code 0): its `platforms` exclude this system, or it has no
-    ```python cell. An empty notebook is a NotebookError (exit code 2): nothing in it can be meant."""
-    keep: list[Path] = []
+def runnable_notebooks(paths: list[Path]) -> tuple[list[Notebook], list[str]]:
+    """The notebooks named on a command line that have cells to run here, parsed (the run goes on with
+    them: each is read once), and a line for each one left out, as uvnote leaves them out (exit code
+    0): its `platforms` exclude this system, or it has no ```python cell. An empty notebook is a
+    NotebookError (exit code 2): nothing in it can be meant."""
+    keep: list[Notebook] = []
     notes: list[str] = []
     for path in paths:
         notebook = parse_notebook(path)
@@ -98,7 +99,7 @@ def runnable_notebooks(paths: list[Path]) -> tuple[list[Path], list[str]]:
         elif not notebook.cells:
             notes.append(f"{path}: no ```python cells: nothing to run")
         else:
-            keep.append(path)
+            keep.append(notebook)
     return keep, notes
 
 

@@ -35,6 +35,7 @@ class Graph:
     notebooks: dict[str, Notebook]  # by name; the named ones first, in command-line order
     named: list[str]  # names of the notebooks given on the command line
     upstream: dict[NodeId, list[tuple[Need, NodeId]]] = field(default_factory=dict)
+    downstream: dict[NodeId, list[NodeId]] = field(default_factory=dict)  # the cells that need each one
 
     def cell(self, node: NodeId) -> Cell:
         return self.notebooks[node[0]].cell(node[1])
@@ -77,12 +78,14 @@ def _has_cell(notebook: Notebook, cell_id: str) -> bool:
     return any(c.id == cell_id for c in notebook.cells)
 
 
-def load_graph(paths: list[Path]) -> Graph:
-    """Parse the named notebooks and every notebook they reach through `other.md:cell`; check needs."""
+def load_graph(named: list[Path | Notebook]) -> Graph:
+    """The named notebooks (paths, or notebooks already parsed) and every notebook they reach through
+    `other.md:cell`, parsed; needs checked."""
     graph = Graph(notebooks={}, named=[])
     by_name_path: dict[str, Path] = {}
 
-    def load(path: Path, line_ref: tuple[Path, int] | None = None) -> Notebook:
+    def load(given: Path | Notebook, line_ref: tuple[Path, int] | None = None) -> Notebook:
+        path = given.path if isinstance(given, Notebook) else Path(given)
         name = path.stem
         if name in graph.notebooks:
             if by_name_path[name] != path.resolve():
@@ -93,13 +96,13 @@ def load_graph(paths: list[Path]) -> Graph:
                     "(cells/ and outputs/ are keyed by the notebook's name)",
                 )
             return graph.notebooks[name]
-        notebook = parse_notebook(path)
+        notebook = given if isinstance(given, Notebook) else parse_notebook(path)
         graph.notebooks[name] = notebook
         by_name_path[name] = path.resolve()
         return notebook
 
-    for path in paths:
-        notebook = load(Path(path))
+    for given in named:
+        notebook = load(given)
         if notebook.name not in graph.named:
             graph.named.append(notebook.name)
     queue = list(graph.notebooks.values())
@@ -128,6 +131,8 @@ def load_graph(paths: list[Path]) -> Graph:
                     )
                 edges.append((need, (target.name, need.cell)))
             graph.upstream[(notebook.name, cell.id)] = edges
+            for _, up in edges:
+                graph.downstream.setdefault(up, []).append((notebook.name, cell.id))
     _check_cycles(graph)
     return graph
 

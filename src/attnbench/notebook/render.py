@@ -20,7 +20,7 @@ from urllib.parse import quote
 from attnbench.notebook import artifacts as show
 from attnbench.notebook import compare, provenance, sitedata, summary
 from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail, terminal_text
-from attnbench.notebook.store import BAD_STATES, REPORT_ORDER, RecordError, load_result, load_run
+from attnbench.notebook.store import BAD_STATES, REPORT_ORDER, RUN_FILE, RecordError, load_result, load_run
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class _Renderer:
         from .parse import parse_text
 
         problems: list[str] = []
-        run = _read_record(load_run, run_dir, problems) or {}
+        run = _read_record(load_run, run_dir, problems, missing=f"{run_dir / RUN_FILE} is missing") or {}
         notebook, blocks = None, []
         source = run_dir / "notebook.md"
         if source.exists():
@@ -418,17 +418,19 @@ def _pygments_css() -> str:
     )
 
 
-def _read_record(load, folder: Path, problems: list[str]) -> dict | None:
+def _read_record(load, folder: Path, problems: list[str], missing: str = "") -> dict | None:
     """run.json or result.json through its typed record (store.py), as the dict the views read;
-    None, with the problem named, when it is not a valid record."""
+    None when it is not a valid record (the problem named) or there is none (`missing` named, if given)."""
     try:
         record = load(folder)
     except RecordError as err:
         problems.append(str(err))
         return None
-    if record is None and load is load_run:
-        problems.append(f"{folder / 'run.json'} is missing")
-    return record.to_json() if record is not None else None
+    if record is None:
+        if missing:
+            problems.append(missing)
+        return None
+    return record.to_json()
 
 
 def _ordered(counts: Counter) -> list[str]:

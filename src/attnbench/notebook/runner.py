@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnbench.notebook import provenance, store
-from attnbench.notebook.execute import KILL_GRACE_S, CellProcess, Finished
+from attnbench.notebook.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.launchers import (
     LaunchError,
     cell_command,
@@ -34,8 +34,6 @@ from attnbench.notebook.plan import NodeId, node_name
 from attnbench.notebook.runlock import LockBusy, Locks
 from attnbench.notebook.session import Session, SetupError
 from attnbench.notebook.store import CellEntry, CellResult, RecordError, RunRecord, Status
-
-INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
 
 
 @dataclass
@@ -270,7 +268,7 @@ class Runner:
             code=provenance.code_version(session.root),  # the commit that produced this result
         )
         staged.commit(result)
-        session.forget()  # what this cell stored changes its dependents' keys
+        session.forget(node)  # what this cell stored changes its dependents' keys
         state = Status.RAN if finished.status == Status.OK else finished.status
         self._set(node, CellState(state, finished.reason, finished.duration_s))
 
@@ -282,8 +280,7 @@ class Runner:
         for _, (proc, _, _) in running:
             proc.terminate()  # every group gets SIGTERM now, so their grace periods overlap
         for node, (proc, staged, meta) in running:
-            finished = proc.interrupt()
-            finished.reason = reason
+            finished = proc.interrupt(reason)
             meta["env_setup_s"] = proc.setup_s
             self._finish(node, staged, meta, finished)
 
@@ -314,7 +311,7 @@ class Runner:
             if not cells:
                 continue
             nothing_ran = all(self.states[(name, c)].state == Status.HIT for c in cells)
-            kept = previous is not None and nothing_ran
+            kept = previous if nothing_ran else None  # its times stand: run.json stays as it was
             merged: dict[str, CellEntry] = {}
             for c in notebook.cells:
                 entry = cells.get(c.id) or self._unreached(name, c.id, old_cells.get(c.id))
@@ -324,8 +321,8 @@ class Runner:
                 notebook=name,
                 title=notebook.title,
                 label=self.session.label,
-                started=previous.started if kept and previous else self.started,
-                finished=previous.finished if kept and previous else store.now_iso(),
+                started=kept.started if kept else self.started,
+                finished=kept.finished if kept else store.now_iso(),
                 params=self.session.params[name],
                 machine=self.session.machine_summary(),
                 env=self.session.env_summary(),

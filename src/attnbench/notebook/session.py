@@ -13,6 +13,7 @@ from typing import Any
 import attnbench
 from attnbench.notebook import machine as machine_mod
 from attnbench.notebook import store
+from attnbench.notebook.document import Notebook
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.materialise import attnbench_checkout
@@ -80,7 +81,8 @@ class Session:
 
     def judge(self, node: NodeId) -> Judgment:
         """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
-        its stored result is current. Remembered until forget(); RecordError on a bad result.json."""
+        its stored result is current. Remembered until forget() of it or of a cell upstream of it;
+        RecordError on a bad result.json."""
         if node not in self._judged:
             cell = self.graph.cell(node)
             ups = [(str(need), up, self.judge(up)) for need, up in self.graph.upstream[node]]
@@ -105,9 +107,16 @@ class Session:
             self._judged[node] = Judgment(key, stored, reasons)
         return self._judged[node]
 
-    def forget(self) -> None:
-        """After a cell ran: what is stored changed, so every judgment is worked out again."""
-        self._judged.clear()
+    def forget(self, node: NodeId) -> None:
+        """After `node` ran: what it stored changed, so its judgment and those of the cells downstream
+        of it (their keys hold its key and artifacts) are worked out again; no other judgment reads
+        what it stored. The walk stops at a cell not judged: judge() judges a cell's upstream cells
+        before the cell, and this drops a cell with its downstream, so none downstream of it is."""
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if self._judged.pop(current, None) is not None:
+                todo.extend(self.graph.downstream.get(current, ()))
 
     def run_dir(self, notebook: str) -> Path:
         return store.run_dir(self.outputs, notebook, self.label)
@@ -144,9 +153,10 @@ class SetupError(Exception):
     """A problem with the command's settings or the environment (exit code 2, no cell started)."""
 
 
-def prepare(paths: list[Path], options: Options) -> Session:
-    """Load the notebooks and compute every key. Raises NotebookError or SetupError."""
-    graph = load_graph([Path(p) for p in paths])
+def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
+    """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
+    NotebookError or SetupError."""
+    graph = load_graph(notebooks)
     params = resolve_params(graph, options.params)
     root = store.find_root(graph.notebooks[graph.named[0]].path)
     outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"

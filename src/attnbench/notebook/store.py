@@ -24,6 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from attnbench.notebook.document import clip
 from attnbench.notebook.validate import FieldError, from_json, shown
 
 RUN_FILE = "run.json"
@@ -111,9 +112,8 @@ def check_label(label: str) -> str:
     if not label or "/" in label or "\\" in label or label.startswith(".") or Path(label).is_absolute():
         raise ValueError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
     if len(label) > MAX_LABEL_CHARS or any(ch < " " for ch in label):
-        shown = label if len(label) <= 40 else label[:40] + "…"
         raise ValueError(
-            f"--label {shown!r} ({len(label)} characters): a label is at most {MAX_LABEL_CHARS} "
+            f"--label {clip(label, 41)!r} ({len(label)} characters): a label is at most {MAX_LABEL_CHARS} "
             "printable characters"
         )
     return label

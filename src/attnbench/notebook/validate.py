@@ -15,6 +15,8 @@ import typing
 from enum import Enum
 from typing import Any
 
+from attnbench.notebook.document import clip
+
 
 class FieldError(ValueError):
     """What is wrong, naming the field and its value: 'status is 'x': expected one of ok, failed'."""
@@ -46,9 +48,8 @@ def from_json(cls, data: Any, *, choices: dict[str, frozenset] | None = None, wh
 
 
 def shown(value: Any) -> str:
-    """A value as it appears in the file, cut to 60 characters."""
-    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:59] + "…"
+    """A value as it appears in the file (a string quoted as Python does), clipped."""
+    return clip(repr(value) if isinstance(value, str) else json.dumps(value, default=str))
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
