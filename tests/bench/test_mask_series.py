@@ -83,6 +83,24 @@ def test_a_series_refused_at_run_time_stays_a_refusal_whatever_the_budget(monkey
     assert rows[256].reason == "refused by the library"
 
 
+class DeclinesShortRows(SdpaProvider):
+    """sdpa_math that declares (statically) it cannot run 64 tokens: not a refusal by the library."""
+
+    def __init__(self, name: str):
+        super().__init__(name, "MATH")
+
+    def unsupported(self, workload, pass_):
+        return "not at 64 tokens" if workload.seqlen_q == 64 else super().unsupported(workload, pass_)
+
+
+def test_a_declared_unsupported_row_does_not_let_the_next_length_past_the_budget():
+    rows = _by(
+        _run([([DeclinesShortRows("declines")], ["fwd"])], budget=series.Budget(seconds=0.0)), "declines"
+    )
+    assert rows[64].status == "unsupported" and rows[64].reason == "not at 64 tokens"
+    assert rows[128].status == "skipped" and "budget" in rows[128].reason  # spent: not run as if free
+
+
 def test_a_later_row_is_predicted_from_the_measured_time_per_call():
     state = series._Series(last=(1.0, 2.0))  # 2 s per call at 1 FLOP: this row would take ages
     w = Workload(1, 64, 64, 4, 2, 16, "float32", "full")

@@ -23,7 +23,7 @@ from attnbench.bench.results import Result, read_rows_document, write_jsonl, wri
 from attnbench.bench.sweep import print_progress
 from attnbench.mask_bench import profiles, series
 
-STAGES = {"separate": ("fwd", "bwd"), "fwd_bwd": ("fwd_bwd",)}
+STAGES = {"separate": tuple(profiles.SEPARATE), "fwd_bwd": tuple(profiles.BOTH)}
 
 
 def stage_tiers(config: dict, stage: str) -> list[list]:

@@ -26,7 +26,6 @@ from attnbench.mask_bench import documents
 K = 1024
 MASKS = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal", "varlen_block_causal")
 NOT_GPU = "smoke profile: not a GPU measurement"
-PASSES = ("fwd", "bwd", "fwd_bwd")
 
 # The kernels the report is about first: the budget runs out in the last tier.
 FIRST = ["flash_attn3", "cudnn_frontend", "sdpa_cudnn", "flex"]

@@ -283,7 +283,8 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
     if state.stopped:
         return _skip(p, w, pass_, state.stopped, env_id, state.stopped_status)
     # rows that cost nothing run whatever the budget (a refusal is found before any kernel runs)
-    cheap = unavailable or p.unsupported(w, pass_) or state.refused
+    declared = bool(unavailable or p.unsupported(w, pass_))
+    cheap = declared or state.refused
     work = flops.attention_flops(w, pass_)
     if not cheap:
         predicted = predict(p.name, w, pass_, state, timing_options)
@@ -311,5 +312,5 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
         state.stopped_status = "oom"  # the seed's E at every longer length, as the figures mark it
     elif row.ms_median is not None:
         state.last = (work, row.ms_median / 1e3)
-    state.refused = row.status == "unsupported"
+    state.refused = row.status == "unsupported" and not declared  # refused by the library itself
     return row
