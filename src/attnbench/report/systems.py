@@ -291,6 +291,9 @@ def kernel_rows_table(rows: Iterable[Result]):
     } for r in rows])  # fmt: skip
 
 
+OUR_KERNELS = ("triton_fa2", "triton_fa2_atomic_dq")  # our Triton FA2 in its two dQ modes
+
+
 def _ms_of(rows: list[Result], provider: str, pass_: str) -> float | None:
     found = [r for r in rows if r.provider == provider and r.pass_ == pass_ and usable(r)]
     return found[0].ms_median if found else None
@@ -325,9 +328,6 @@ def target_checks(
          "detail": f"ours {ms(ours_fb)} ({best or 'neither dQ mode ran'}); the best public entry "
                    f"{best_public_ms} ms was on an H100"},
     ]  # fmt: skip
-
-
-OUR_KERNELS = ("triton_fa2", "triton_fa2_atomic_dq")
 
 
 def _phase(kernel_name: str) -> str:
