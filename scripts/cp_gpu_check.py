@@ -4,11 +4,11 @@
     torchrun --nproc-per-node 2 scripts/cp_gpu_check.py --no-timing --kernels cudnn
     torchrun --nproc-per-node 2 scripts/cp_gpu_check.py --cpu   # dry run of the script itself (gloo)
 
-Correctness (attnbench.cp_bench.verify; bf16, batch 1, --heads x --head-dim, --seq total tokens): every
+Correctness (attnbench.studies.context_parallel.verify; bf16, batch 1, --heads x --head-dim, --seq total tokens): every
 strategy x {causal, full} x kernel against an fp32 reference on the whole sequence; a strategy passes
 when out, dq, dk, dv are within 3x the single-GPU error (same kernel) + 2e-3 x max|reference| and the
-LSE within 1e-3. Timing: a GPU warm-up (attnbench.cp_bench.warmup, clocks before and under load), then
-attnbench.cp_bench.sweep.run_sweep (slowest rank, TFLOP/s per GPU) with the single-GPU reference at the
+LSE within 1e-3. Timing: a GPU warm-up (attnbench.studies.context_parallel.warmup, clocks before and under load), then
+attnbench.studies.context_parallel.sweep.run_sweep (slowest rank, TFLOP/s per GPU) with the single-GPU reference at the
 same per-GPU tokens. Exit code 1 when any check fails or a timed row is an error.
 """
 
@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from attnbench import cp
 from attnbench.cp.local import get_kernel
-from attnbench.cp_bench import sweep as bench
-from attnbench.cp_bench import verify
+from attnbench.studies.context_parallel import sweep as bench
+from attnbench.studies.context_parallel import verify
 
 
 def options_for(args) -> dict:

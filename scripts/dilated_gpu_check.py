@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from attnbench.dilated_bench import checks, profiles
+from attnbench.studies.dilated_attention import checks, profiles
 
 
 def config_for(args) -> dict:
@@ -51,7 +51,7 @@ def main() -> int:
         import torch.distributed as dist
 
         from attnbench.cp.launch import init_distributed
-        from attnbench.dilated_bench import distributed as dist_bench
+        from attnbench.studies.dilated_attention import distributed as dist_bench
 
         init_distributed(timeout_s=300)
         for rec in dist_bench.check(config):

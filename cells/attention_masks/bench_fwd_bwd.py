@@ -30,7 +30,7 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import json
 
 import attnbench
-from attnbench.mask_bench import measure
+from attnbench.studies.attention_masks import measure
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 measure.run_stage(config, "fwd_bwd", first_stage=attnbench.inputs("bench"))

@@ -32,7 +32,7 @@ import json
 import torch
 
 from attnbench.bench import env, masks, providers
-from attnbench.mask_bench import documents, profiles
+from attnbench.studies.attention_masks import documents, profiles
 
 cuda = torch.cuda.is_available()
 try:

@@ -31,7 +31,7 @@ import json
 import torch.distributed as dist
 
 import attnbench
-from attnbench.cp_bench.sweep import notebook_sweep
+from attnbench.studies.context_parallel.sweep import notebook_sweep
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 rank, sweep = notebook_sweep(config, config["kernel"])

@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 import attnbench
-from attnbench.cp_bench import verify
+from attnbench.studies.context_parallel import verify
 from attnbench.cp.launch import init_distributed
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())

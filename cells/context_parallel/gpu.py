@@ -32,7 +32,7 @@ import torch
 
 from attnbench.bench import env
 from attnbench.cp import STRATEGIES
-from attnbench.cp_bench import profiles
+from attnbench.studies.context_parallel import profiles
 
 cuda = torch.cuda.is_available()
 try:

@@ -32,8 +32,8 @@ import torch.distributed as dist
 
 import attnbench
 from attnbench.cp.launch import init_distributed
-from attnbench.cp_bench.overlap import breakdown
-from attnbench.cp_bench.warmup import warm_up
+from attnbench.studies.context_parallel.overlap import breakdown
+from attnbench.studies.context_parallel.warmup import warm_up
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 rank, world, device = init_distributed(timeout_s=600)

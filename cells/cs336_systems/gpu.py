@@ -30,7 +30,7 @@ import json
 import torch
 
 from attnbench.bench import env, flops, providers
-from attnbench.systems import profiles
+from attnbench.studies.cs336_systems import profiles
 
 cuda = torch.cuda.is_available()
 try:

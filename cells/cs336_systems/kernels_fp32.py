@@ -34,7 +34,7 @@ import torch
 import attnbench
 from attnbench.bench.results import write_jsonl
 from attnbench.bench.sweep import print_progress
-from attnbench.systems import kernels
+from attnbench.studies.cs336_systems import kernels
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

@@ -33,7 +33,7 @@ from attnbench.bench.results import read_jsonl
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
 from attnbench.report import systems_figures as figures
-from attnbench.systems.profiles import BEST_PUBLIC_MS, TARGET_RATIO_TO_FA3
+from attnbench.studies.cs336_systems.profiles import BEST_PUBLIC_MS, TARGET_RATIO_TO_FA3
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 label = config.get("label") or ""

@@ -35,7 +35,7 @@ import attnbench
 from attnbench.bench.results import write_jsonl
 from attnbench.bench.sweep import make_dout, make_inputs, print_progress, run_sweep
 from attnbench.kernels.flash_attention2 import configs, flash_attention, launch
-from attnbench.systems import kernels, profiles
+from attnbench.studies.cs336_systems import kernels, profiles
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

@@ -30,7 +30,7 @@ import json
 import torch
 
 import attnbench
-from attnbench.systems import profiles, steps
+from attnbench.studies.cs336_systems import profiles, steps
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

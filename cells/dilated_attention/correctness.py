@@ -32,7 +32,7 @@ import torch
 import attnbench
 from attnbench.bench import env
 from attnbench.bench.results import write_jsonl
-from attnbench.dilated_bench import checks
+from attnbench.studies.dilated_attention import checks
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

@@ -48,8 +48,8 @@ import torch.distributed as dist
 from attnbench.bench import env
 from attnbench.bench.results import write_jsonl
 from attnbench.cp.launch import init_distributed
-from attnbench.cp_bench.warmup import warm_up
-from attnbench.dilated_bench import distributed
+from attnbench.studies.context_parallel.warmup import warm_up
+from attnbench.studies.dilated_attention import distributed
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 rank, world, device = init_distributed(timeout_s=600)

@@ -33,7 +33,7 @@ import attnbench
 from attnbench.bench import env
 from attnbench.bench.results import Workload, write_jsonl
 from attnbench.dilated import pattern
-from attnbench.dilated_bench import checks, measure
+from attnbench.studies.dilated_attention import checks, measure
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

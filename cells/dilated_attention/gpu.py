@@ -31,7 +31,7 @@ import torch
 
 from attnbench.bench import env, providers
 from attnbench.dilated import kernels, pattern
-from attnbench.dilated_bench import profiles
+from attnbench.studies.dilated_attention import profiles
 
 cuda = torch.cuda.is_available()
 try:

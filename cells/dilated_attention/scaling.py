@@ -33,7 +33,7 @@ import torch
 
 import attnbench
 from attnbench.bench import env, flops
-from attnbench.dilated_bench import scaling
+from attnbench.studies.dilated_attention import scaling
 
 config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
 if torch.cuda.is_available() != (config["device"] == "cuda"):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnbench.mask_bench import documents
+from attnbench.studies.attention_masks import documents
 
 
 def test_bucket_weights_are_normalised_by_their_sum_of_1_31():

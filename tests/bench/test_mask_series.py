@@ -9,7 +9,7 @@ import torch
 from attnbench.bench.providers import get
 from attnbench.bench.providers.sdpa import SdpaProvider
 from attnbench.bench.results import Result, Workload
-from attnbench.mask_bench import profiles, series
+from attnbench.studies.attention_masks import profiles, series
 
 CONFIG = {**profiles.configure("smoke"), "seq_lens": [64, 128, 256]}
 
@@ -203,7 +203,7 @@ def test_profiles_resolve_and_filter():
 
 
 def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
-    from attnbench.mask_bench import measure
+    from attnbench.studies.attention_masks import measure
 
     config = profiles.configure("default")
     separate, both = measure.stage_tiers(config, "separate"), measure.stage_tiers(config, "fwd_bwd")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnbench.bench.results import read_jsonl, read_rows_document
-from attnbench.mask_bench import profiles
+from attnbench.studies.attention_masks import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "attention_masks.md"

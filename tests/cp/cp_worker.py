@@ -184,7 +184,7 @@ def error_cases(world: int, rank: int) -> list[tuple[str, object]]:
 
 def run_bench_suite(rec: Recorder) -> None:
     from attnbench.cp.local import MathKernel
-    from attnbench.cp_bench import sweep as bench
+    from attnbench.studies.context_parallel import sweep as bench
 
     small = {
         "seq_len": 32,
@@ -231,7 +231,7 @@ def run_bench_suite(rec: Recorder) -> None:
 def run_reference_oom_cases(rec: Recorder) -> None:
     """An out-of-memory on rank 1 only, after the reference's first call passed: in a timed call
     (fwd_bwd) or in the untimed forward before a timed backward (bwd). Every rank must report it."""
-    from attnbench.cp_bench import sweep as bench
+    from attnbench.studies.context_parallel import sweep as bench
 
     original = torch.nn.functional.scaled_dot_product_attention
     for case_id, pass_ in (("bench-reference-oom", "fwd_bwd"), ("bench-reference-oom-bwd", "bwd")):

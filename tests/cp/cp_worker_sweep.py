@@ -28,7 +28,7 @@ def _record(rec, case_id: str, fn) -> None:
 
 def _sweep_order():
     """run_sweep must warm the GPU up before its first timed row: record the order of the calls."""
-    from attnbench.cp_bench import sweep as bench
+    from attnbench.studies.context_parallel import sweep as bench
 
     calls = []
     originals = bench.warm_up, bench.measure_reference, bench.measure
@@ -71,8 +71,8 @@ def _first_call_error():
     'Load balancing requires `is_causal=True`', raised before its ring starts) is a row with the
     reason, and the group keeps working."""
     from attnbench.cp import comm
-    from attnbench.cp_bench import measure
-    from attnbench.cp_bench import sweep as bench
+    from attnbench.studies.context_parallel import measure
+    from attnbench.studies.context_parallel import sweep as bench
 
     original = measure.attention
 
@@ -91,7 +91,7 @@ def _first_call_error():
 
 
 def _breakdown():
-    from attnbench.cp_bench.overlap import breakdown
+    from attnbench.studies.context_parallel.overlap import breakdown
 
     out = {}
     for strategy in ("ring", "zigzag", "ulysses"):
@@ -116,7 +116,7 @@ def _breakdown():
 def _verify():
     """verify.check_all passes correct strategies, and fails a case that is wrong on one rank only."""
     from attnbench.cp.local import MathKernel
-    from attnbench.cp_bench import verify
+    from attnbench.studies.context_parallel import verify
 
     good = verify.check_all(
         ["ring", "ulysses", "torch_cp"], seq_len=32, heads=4, head_dim=16, kernel="cpu_math"

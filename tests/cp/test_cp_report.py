@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from attnbench.bench.results import Result, Workload
 from attnbench.cp import STRATEGIES, torch_cp
 from attnbench.cp.local import MathKernel
-from attnbench.cp_bench import profiles
-from attnbench.cp_bench.overlap import NoopKernel, TimedKernel
-from attnbench.cp_bench.sweep import predicted_oom
-from attnbench.cp_bench.warmup import report_line
+from attnbench.studies.context_parallel import profiles
+from attnbench.studies.context_parallel.overlap import NoopKernel, TimedKernel
+from attnbench.studies.context_parallel.sweep import predicted_oom
+from attnbench.studies.context_parallel.warmup import report_line
 from attnbench.report.cp_figures import plot_tflops
 from attnbench.report.cp_tables import (
     bench_table,
@@ -293,7 +293,7 @@ def test_targets_compare_each_kernel_with_its_own_reference_and_its_own_bar():
 
 
 def test_strategy_labels_name_non_default_kernels():
-    from attnbench.cp_bench.measure import strategy_label
+    from attnbench.studies.context_parallel.measure import strategy_label
 
     assert strategy_label("zigzag", None) == strategy_label("zigzag", "cudnn") == "zigzag"
     assert strategy_label("zigzag", "cpu_math") == "zigzag"
@@ -415,7 +415,7 @@ def test_a_distributed_cell_started_alone_runs_as_one_process(tmp_path):
     script = tmp_path / "alone.py"
     script.write_text(
         "from attnbench.cp.launch import init_distributed\n"
-        "from attnbench.cp_bench.sweep import run_sweep, grid\n"
+        "from attnbench.studies.context_parallel.sweep import run_sweep, grid\n"
         "rank, world, device = init_distributed()\n"
         "sweep = run_sweep(['zigzag'], grid([16], ['causal']), passes=('fwd',), warmup_s=0, kernel='cpu_math',\n"
         "                  heads=2, head_dim=8, dtype='float32', min_reps=1, max_reps=1, min_time_s=0)\n"

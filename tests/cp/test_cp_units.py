@@ -164,7 +164,7 @@ def test_registry_kernels_and_unavailable_reasons():
 
 
 def test_verdict_names_a_nan_error_on_one_rank_as_failed():
-    from attnbench.cp_bench.verify import combine_verdicts
+    from attnbench.studies.context_parallel.verify import combine_verdicts
 
     good = {m: {"cp": 1e-4, "single": 1e-4, "bound": 1e-3} for m in ("out", "dq", "dk", "dv")}
     nan_dk = {**good, "dk": {"cp": float("nan"), "single": 1e-4, "bound": 1e-3}}

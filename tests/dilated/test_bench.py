@@ -7,7 +7,7 @@ import torch
 
 from attnbench.bench.results import Result, Workload
 from attnbench.dilated import pattern
-from attnbench.dilated_bench import checks, measure, profiles, scaling
+from attnbench.studies.dilated_attention import checks, measure, profiles, scaling
 from attnbench.report import dilated as report
 
 SMOKE = profiles.resolve("smoke", cuda=False)

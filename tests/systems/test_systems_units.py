@@ -10,7 +10,7 @@ import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, 
 from attnbench.bench.results import Result, Workload
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
-from attnbench.systems import attention_scan, breakdown, memory, profiles, steps
+from attnbench.studies.cs336_systems import attention_scan, breakdown, memory, profiles, steps
 
 
 def test_out_of_memory_is_a_row_naming_the_phase(monkeypatch):

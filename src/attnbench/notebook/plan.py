@@ -185,18 +185,43 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# `attnbench.<part>` or `from attnbench import <part>, ...`: how code names the parts it uses.
-_PART_REF = re.compile(r"\battnbench\.(\w+)|\bfrom[ \t]+attnbench[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)")
+# `attnbench.<part>[.<sub>]`, `from attnbench import <part>, ...` or `from attnbench.<part> import <sub>`:
+# how code names the parts it uses (a grouping folder's parts are "<folder>.<sub>").
+_PART_REF = re.compile(
+    r"\battnbench\.(\w+)(?:\.(\w+))?"
+    r"|\bfrom[ \t]+attnbench(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
+)
 
 
 def _referenced_parts(text: str) -> set[str]:
+    """Every name a part could be known by: `attnbench.studies.x` gives "studies" and "studies.x";
+    SourceIndex keeps those that are parts."""
     found = set()
-    for dotted, imported in _PART_REF.findall(text):
+    for dotted, sub, package, imported in _PART_REF.findall(text):
         if dotted:
             found.add(dotted)
+            if sub:
+                found.add(f"{dotted}.{sub}")
         else:  # "a, b as c" or "(a,\n b)"
-            found.update(name.split()[0] for name in imported.strip("()").split(",") if name.strip())
+            names = [name.split()[0] for name in imported.strip("()").split(",") if name.strip()]
+            if package:
+                found.add(package)
+                found.update(f"{package}.{name}" for name in names)
+            else:
+                found.update(names)
     return found
+
+
+def _is_grouping(folder: Path) -> bool:
+    """A folder of independent packages (e.g. studies/: one per report): its __init__.py holds no code,
+    only a docstring, so each subpackage is a part of its own and editing one report's measuring code
+    leaves the others' results cached."""
+    init = folder / "__init__.py"
+    if not init.is_file() or not any(child.is_dir() and (child / "__init__.py").is_file()
+                                     for child in folder.iterdir()):  # fmt: skip
+        return False
+    body = ast.parse(init.read_text(encoding="utf-8")).body
+    return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
 
 
 def _canonical(text: str) -> str:
@@ -231,9 +256,12 @@ class SourceIndex:
     @classmethod
     def of(cls, package_dir: Path) -> SourceIndex:
         files: dict[str, list[Path]] = {}
+        groups = {p.name for p in package_dir.iterdir() if p.is_dir() and _is_grouping(p)}
         for path in sorted(package_dir.rglob("*.py")):
             rel = path.relative_to(package_dir)
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+            if part in groups and len(rel.parts) > 2:
+                part = f"{rel.parts[0]}.{rel.parts[1]}"
             if part != "notebook":
                 files.setdefault(part, []).append(path)
         return cls(files, package_dir)

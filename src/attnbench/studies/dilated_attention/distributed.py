@@ -28,13 +28,13 @@ from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.bench.timing import quantile
 from attnbench.cp import comm
-from attnbench.cp_bench.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
-from attnbench.cp_bench.measure import random_call, time_reps
+from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
+from attnbench.studies.context_parallel.measure import random_call, time_reps
 from attnbench.dilated.distributed import distributed_attention
 from attnbench.dilated.gathered import gathered_attention
 from attnbench.dilated.reference import chunked_reference
-from attnbench.dilated_bench import measure as single
-from attnbench.dilated_bench.profiles import branches_for
+from attnbench.studies.dilated_attention import measure as single
+from attnbench.studies.dilated_attention.profiles import branches_for
 
 
 def _workload(config: dict, seq_len: int, mask: str) -> Workload:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from attnbench.bench import masks
 from attnbench.bench.results import Workload
-from attnbench.mask_bench import documents
+from attnbench.studies.attention_masks import documents
 
 K = 1024
 MASKS = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal", "varlen_block_causal")

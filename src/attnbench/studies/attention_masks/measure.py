@@ -21,7 +21,7 @@ from pathlib import Path
 from attnbench.bench import env, flops, providers
 from attnbench.bench.results import Result, read_rows_document, write_jsonl, write_rows_document
 from attnbench.bench.sweep import print_progress
-from attnbench.mask_bench import profiles, series
+from attnbench.studies.attention_masks import profiles, series
 
 STAGES = {"separate": tuple(profiles.SEPARATE), "fwd_bwd": tuple(profiles.BOTH)}
 

@@ -26,8 +26,8 @@ from attnbench.bench.providers.base import describe_exception
 from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.dilated import gathered, kernels, pattern, reference
-from attnbench.dilated_bench import measure
-from attnbench.dilated_bench.profiles import branches_for
+from attnbench.studies.dilated_attention import measure
+from attnbench.studies.dilated_attention.profiles import branches_for
 
 
 def _workload(config: dict, seq_len: int, mask: str) -> Workload:

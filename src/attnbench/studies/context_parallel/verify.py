@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
-from attnbench.cp_bench.agree import OK, STATUS_NAMES, attempt
-from attnbench.cp_bench.measure import strategy_label
+from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, attempt
+from attnbench.studies.context_parallel.measure import strategy_label
 
 METRICS = ("out", "dq", "dk", "dv")
 LSE_TOLERANCE = 1e-3

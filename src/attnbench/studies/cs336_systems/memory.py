@@ -16,7 +16,7 @@ import torch
 
 from attnbench.bench.timing import is_oom, release_memory
 from attnbench.models.transformer import build
-from attnbench.systems.steps import PHASES, model_size, train_step
+from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step
 
 MAX_ENTRIES = 200_000  # allocator events kept (a 2.7B-parameter step makes ~20k)
 MAX_POINTS = 20_000  # timeline points kept for the plot (evenly thinned beyond that)

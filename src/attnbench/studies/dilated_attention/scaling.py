@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attnbench.bench.results import Result, Workload, write_jsonl
-from attnbench.dilated_bench import measure
-from attnbench.dilated_bench.profiles import branches_for
+from attnbench.studies.dilated_attention import measure
+from attnbench.studies.dilated_attention.profiles import branches_for
 
 PREDICT_FACTOR = 2.0  # a point predicted beyond this many budgets is not started
 MEMORY_MARGIN = 0.95  # a point predicted to need more than this share of the free memory is not started

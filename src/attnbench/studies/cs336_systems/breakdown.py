@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from attnbench.bench.timing import release_memory
 from attnbench.models.transformer import CausalSelfAttention, SwiGLU, build
-from attnbench.systems.steps import PHASES, model_size, train_step
+from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step
 
 MATMUL = re.compile(r"gemm|nvjet|xmma|cutlass|wgmma|matmul|aten::mm|aten::bmm|aten::addmm", re.IGNORECASE)
 SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
@@ -184,7 +184,7 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
 
 
 def _profiled_step(model, optimizer, inputs, targets, precision: str, device: torch.device) -> None:
-    from attnbench.systems.steps import autocast_for
+    from attnbench.studies.cs336_systems.steps import autocast_for
 
     with record_function("phase:forward"), autocast_for(precision, device):
         logits = model(inputs)

@@ -25,8 +25,8 @@ from attnbench.bench.sweep import torch_dtype
 from attnbench.cp import comm, get_strategy
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
-from attnbench.cp_bench.agree import OK, STATUS_NAMES, align, attempt, release
-from attnbench.cp_bench.measure import (
+from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, align, attempt, release
+from attnbench.studies.context_parallel.measure import (
     cp_function,
     precheck,
     random_call,

@@ -36,7 +36,7 @@ from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.double_ring import default_window
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.cp.usp import default_degrees
-from attnbench.cp_bench.agree import (
+from attnbench.studies.context_parallel.agree import (
     OK,
     OOM,
     STATUS_NAMES,
