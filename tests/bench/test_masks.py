@@ -52,7 +52,7 @@ def test_row_range_is_a_slice_of_the_whole_mask():
 
 def test_full_mask_has_no_mask_mod_and_huge_masks_are_refused(monkeypatch):
     assert masks.mask_mod(Workload(1, 4, 4, 1, 1, 8)) is None
-    monkeypatch.setattr(masks, "DENSE_LIMIT", 100)
+    monkeypatch.setattr(masks.base, "DENSE_LIMIT", 100)  # where Mask.dense reads it
     with pytest.raises(ValueError, match="too big"):
         masks.dense_mask(Workload(1, 20, 20, 1, 1, 8))
 
