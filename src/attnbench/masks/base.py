@@ -22,9 +22,9 @@ DENSE_LIMIT = 1 << 28  # elements; a dense mask bigger than this is refused (use
 # A provider declares the features it has (Provider.mask_features); "mask_mod" means it takes any
 # mask_mod or dense mask, so it runs every mask.
 FEATURES = {
-    "causal": "a causal flag (bottom-right aligned)",
-    "window": "a sliding window (window_size)",
-    "documents": "documents as cu_seqlens (varlen)",
+    "causal": "a causal flag, bottom-right aligned",
+    "window": "a sliding window, window_size",
+    "documents": "documents as cu_seqlens, varlen",
     "block_causal": "block-causal masking inside a document",
     "mask_mod": "an arbitrary mask_mod or dense mask",
 }

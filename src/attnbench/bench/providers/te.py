@@ -16,7 +16,7 @@ class TransformerEngine(Provider):
     family = "te"
     install = "pip install --no-build-isolation transformer_engine[pytorch] (builds transformer-engine-torch)"
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal", "sliding_window")
+    mask_features = ("causal", "window")
     gqa = True  # num_gqa_groups
     backward = True
 
