@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from attnbench import masks
-from attnbench.masks import mods, varlen_block_causal
 from attnbench.bench.correctness import reference_attention
 from attnbench.bench.results import Workload
+from attnbench.masks import mods, varlen_block_causal
 
 
 def test_causal_offset_is_bottom_right():

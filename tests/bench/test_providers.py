@@ -145,7 +145,6 @@ def test_unsupported_workloads_have_reasons():
     assert NoGqa().why_not(W(), "fwd") is None
 
 
-
 @pytest.mark.parametrize("provider", providers.all_providers(), ids=lambda p: p.name)
 def test_each_providers_masks_are_derived_from_its_declared_features(provider):
     assert set(provider.mask_features) <= set(masks.FEATURES), "a feature the mask registry does not know"
@@ -171,6 +170,7 @@ def test_a_mask_needing_a_feature_nobody_declares_runs_only_where_any_mask_mod_r
         masks.unregister("needs_block")
     assert runners == {p.name for p in providers.all_providers() if masks.ANY_MASK in p.mask_features}
     assert {"flex", "sdpa_math"} <= runners
+
 
 CPU_CASES = [
     W(sq=96, sk=96, hq=4, hkv=2, d=32, dtype="float32"),

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from attnbench.bench.results import Workload
 
 __all__ = [
-    "ANY_MASK",
     "ALIASES",
+    "ANY_MASK",
     "DENSE_LIMIT",
     "FEATURES",
     "REGISTRY",

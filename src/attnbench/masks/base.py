@@ -83,15 +83,21 @@ class Mask:
 
     def __post_init__(self):
         if not self.name.isidentifier():
-            raise ValueError(f"mask name {self.name!r} must be an identifier (it names a file and a row field)")
+            raise ValueError(
+                f"mask name {self.name!r} must be an identifier (it names a file and a row field)"
+            )
         unknown_fields = set(self.needs) - set(WORKLOAD_FIELDS)
         if unknown_fields:
             raise ValueError(f"mask {self.name}: needs {sorted(unknown_fields)} not among {WORKLOAD_FIELDS}")
         unknown_features = set(self.requires) - set(FEATURES)
         if unknown_features:
-            raise ValueError(f"mask {self.name}: requires {sorted(unknown_features)} not among {list(FEATURES)}")
+            raise ValueError(
+                f"mask {self.name}: requires {sorted(unknown_features)} not among {list(FEATURES)}"
+            )
         if self.native is None and not self.requires:
-            raise ValueError(f"mask {self.name}: no native form, so it must require at least one kernel feature")
+            raise ValueError(
+                f"mask {self.name}: no native form, so it must require at least one kernel feature"
+            )
 
     @property
     def is_full(self) -> bool:

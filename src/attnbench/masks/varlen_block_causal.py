@@ -9,8 +9,14 @@ touch one more key tile per block.
 """
 
 from attnbench.masks.base import Mask
-from attnbench.masks.mods import and_masks, doc_ids_from_lens, doc_positions_from_lens, document, key_limit
-from attnbench.masks.mods import keys_below
+from attnbench.masks.mods import (
+    and_masks,
+    doc_ids_from_lens,
+    doc_positions_from_lens,
+    document,
+    key_limit,
+    keys_below,
+)
 
 
 def _build(w, device):
