@@ -42,6 +42,7 @@ class Prepared:
 class Provider:
     name: str = ""  # unique, e.g. "sdpa_cudnn"
     family: str = ""  # module family, e.g. "sdpa"
+    hue: str = ""  # the family's colour ("#rrggbb") in every figure; each provider is a shade of it
     layout: str = "bhsd"  # native layout: bhsd | bshd | sbhd | thd (packed varlen)
     dtypes: tuple[str, ...] = ("bfloat16", "float16")
     # Kernel features for masks (masks.FEATURES: "causal", "window", "documents", "block_causal", or

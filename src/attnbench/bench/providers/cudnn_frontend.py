@@ -110,6 +110,7 @@ def _output(tensor, like_shape, like_stride, data_type):
 
 class CudnnFrontend(Provider):
     family = "cudnn_frontend"
+    hue = "#8c564b"
     layout = "bhsd"
     dtypes = ("bfloat16", "float16")
     mask_features = ("causal", "window")

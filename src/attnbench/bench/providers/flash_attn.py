@@ -143,6 +143,7 @@ def canonical_grad_thd(grad, like):
 
 class FlashAttn2(FlashStyleProvider):
     family = "flash_attn"
+    hue = "#e377c2"
     module = "flash_attn"
     mask_features = ("causal", "window", "documents")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
@@ -152,6 +153,7 @@ class FlashAttn4(FlashStyleProvider):
     """FlashAttention-4 (CuTe DSL, JIT-compiled; sm90 and sm100), `flash_attn.cute.flash_attn_func`."""
 
     family = "flash_attn4"
+    hue = "#843c39"
     module = "flash_attn.cute"
     install = "pip install --pre flash-attn-4 (pulls nvidia-cutlass-dsl; kernels JIT-compile on first call)"
     head_dims = (64, 96, 128)

@@ -97,6 +97,7 @@ def _fa3_op_attention(q, k, v, causal: bool, window_left: int, window_right: int
 
 class FlashAttn3(FlashStyleProvider):
     family = "flash_attn3"
+    hue = "#ff7f0e"
     module = "flash_attn_interface"
     install = (
         "no PyPI wheel: git clone https://github.com/Dao-AILab/flash-attention && cd hopper && "

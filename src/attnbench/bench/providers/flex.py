@@ -98,6 +98,7 @@ def mark_block_mask_dynamic(tiles) -> None:
 
 class FlexAttention(Provider):
     family = "flex"
+    hue = "#2ca02c"
     layout = "bhsd"
     dtypes = ("bfloat16", "float16", "float32")
     mask_features = (masks.ANY_MASK,)  # block_mask from the mask_mod: every registered mask

@@ -45,6 +45,7 @@ def _private_bshd(t):
 
 class SageProvider(Provider):
     family = "sage"
+    hue = "#9467bd"
     install = "pip install sageattention"
     dtypes = ("bfloat16", "float16")
     mask_features = ("causal",)

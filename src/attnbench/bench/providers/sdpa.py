@@ -71,6 +71,7 @@ def _sdpa(q, k, v, **kwargs):
 
 class SdpaProvider(Provider):
     family = "sdpa"
+    hue = "#1f77b4"
     layout = "bhsd"
     gqa = True  # enable_gqa=True; torch's own check (in prepare) rejects it where a backend cannot
     backward = True

@@ -14,6 +14,7 @@ from attnbench.bench.results import Workload
 
 class TransformerEngine(Provider):
     family = "te"
+    hue = "#bcbd22"
     install = "pip install --no-build-isolation transformer_engine[pytorch] (builds transformer-engine-torch)"
     dtypes = ("bfloat16", "float16")
     mask_features = ("causal", "window")
