@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnbench import masks
+from attnbench.bench import providers
 from attnbench.bench.providers import get
 from attnbench.bench.providers.sdpa import SdpaProvider
-from attnbench.bench.results import Result, Workload
-from attnbench.studies.attention_masks import profiles, series
+from attnbench.bench.results import Result, Workload, read_jsonl, read_rows_document
+from attnbench.studies.attention_masks import measure, profiles, series
 
 CONFIG = {**profiles.configure("smoke"), "seq_lens": [64, 128, 256]}
 
@@ -112,7 +114,7 @@ def test_a_later_row_is_predicted_from_the_measured_time_per_call():
 
 
 def _check(provider: str, mask: str, pass_: str, status="ok", ok=True, reason=""):
-    w = profiles.check_workloads(CONFIG)[profiles.MASKS.index(mask)]
+    w = profiles.check_workloads(CONFIG)[CONFIG["masks"].index(mask)]
     return Result(provider, "sdpa", status, w, pass_, reason=reason, ok=ok, rel_l2=1e-3, max_abs=1e-2,
                   mean_abs=1e-4, extra={"check": True})  # fmt: skip
 
@@ -165,7 +167,8 @@ def test_the_estimate_counts_only_rows_a_provider_supports(monkeypatch):
     per_row = [
         series.model_seconds("sdpa_math", w, "fwd", CONFIG["timing"]) for ws in plan.values() for w in ws
     ]
-    assert est == {"sdpa_math": pytest.approx(sum(per_row))} and rows == 18
+    assert est == {"sdpa_math": pytest.approx(sum(per_row))}
+    assert rows == len(CONFIG["masks"]) * len(CONFIG["seq_lens"])
     assert series.estimate([([get("flash_attn3")], ["fwd"])], plan, CONFIG["timing"]) == {}  # not here
 
 
@@ -238,3 +241,58 @@ def test_the_report_reads_both_cells_as_one_sweep(tmp_path):
     assert [r.pass_ for r in rows] == ["fwd", "fwd_bwd"]
     assert sweep["status_counts"] == {"ok": 3, "skipped": 3} and sweep["sweep_seconds"] == 15.5
     assert sweep["gpu"] == "H200" and [s["passes"] for s in sweep["stages"]] == [["fwd"], ["fwd_bwd"]]
+
+
+PREFIX = 16  # the prefix-LM mask below: the first PREFIX tokens see each other both ways
+
+
+def _prefix_lm_mod(w, device):
+    """Prefix-LM: bidirectional inside the prefix, causal after it (attention-gym's prefix_lm_causal)."""
+    from attnbench.masks import mods
+
+    def in_prefix(b, h, q_idx, kv_idx):
+        return kv_idx < PREFIX
+
+    return mods.or_masks(mods.causal, in_prefix)
+
+
+def _prefix_lm_pairs(w) -> int:
+    n, p = w.seqlen_q, min(PREFIX, w.seqlen_q)
+    return p * p + sum(max(i + 1, p) for i in range(p, n))  # prefix rows see the prefix; then causal
+
+
+@pytest.fixture
+def prefix_lm():
+    mask = masks.register(masks.Mask("prefix_lm", "bidirectional prefix, causal after it", build=_prefix_lm_mod,
+                                     count=_prefix_lm_pairs, requires=(masks.ANY_MASK,)))  # fmt: skip
+    yield mask
+    masks.unregister(mask.name)
+
+
+def test_a_registered_mask_counts_its_pairs_like_its_dense_form(prefix_lm):
+    w = Workload(1, 40, 40, 1, 1, 8, "float32", "prefix_lm")
+    assert masks.allowed_pairs(w) == int(masks.dense_mask(w).sum()) == 16 * 16 + sum(range(17, 41))
+
+
+def test_a_mask_registered_here_runs_in_the_smoke_sweep_with_reasons_for_the_rest(
+    prefix_lm, tmp_path, monkeypatch
+):
+    config = profiles.configure("smoke")
+    assert config["masks"] == [*masks.REGISTRY]  # the smoke profile sweeps the registry, prefix_lm included
+    config = {**config, "masks": ["prefix_lm"], "seq_lens": [64]}  # this mask alone, to stay quick
+    monkeypatch.chdir(tmp_path)  # the stage writes its artifacts into the working directory
+    measure.run_stage(config, "separate")
+    rows = read_jsonl(tmp_path / "results.jsonl")
+    checks = read_rows_document(tmp_path / "checks.json")
+    assert {r.workload.mask for r in rows} == {"prefix_lm"}
+    ran = {r.provider for r in rows if r.status == "ok"}
+    assert ran == {"sdpa_math", "flex_eager"}  # the providers with the mask_mod feature that run on CPU
+    assert {(r.provider, r.pass_) for r in checks if r.ok} >= {("sdpa_math", "fwd"), ("sdpa_math", "bwd"),
+                                                               ("flex_eager", "fwd")}  # fmt: skip
+    refused = {r.provider: r.reason for r in rows if r.status == "unsupported"}
+    assert all(r.status == "ok" or r.reason for r in rows)
+    # a provider without the mask_mod feature refuses it by name (on CPU most are `unavailable` first)
+    assert providers.get("flash_attn3").mask_gap("prefix_lm").startswith("mask prefix_lm not supported")
+    assert all(
+        "prefix_lm" in reason or "backward" in reason or "CUDA" in reason for reason in refused.values()
+    )

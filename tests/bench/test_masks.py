@@ -5,9 +5,10 @@ import itertools
 import pytest
 import torch
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.correctness import reference_attention
 from attnbench.bench.results import Workload
+from attnbench.masks import mods, varlen_block_causal
 
 
 def test_causal_offset_is_bottom_right():
@@ -32,8 +33,8 @@ def test_document_and_block_causal():
 
 def test_and_or_compose():
     ids = masks.doc_ids_from_lens((3, 3))
-    both = masks.and_masks(masks.causal, masks.document(ids))
-    either = masks.or_masks(masks.causal, masks.document(ids))
+    both = masks.and_masks(mods.causal, masks.document(ids))
+    either = masks.or_masks(mods.causal, masks.document(ids))
     q, kv = torch.arange(6)[:, None], torch.arange(6)[None, :]
     causal, same_doc = q >= kv, ids[q] == ids[kv]
     assert torch.equal(both(0, 0, q, kv), causal & same_doc)
@@ -51,14 +52,14 @@ def test_row_range_is_a_slice_of_the_whole_mask():
 
 def test_full_mask_has_no_mask_mod_and_huge_masks_are_refused(monkeypatch):
     assert masks.mask_mod(Workload(1, 4, 4, 1, 1, 8)) is None
-    monkeypatch.setattr(masks, "DENSE_LIMIT", 100)
+    monkeypatch.setattr(masks.base, "DENSE_LIMIT", 100)  # where Mask.dense reads it
     with pytest.raises(ValueError, match="too big"):
         masks.dense_mask(Workload(1, 20, 20, 1, 1, 8))
 
 
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="window"):
-        masks.sliding_window(0)
+        mods.sliding_window(0)
     with pytest.raises(ValueError, match="positive"):
         masks.doc_ids_from_lens((3, 0))
 
@@ -174,7 +175,7 @@ def test_varlen_block_causal_sees_its_block_and_earlier_blocks_of_its_document_o
         dtype=torch.bool,
     )
     assert torch.equal(masks.dense_mask(w), expected)
-    assert masks.block_causal_document_pairs(5, 2) == 2 * 2 + 2 * 4 + 1 * 5
+    assert varlen_block_causal.document_pairs(5, 2) == 2 * 2 + 2 * 4 + 1 * 5
 
 
 def test_missing_parameters_are_named():

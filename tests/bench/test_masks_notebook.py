@@ -35,22 +35,22 @@ def smoke_run(tmp_path_factory) -> Path:
 def test_every_cell_runs_and_every_provider_mask_length_pass_has_a_row(smoke_run):
     states = json.loads((smoke_run / "run.json").read_text())["cells"]
     assert {cell: s["state"] for cell, s in states.items()} == dict.fromkeys(CELLS, "ran")
-    config = profiles.PROFILES["smoke"]
+    config = profiles.configure("smoke")
     separate = read_jsonl(smoke_run / "bench" / "artifacts" / "results.jsonl")
     both = read_jsonl(smoke_run / "bench_fwd_bwd" / "artifacts" / "results.jsonl")
     assert {r.pass_ for r in separate} == {"fwd", "bwd"} and {r.pass_ for r in both} == {"fwd_bwd"}
     rows = separate + both
     keys = {(r.provider, r.workload.mask, r.workload.seqlen_q, r.pass_) for r in rows}
     want = {(p, m, s, ps) for names, passes in config["tiers"] for p in names for ps in passes
-            for m in profiles.MASKS for s in config["seq_lens"]}  # fmt: skip
+            for m in config["masks"] for s in config["seq_lens"]}  # fmt: skip
     assert keys == want and len(rows) == len(want)
     assert all(r.status == "ok" or r.reason for r in rows)
     ok = [r for r in rows if r.status == "ok"]
-    assert {r.workload.mask for r in ok} == set(profiles.MASKS)  # every mask measured by sdpa_math/flex
+    assert {r.workload.mask for r in ok} == set(config["masks"])  # every mask measured by sdpa_math/flex
     assert all(r.timer == "perf_counter" and r.ok and r.extra["checked_at_seqlen"] == 128 for r in ok)
     checks = read_rows_document(smoke_run / "bench" / "artifacts" / "checks.json")
     assert {(r.workload.mask, r.pass_) for r in checks if r.provider == "sdpa_math" and r.ok} == {
-        (m, p) for m in profiles.MASKS for p in ("fwd", "bwd")
+        (m, p) for m in config["masks"] for p in ("fwd", "bwd")
     }
 
 
@@ -69,7 +69,7 @@ def test_the_site_takes_only_the_timed_rows_as_results(smoke_run):
 @pytest.mark.timeout(600)
 def test_figures_tables_and_pictures_are_written_and_labelled(smoke_run):
     figures = smoke_run / "figures" / "artifacts"
-    for mask in profiles.MASKS:
+    for mask in profiles.configure("smoke")["masks"]:  # every registered mask
         svg = (figures / f"{mask}.svg").read_text()
         assert "not a GPU measurement" in svg and "series-fwd-sdpa_math-ok" in svg, mask
     assert "| flash_attn3 | unavailable |" in (figures / "did_not_run.md").read_text()

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from attnbench.bench import providers
 from attnbench.bench.results import Result, Workload
-from attnbench.report.figures import CPU_NOTE, MID, not_run, not_run_markdown, plot_sweep, styles
+from attnbench.report.figures import CPU_NOTE, MID, family_hue, not_run, not_run_markdown, plot_sweep, styles
 
 SEQS = (256, 288, 320)
 
@@ -96,12 +97,34 @@ def test_svg_has_one_line_per_measured_provider(tmp_path, metric):
     assert legend.index("sdpa_cudnn") < legend.index("sdpa_flash") < legend.index("✕ oom")
 
 
-def test_one_colour_per_family_one_style_per_variant():
-    looks = styles(["sdpa_flash", "sdpa_cudnn", "flash_attn3", "flash_attn3_fp8"], lambda n: n.split("_")[0])
-    assert looks["sdpa_flash"]["color"] == looks["sdpa_cudnn"]["color"] != looks["flash_attn3"]["color"]
-    assert (looks["sdpa_flash"]["linestyle"], looks["sdpa_flash"]["marker"]) != (
-        looks["sdpa_cudnn"]["linestyle"], looks["sdpa_cudnn"]["marker"])  # fmt: skip
-    assert looks["flash_attn3"]["color"] == looks["flash_attn3_fp8"]["color"]
+def test_one_hue_per_family_from_the_registry_and_a_shade_and_style_per_variant():
+    family = {
+        "sdpa_flash": "sdpa",
+        "sdpa_cudnn": "sdpa",
+        "flash_attn3": "flash_attn3",
+        "triton_fa2": "attnbench_triton",
+    }
+    looks = styles(family, family.get)
+    hues = providers.family_hues()
+    assert looks["flash_attn3"]["color"] == hues["flash_attn3"]  # a lone member is the family's hue
+    assert looks["triton_fa2"]["color"] == hues["attnbench_triton"] != hues["sdpa"]
+    flash, cudnn = looks["sdpa_flash"], looks["sdpa_cudnn"]
+    assert flash["color"] != cudnn["color"]  # distinguishable shades ...
+    for look in (flash, cudnn):  # ... of the family's hue
+        assert _hue_angle(look["color"]) == pytest.approx(_hue_angle(hues["sdpa"]), abs=0.02)
+    assert (flash["linestyle"], flash["marker"]) != (cudnn["linestyle"], cudnn["marker"])
+
+
+def test_every_registered_family_has_its_own_hue_and_unregistered_ones_a_stable_colour():
+    hues = providers.family_hues()
+    assert set(hues) == set(providers.families()) and len(set(hues.values())) == len(hues)
+    assert family_hue("zigzag") == family_hue("zigzag") and family_hue("zigzag").startswith("#")
+
+
+def _hue_angle(colour: str) -> float:
+    import colorsys
+
+    return colorsys.rgb_to_hls(*(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)))[0]
 
 
 def test_did_not_run_table():

@@ -8,6 +8,7 @@ import types
 import pytest
 import torch
 
+from attnbench import masks
 from attnbench.bench import providers
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
 from attnbench.bench.providers import base, hf_kernels, sage
@@ -142,6 +143,33 @@ def test_unsupported_workloads_have_reasons():
     assert NoGqa().why_not(W(hq=4, hkv=2), "fwd") == ("unsupported", "GQA (heads_kv < heads_q) not supported")
     assert NoGqa().why_not(W(), "fwd_bwd") == ("unsupported", "no backward")
     assert NoGqa().why_not(W(), "fwd") is None
+
+
+@pytest.mark.parametrize("provider", providers.all_providers(), ids=lambda p: p.name)
+def test_each_providers_masks_are_derived_from_its_declared_features(provider):
+    assert set(provider.mask_features) <= set(masks.FEATURES), "a feature the mask registry does not know"
+    runs = provider.supported_masks()
+    for name, mask in masks.REGISTRY.items():
+        lacking = [f for f in mask.requires if f not in provider.mask_features]
+        expected = masks.ANY_MASK in provider.mask_features or not lacking
+        assert (name in runs) == expected, f"{provider.name} / {name}: requires {mask.requires}"
+        gap = provider.mask_gap(name)
+        assert (gap is None) == expected
+        if gap:  # the reason names the first missing feature and the provider
+            assert lacking[0] in gap and provider.name in gap
+    assert "full" in runs and "causal" in runs  # every attention provider has at least a causal flag
+
+
+def test_a_mask_needing_a_feature_nobody_declares_runs_only_where_any_mask_mod_runs():
+    features_nobody_has = masks.Mask("needs_block", "test", build=lambda w, d: None, count=lambda w: 0,
+                                     requires=("block_causal",))  # fmt: skip
+    masks.register(features_nobody_has)
+    try:
+        runners = {p.name for p in providers.all_providers() if "needs_block" in p.supported_masks()}
+    finally:
+        masks.unregister("needs_block")
+    assert runners == {p.name for p in providers.all_providers() if masks.ANY_MASK in p.mask_features}
+    assert {"flex", "sdpa_math"} <= runners
 
 
 CPU_CASES = [

@@ -180,3 +180,24 @@ def test_verdict_names_a_nan_error_on_one_rank_as_failed():
     assert nan_lse["reason"] == "beyond tolerance: lse" and nan_lse["lse_err"] != nan_lse["lse_err"]
     fine = combine_verdicts([(True, good, 1e-5), (True, good, 2e-5)])
     assert fine == {"errors": good, "lse_err": 2e-5, "ok": True, "status": "ok", "reason": ""}
+
+
+@pytest.mark.parametrize("name", sorted(cp.STRATEGIES))
+def test_each_strategys_defaults_fill_only_its_own_options_and_never_override_a_given_one(name, monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # 8 ranks on two nodes of 4 GPUs
+    strategy = cp.get_strategy(name)
+    filled = strategy.resolved_options(8, 16, {})
+    assert set(filled) <= set(strategy.options), f"{name} fills options it does not take: {filled}"
+    for option, value in filled.items():  # a value the caller gives wins over the default
+        assert strategy.resolved_options(8, 16, {option: value + 1})[option] == value + 1
+
+
+def test_the_window_is_the_gpus_per_node_and_usp_takes_the_largest_ulysses_degree_that_fits(monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert cp.resolved_options("double_ring", 8, 16, {}) == {"window": 4}
+    assert cp.resolved_options("burst", 8, 16, {}) == {"window": 4}
+    assert cp.resolved_options("usp", 8, 16, {}) == {"ulysses_degree": 4, "ring_degree": 2}
+    assert cp.resolved_options("usp", 8, 2, {}) == {"ulysses_degree": 2, "ring_degree": 4}  # 2 heads
+    assert cp.resolved_options("usp", 8, 16, {"ring_degree": 8}) == {"ring_degree": 8}  # the other follows
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")  # does not divide the world: one ring window of all ranks
+    assert cp.resolved_options("double_ring", 8, 16, {}) == {"window": 8}

@@ -6,7 +6,8 @@ q, k, v: this rank's shard, [batch, heads, seq_local, head_dim], in the strategy
 (`layout_for(...).shard(x_global, rank)`). out: same shape and dtype, differentiable in q, k, v.
 lse: [batch, heads, seq_local] float32 (natural log), not differentiable; None for torch_cp.
 kernel: "cpu_math" | "sdpa_flash" | "cudnn" (None: cudnn on CUDA, cpu_math on CPU).
-A new strategy is one file plus one line in STRATEGIES.
+A new strategy is one file (its function, and `defaults(world, heads, given)` if it has options with
+defaults) plus one entry in STRATEGIES.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from attnbench.cp import burst as _burst
+from attnbench.cp import double_ring as _double_ring
 from attnbench.cp import torch_cp as _torch_cp
+from attnbench.cp import usp as _usp
 from attnbench.cp.allgather import allgather_attention
 from attnbench.cp.burst import burst_attention
 from attnbench.cp.double_ring import double_ring_attention
@@ -30,6 +34,10 @@ def _always(device, kernel) -> str | None:
     return None
 
 
+def _no_defaults(world: int, heads: int, given: dict) -> dict:
+    return {}
+
+
 @dataclass(frozen=True)
 class Strategy:
     name: str
@@ -40,6 +48,12 @@ class Strategy:
     returns_lse: bool = True
     unavailable: Callable = _always  # (device, kernel) -> reason or None
     rehearsable: bool = True  # its communication goes through comm.py (bench.py's OOM rehearsal)
+    # (world, heads, options given) -> the options it fills in; declared in the strategy's own file
+    defaults: Callable[[int, int, dict], dict] = _no_defaults
+
+    def resolved_options(self, world: int, heads: int, given: dict) -> dict:
+        """The options this strategy will actually use at this world size: `given`, defaults filled in."""
+        return {**given, **self.defaults(world, heads, given)}
 
     def layout(self, world: int, heads: int | None = None, **options) -> Layout:
         if self.layout_kind != "usp":
@@ -66,9 +80,15 @@ STRATEGIES: dict[str, Strategy] = {
             "usp",
             "Ulysses inside groups x zigzag ring across",
             options=("ulysses_degree", "ring_degree"),
+            defaults=_usp.defaults,
         ),
         Strategy(
-            "double_ring", double_ring_attention, "zigzag", "LoongTrain inner/outer ring", options=("window",)
+            "double_ring",
+            double_ring_attention,
+            "zigzag",
+            "LoongTrain inner/outer ring",
+            options=("window",),
+            defaults=_double_ring.defaults,
         ),
         Strategy(
             "burst",
@@ -76,6 +96,7 @@ STRATEGIES: dict[str, Strategy] = {
             "zigzag",
             "double ring; backward circulates Q, dO, LSE, delta",
             options=("window",),
+            defaults=_burst.defaults,
         ),
         Strategy("allgather", allgather_attention, "zigzag", "Llama 3 all-gather K/V, reduce-scatter dK/dV"),
         Strategy(
@@ -96,6 +117,11 @@ def get_strategy(name: str) -> Strategy:
     if name not in STRATEGIES:
         raise ValueError(f"unknown context-parallel strategy {name!r}; choose one of {sorted(STRATEGIES)}")
     return STRATEGIES[name]
+
+
+def resolved_options(strategy: str, world: int, heads: int, given: dict) -> dict:
+    """The options `strategy` will use at this world size and head count, its defaults filled in."""
+    return get_strategy(strategy).resolved_options(world, heads, given)
 
 
 def layout_for(strategy: str, world: int, heads: int | None = None, **options) -> Layout:
@@ -135,4 +161,5 @@ __all__ = [
     "get_kernel",
     "get_strategy",
     "layout_for",
+    "resolved_options",
 ]

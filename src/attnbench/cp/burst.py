@@ -13,9 +13,15 @@ import torch
 
 from attnbench.cp.circulate import circulate
 from attnbench.cp.double_ring import default_window
+from attnbench.cp.double_ring import defaults as double_ring_defaults
 from attnbench.cp.local import accumulator_dtype
 from attnbench.cp.merge import rowdot, surrogate_out_
 from attnbench.cp.ring import kv_ring_attention
+
+
+def defaults(world: int, heads: int, given: dict) -> dict:
+    """Burst's inner window defaults as double ring's does (GPUs per node)."""
+    return double_ring_defaults(world, heads, given)
 
 
 def q_backward(core, dout, q, k, v, out, lse):

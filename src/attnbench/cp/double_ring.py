@@ -10,11 +10,20 @@ from attnbench.cp import comm
 from attnbench.cp.ring import kv_ring_attention
 
 
-def default_window(group) -> int:
-    """GPUs per node (LOCAL_WORLD_SIZE, set by torchrun) when it divides the group, else the group."""
-    world = comm.group_size(group)
+def window_for(world: int) -> int:
+    """GPUs per node (LOCAL_WORLD_SIZE, set by torchrun) when it divides the world, else the world: the
+    inner ring then stays on NVLink and only the outer ring crosses nodes."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     return local if 0 < local <= world and world % local == 0 else world
+
+
+def default_window(group) -> int:
+    return window_for(comm.group_size(group))
+
+
+def defaults(world: int, heads: int, given: dict) -> dict:
+    """The options this strategy fills in when the caller leaves them out (the registry collects this)."""
+    return {"window": window_for(world)} if given.get("window") is None else {}
 
 
 def double_ring_attention(

@@ -26,6 +26,15 @@ def default_degrees(world: int, heads: int) -> tuple[int, int]:
     return best, world // best
 
 
+def defaults(world: int, heads: int, given: dict) -> dict:
+    """Both degrees (default_degrees) when the caller gives neither; one given, the other follows it at
+    run time (usp_attention), so nothing is filled in then."""
+    if given.get("ulysses_degree") is None and given.get("ring_degree") is None:
+        ulysses_degree, ring_degree = default_degrees(world, heads)
+        return {"ulysses_degree": ulysses_degree, "ring_degree": ring_degree}
+    return {}
+
+
 def usp_requirements(ulysses_degree: int, ring_degree: int):
     def check(shape, world):
         unmet = []

@@ -1,8 +1,8 @@
 """Matplotlib figures of a sweep (SVG): latency and TFLOP/s against sequence length, one line per provider.
 
-How a reader tells the lines apart: one colour per provider *family* (sdpa, flash_attn3, xformers, ...),
-and within a family one line style and marker per variant (sdpa_cudnn solid circles, sdpa_flash dashed
-squares, ...). The shared legend lists providers fastest first. Quantised kernels (int8/fp8, judged
+How a reader tells the lines apart: one hue per provider *family* (sdpa, flash_attn3, xformers, ...; each
+family declares it in the provider registry), and within a family a shade of it and one line style and
+marker per variant (sdpa_cudnn solid circles, sdpa_flash dashed squares, ...). The shared legend lists providers fastest first. Quantised kernels (int8/fp8, judged
 with the looser quantised tolerance) are labelled "(quantised)"; `incorrect` rows are drawn thin and
 grey with crosses, labelled "(incorrect)", so a wrong-but-fast kernel is visible but never mistaken for
 a result. A provider that could not run at some shapes (oom, unsupported, error) gets a cross at the
@@ -58,27 +58,49 @@ def style_rc() -> dict:
     }
 
 
-# Colours by family, fixed, so a family looks the same in every figure and on every machine's page.
-# tab10 without its grey (grey is for references and incorrect lines).
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
-           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")  # fmt: skip
-FAMILIES = ("sdpa", "flash_attn3", "flex", "xformers", "sage", "cudnn_frontend", "flash_attn", "te", "hf_kernels",
-            "triton", "ring", "zigzag", "ulysses", "usp", "double_ring", "burst", "allgather", "torch_cp")  # fmt: skip
+# Colours by family come from the provider registry (each provider family declares its hue), so a family
+# looks the same in every figure and on every machine's page. A family no provider declares (a
+# context-parallel strategy, a study's own eager baseline) takes a colour from FALLBACK chosen by a hash of
+# its name: stable across figures and machines, though two such families may share one.
+FALLBACK = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4", "#b2df8a",
+            "#fb9a99", "#cab2d6", "#6a3d9a")  # fmt: skip
+
+
+def family_hue(family: str) -> str:
+    """The registered hue of a provider family, else a stable FALLBACK colour for the name."""
+    import zlib
+
+    from attnbench.bench import providers
+
+    return providers.family_hues().get(family) or FALLBACK[zlib.crc32(family.encode()) % len(FALLBACK)]
+
+
+def shade(hue: str, index: int, count: int) -> str:
+    """Member `index` of `count` in a family: the hue itself for one member, else lightness spread from
+    darker to lighter around it (so variants stay recognisably the family's colour)."""
+    import colorsys
+
+    if count <= 1:
+        return hue
+    r, g, b = (int(hue[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    h, lightness, s = colorsys.rgb_to_hls(r, g, b)
+    step = min(0.5 / (count - 1), 0.14)  # at most +-0.25 around the hue: never white or black
+    lightness = min(max(lightness + (index - (count - 1) / 2) * step, 0.15), 0.85)
+    return "#" + "".join(f"{round(c * 255):02x}" for c in colorsys.hls_to_rgb(h, lightness, s))
 
 
 def styles(names: Iterable[str], family_of) -> dict[str, dict]:
-    """One colour per family (FAMILIES first, in that order), one (line style, marker) per variant
-    within it: {name: plot kwargs}."""
+    """One hue per family (family_hue), a shade of it and a (line style, marker) per provider within it:
+    {name: plot kwargs}."""
     names = sorted(set(names))
-    present = {family_of(n) for n in names}
-    families = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
-    slot = {f: FAMILIES.index(f) % 9 if f in FAMILIES else 9 + i for i, f in enumerate(families)}
+    families = sorted({family_of(n) for n in names})
     out = {}
     for family in families:
         members = [n for n in names if family_of(n) == family]
+        hue = family_hue(family)
         for v_index, name in enumerate(members):
             line, marker = VARIANTS[v_index % len(VARIANTS)]
-            out[name] = {"color": PALETTE[slot[family] % len(PALETTE)], "linestyle": line, "marker": marker}
+            out[name] = {"color": shade(hue, v_index, len(members)), "linestyle": line, "marker": marker}
     return out
 
 

@@ -18,7 +18,7 @@ from attnbench.bench.providers.te import TransformerEngine
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.providers.xformers import XFormers
 
-__all__ = ["Prepared", "Provider", "Unsupported", "all_providers", "families", "get", "select"]
+__all__ = ["Prepared", "Provider", "Unsupported", "all_providers", "families", "family_hues", "get", "select"]
 
 _REGISTRY: list[Provider] = [
     SdpaProvider("sdpa_flash", "FLASH_ATTENTION"),
@@ -63,13 +63,23 @@ _REGISTRY: list[Provider] = [
 
 
 def _check_unique(providers: list[Provider]) -> None:
+    """Unique names; one hue per family, and no two families sharing a hue (figures tell them apart)."""
     seen: set[str] = set()
+    hue_of: dict[str, str] = {}
     for provider in providers:
-        if not provider.name or not provider.family:
-            raise ValueError(f"{provider!r} has no name or family")
+        if not provider.name or not provider.family or not provider.hue:
+            raise ValueError(f"{provider!r} has no name, family or hue")
         if provider.name in seen:
             raise ValueError(f"provider name {provider.name!r} registered twice")
         seen.add(provider.name)
+        if hue_of.setdefault(provider.family, provider.hue) != provider.hue:
+            raise ValueError(
+                f"family {provider.family!r} has two hues: {hue_of[provider.family]}, {provider.hue}"
+            )
+    owners: dict[str, str] = {}
+    for family, hue in hue_of.items():
+        if owners.setdefault(hue.lower(), family) != family:
+            raise ValueError(f"families {owners[hue.lower()]!r} and {family!r} share the hue {hue}")
 
 
 _check_unique(_REGISTRY)
@@ -82,6 +92,11 @@ def all_providers() -> list[Provider]:
 
 def families() -> list[str]:
     return list(dict.fromkeys(p.family for p in _REGISTRY))
+
+
+def family_hues() -> dict[str, str]:
+    """{family: its hue}, in registry order (what report figures colour lines by)."""
+    return {p.family: p.hue for p in _REGISTRY}
 
 
 def get(name: str) -> Provider:

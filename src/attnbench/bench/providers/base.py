@@ -42,9 +42,12 @@ class Prepared:
 class Provider:
     name: str = ""  # unique, e.g. "sdpa_cudnn"
     family: str = ""  # module family, e.g. "sdpa"
+    hue: str = ""  # the family's colour ("#rrggbb") in every figure; each provider is a shade of it
     layout: str = "bhsd"  # native layout: bhsd | bshd | sbhd | thd (packed varlen)
     dtypes: tuple[str, ...] = ("bfloat16", "float16")
-    masks: tuple[str, ...] = ("full", "causal")
+    # Kernel features for masks (masks.FEATURES: "causal", "window", "documents", "block_causal", or
+    # "mask_mod" for any mask); which masks it runs is derived from these (`supported_masks`).
+    mask_features: tuple[str, ...] = ("causal",)
     gqa: bool = False  # accepts heads_kv < heads_q without repeating K/V
     backward: bool = False
     quantized: bool = False  # computes in lower precision on purpose (judged with looser tolerances)
@@ -64,8 +67,9 @@ class Provider:
         """Why this provider cannot run this workload/pass, from its declared capabilities."""
         if workload.dtype not in self.dtypes:
             return f"dtype {workload.dtype} not supported (supports {', '.join(self.dtypes)})"
-        if not any(masks.same(workload.mask, m) for m in self.masks):
-            return f"mask {workload.mask} not supported (supports {', '.join(self.masks)})"
+        reason = self.mask_gap(workload.mask)
+        if reason:
+            return reason
         if workload.gqa and not self.gqa:
             return "GQA (heads_kv < heads_q) not supported"
         if pass_ != "fwd" and not self.backward:
@@ -81,6 +85,18 @@ class Provider:
         ):
             return f"{workload.mask} with seqlen_q != seqlen_k: this kernel's alignment is not bottom-right"
         return None
+
+    def supported_masks(self) -> tuple[str, ...]:
+        """Every registered mask this provider's mask features run (derived, never listed by hand)."""
+        return tuple(name for name, mask in masks.REGISTRY.items() if not mask.missing(self.mask_features))
+
+    def mask_gap(self, mask_name: str) -> str | None:
+        """Why this provider cannot run the mask, naming the kernel features it lacks (None: it can)."""
+        missing = masks.get(mask_name).missing(self.mask_features)
+        if not missing:
+            return None
+        lacking = "; ".join(f"{feature} ({masks.FEATURES[feature]})" for feature in missing)
+        return f"mask {mask_name} not supported: needs {lacking}, which {self.name} does not declare"
 
     def why_not(self, workload: Workload, pass_: str) -> tuple[str, str] | None:
         """(status, reason) when this provider cannot run the workload, else None."""

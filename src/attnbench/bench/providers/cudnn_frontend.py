@@ -110,9 +110,10 @@ def _output(tensor, like_shape, like_stride, data_type):
 
 class CudnnFrontend(Provider):
     family = "cudnn_frontend"
+    hue = "#8c564b"
     layout = "bhsd"
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal", "sliding_window")
+    mask_features = ("causal", "window")
     gqa = True
     backward = True
     causal_any_lengths = False  # top-left band: the same as bottom-right only at seqlen_q == seqlen_k
@@ -285,7 +286,7 @@ class CudnnFrontendFp8(CudnnFrontend):
     tolerance = "quantized_fp8_output"  # O itself is e4m3 (correctness.py: the bound adds its rounding)
     backward = False
     dtypes = ("bfloat16",)
-    masks = ("full", "causal")
+    mask_features = ("causal",)
     head_dims = tuple(range(16, 257, 16))
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:

@@ -29,7 +29,7 @@ class FlashStyleProvider(Provider):
 
     layout = "bshd"
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal", "sliding_window")
+    mask_features = ("causal", "window")
     gqa = True
     backward = True
     head_dims = tuple(range(8, 257, 8))  # multiples of 8 up to 256
@@ -143,8 +143,9 @@ def canonical_grad_thd(grad, like):
 
 class FlashAttn2(FlashStyleProvider):
     family = "flash_attn"
+    hue = "#e377c2"
     module = "flash_attn"
-    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
+    mask_features = ("causal", "window", "documents")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
 
 
@@ -152,8 +153,9 @@ class FlashAttn4(FlashStyleProvider):
     """FlashAttention-4 (CuTe DSL, JIT-compiled; sm90 and sm100), `flash_attn.cute.flash_attn_func`."""
 
     family = "flash_attn4"
+    hue = "#843c39"
     module = "flash_attn.cute"
     install = "pip install --pre flash-attn-4 (pulls nvidia-cutlass-dsl; kernels JIT-compile on first call)"
     head_dims = (64, 96, 128)
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal")  # its window_size convention differs (None = unbounded): not mapped yet
+    mask_features = ("causal",)  # its window_size convention differs (None = unbounded): not mapped yet

@@ -97,6 +97,7 @@ def _fa3_op_attention(q, k, v, causal: bool, window_left: int, window_right: int
 
 class FlashAttn3(FlashStyleProvider):
     family = "flash_attn3"
+    hue = "#ff7f0e"
     module = "flash_attn_interface"
     install = (
         "no PyPI wheel: git clone https://github.com/Dao-AILab/flash-attention && cd hopper && "
@@ -104,7 +105,7 @@ class FlashAttn3(FlashStyleProvider):
     )
     head_dims = (64, 96, 128, 192, 256)  # FA3's kernel head dims; a build may hold fewer (then: unsupported)
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")  # varlen: cu_seqlens
+    mask_features = ("causal", "window", "documents")  # documents: cu_seqlens
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)
@@ -160,7 +161,7 @@ class FlashAttn3Fp8(FlashAttn3):
     quantized = True
     backward = False
     dtypes = ("bfloat16",)
-    masks = ("full", "causal", "sliding_window")
+    mask_features = ("causal", "window")
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)

@@ -1,6 +1,6 @@
 """FlexAttention: `torch.compile(flex_attention)` with a BlockMask built in prepare (setup).
 
-The mask_mods come from bench.masks, the same functions the FLOP counts and the reference use, so
+The mask_mods come from the mask registry (attnbench.masks), the same functions the FLOP counts and the reference use, so
 every registered mask runs here. The BlockMask is built from the mask's dense form a chunk of query
 rows at a time (`block_mask`), so a 128k x 128k mask never exists whole (create_block_mask would
 materialise it, or compile per mask_mod); its build time is part of setup_ms. `flex_eager` is the uncompiled path (a dense reference-style
@@ -98,9 +98,10 @@ def mark_block_mask_dynamic(tiles) -> None:
 
 class FlexAttention(Provider):
     family = "flex"
+    hue = "#2ca02c"
     layout = "bhsd"
     dtypes = ("bfloat16", "float16", "float32")
-    masks = tuple(masks.REGISTRY)
+    mask_features = (masks.ANY_MASK,)  # block_mask from the mask_mod: every registered mask
     gqa = True  # enable_gqa=True
     backward = True
 

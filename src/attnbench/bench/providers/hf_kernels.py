@@ -17,6 +17,7 @@ _LOADED: dict[str, object] = {}  # repo id -> loaded module, or the exception th
 
 class HfKernel(FlashStyleProvider):
     family = "hf_kernels"
+    hue = "#17becf"
     module = "kernels"
 
     def __init__(self, name: str, repo: str, *, version: int = 1, compiled: bool = False):

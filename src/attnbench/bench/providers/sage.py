@@ -45,9 +45,10 @@ def _private_bshd(t):
 
 class SageProvider(Provider):
     family = "sage"
+    hue = "#9467bd"
     install = "pip install sageattention"
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal")
+    mask_features = ("causal",)
     gqa = True
     backward = False
     quantized = True
@@ -100,7 +101,7 @@ class SageVarlen(SageProvider):
     """`sageattn_varlen` on packed [tokens, heads, dim]: the batch (or the documents) as segments."""
 
     layout = "thd"
-    masks = ("full", "causal", "varlen_full", "varlen_causal")
+    mask_features = ("causal", "documents")
 
     def __init__(self, name: str, entry: str = "sageattn_varlen"):
         super().__init__(name, entry, layout="thd", head_dims=(64, 128))

@@ -71,6 +71,7 @@ def _sdpa(q, k, v, **kwargs):
 
 class SdpaProvider(Provider):
     family = "sdpa"
+    hue = "#1f77b4"
     layout = "bhsd"
     gqa = True  # enable_gqa=True; torch's own check (in prepare) rejects it where a backend cannot
     backward = True
@@ -96,12 +97,12 @@ class SdpaProvider(Provider):
             # the math backend runs anywhere and takes an explicit mask: every mask, any lengths
             self.needs_cuda = False
             self.dtypes = ("bfloat16", "float16", "float32")
-            self.masks = tuple(masks.REGISTRY)
+            self.mask_features = (masks.ANY_MASK,)
             self.causal_any_lengths = True
         else:
             self.needs_cuda = True
             self.dtypes = ("bfloat16", "float16")
-            self.masks = ("full", "causal")
+            self.mask_features = ("causal",)
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)

@@ -14,9 +14,10 @@ from attnbench.bench.results import Workload
 
 class TransformerEngine(Provider):
     family = "te"
+    hue = "#bcbd22"
     install = "pip install --no-build-isolation transformer_engine[pytorch] (builds transformer-engine-torch)"
     dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal", "sliding_window")
+    mask_features = ("causal", "window")
     gqa = True  # num_gqa_groups
     backward = True
 

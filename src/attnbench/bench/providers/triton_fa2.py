@@ -30,9 +30,10 @@ def _cuda_visible() -> bool:
 
 class TritonFlashAttention2(Provider):
     family = "attnbench_triton"
+    hue = "#393b79"
     layout = "bhsd"  # any strides whose rows are 16-byte aligned are used in place, bshd views included
     dtypes = ("bfloat16", "float16", "float32")
-    masks = ("full", "causal")
+    mask_features = ("causal",)
     gqa = True
     backward = True
     head_dims = tuple(range(16, 129, 8))

@@ -67,10 +67,11 @@ def _library_failure() -> str | None:
 
 class XFormers(Provider):
     family = "xformers"
+    hue = "#d62728"
     install = "pip install xformers (on CUDA 13 also nvidia-cuda-runtime-cu12, see above)"
     layout = "bshd"
     dtypes = ("bfloat16", "float16", "float32")
-    masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
+    mask_features = ("causal", "window", "documents")
     gqa = True
     backward = True
 

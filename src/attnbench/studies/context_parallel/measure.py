@@ -33,9 +33,7 @@ from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
-from attnbench.cp.double_ring import default_window
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
-from attnbench.cp.usp import default_degrees
 from attnbench.studies.context_parallel.agree import (
     OK,
     OOM,
@@ -131,12 +129,7 @@ def time_reps(
 
 def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
     """The options a strategy will actually use, defaults filled in (for the row's label)."""
-    options = dict(options)
-    if strategy in ("double_ring", "burst") and options.get("window") is None:
-        options["window"] = default_window(group)
-    if strategy == "usp" and options.get("ulysses_degree") is None and options.get("ring_degree") is None:
-        options["ulysses_degree"], options["ring_degree"] = default_degrees(comm.group_size(group), heads)
-    return options
+    return get_strategy(strategy).resolved_options(comm.group_size(group), heads, dict(options))
 
 
 def row(provider, workload, pass_, status, reason="", **fields) -> Result:

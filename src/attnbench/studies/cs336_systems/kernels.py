@@ -30,7 +30,7 @@ class EagerTorchAttention(Provider):
     family = "torch"
     layout = "bhsd"
     dtypes = ("bfloat16", "float16", "float32")
-    masks = ("full", "causal")
+    mask_features = ("causal",)
     backward = True
     needs_cuda = False
     causal_any_lengths = False  # the eager mask is top-left aligned when the lengths differ
