@@ -1,8 +1,8 @@
 """FlashAttention 2 (`flash_attn.flash_attn_func`), plain and under torch.compile.
 
 The same calling convention (bshd tensors, `causal=`, `window_size=(left, right)`, GQA by head count,
-causal aligned bottom-right) is shared by FlashAttention 3 and the HF `kernels` builds, which subclass
-`FlashStyleProvider` and only change how the function is found.
+causal aligned bottom-right) is shared by FlashAttention 3 and 4 and the HF `kernels` builds, which subclass
+`FlashStyleProvider` (FlashAttention-4: flash_attn4.py).
 """
 
 from __future__ import annotations
@@ -147,13 +147,3 @@ class FlashAttn2(FlashStyleProvider):
     masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
 
-
-class FlashAttn4(FlashStyleProvider):
-    """FlashAttention-4 (CuTe DSL, JIT-compiled; sm90 and sm100), `flash_attn.cute.flash_attn_func`."""
-
-    family = "flash_attn4"
-    module = "flash_attn.cute"
-    install = "pip install --pre flash-attn-4 (pulls nvidia-cutlass-dsl; kernels JIT-compile on first call)"
-    head_dims = (64, 96, 128)
-    dtypes = ("bfloat16", "float16")
-    masks = ("full", "causal")  # its window_size convention differs (None = unbounded): not mapped yet
