@@ -43,10 +43,10 @@ def main(stage: str, budget: int, tars: list[str]) -> None:
             with open(tar, "rb") as src, open(os.path.join(folder, name), "wb") as dst:
                 src.seek(offset)
                 dst.write(src.read(take))
-    with open(os.path.join(stage, "PLAN"), "w") as plan:
-        for index, pieces in enumerate(calls, start=1):
-            plan.write(f"c{index:02d}: {' '.join(p[0] for p in pieces)}\n")
-    print(open(os.path.join(stage, "PLAN")).read(), end="")
+    plan = "".join(f"c{i:02d}: {' '.join(p[0] for p in pieces)}\n" for i, pieces in enumerate(calls, start=1))
+    with open(os.path.join(stage, "PLAN"), "w") as out:
+        out.write(plan)
+    print(plan, end="")
     print("\n".join(manifest))
 
 

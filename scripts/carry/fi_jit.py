@@ -10,10 +10,15 @@ import time
 import torch
 
 t0 = time.time()
-import flashinfer  # noqa: E402
-from flashinfer.jit.attention.modules import gen_single_prefill_module  # noqa: E402
+import flashinfer
+from flashinfer.jit.attention.modules import gen_single_prefill_module
 
 window = sys.argv[1] == "1"
-spec = gen_single_prefill_module("fa3", torch.bfloat16, torch.bfloat16, torch.bfloat16, 128, 128, 0, window, False, False)
+spec = gen_single_prefill_module(
+    "fa3", torch.bfloat16, torch.bfloat16, torch.bfloat16, 128, 128, 0, window, False, False
+)
 spec.build_and_load()
-print(f"flashinfer {flashinfer.__version__}: {spec.name} built and loaded in {time.time() - t0:.0f} s", flush=True)
+print(
+    f"flashinfer {flashinfer.__version__}: {spec.name} built and loaded in {time.time() - t0:.0f} s",
+    flush=True,
+)

@@ -146,4 +146,3 @@ class FlashAttn2(FlashStyleProvider):
     module = "flash_attn"
     masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
-

@@ -48,7 +48,9 @@ def fa4_forward_op():
         from flash_attn.cute import flash_attn_func
 
         @torch.library.custom_op("attnbench_fa4::fwd", mutates_args=())
-        def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_left: int) -> torch.Tensor:
+        def fwd(
+            q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_left: int
+        ) -> torch.Tensor:
             window = (window_left, 0) if window_left >= 0 else (None, None)
             out = flash_attn_func(q, k, v, causal=causal, window_size=window)
             return (out[0] if isinstance(out, (tuple, list)) else out).contiguous()
@@ -117,7 +119,9 @@ class FlashAttn4(FlashStyleProvider):
         from flash_attn.cute import flash_attn_varlen_func
 
         if self.compiled:
-            raise Unsupported("the compiled variant wraps the fixed-length call only (varlen: use the plain one)")
+            raise Unsupported(
+                "the compiled variant wraps the fixed-length call only (varlen: use the plain one)"
+            )
         b, hq, s, d = q.shape
         packed = tuple(
             t.detach().transpose(1, 2).reshape(b * s, t.shape[1], d).contiguous().requires_grad_(backward)
@@ -129,7 +133,12 @@ class FlashAttn4(FlashStyleProvider):
 
         def run():
             out = flash_attn_varlen_func(
-                *packed, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest, **kwargs
+                *packed,
+                cu_seqlens_q=cu,
+                cu_seqlens_k=cu,
+                max_seqlen_q=longest,
+                max_seqlen_k=longest,
+                **kwargs,
             )
             return out[0] if isinstance(out, (tuple, list)) else out
 

@@ -52,7 +52,9 @@ class FlashInferPrefill(Provider):
             return NO_BACKWARD
         reason = super().unsupported(workload, pass_)
         if reason is None and workload.batch != 1:
-            reason = "single_prefill_with_kv_cache takes one request (batch 1); batches need its batch wrappers"
+            reason = (
+                "single_prefill_with_kv_cache takes one request (batch 1); batches need its batch wrappers"
+            )
         return reason
 
     def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:

@@ -17,6 +17,8 @@ gets the bf16 head-dim-128 variants prebuilt (scripts/carry), so only those dims
 
 from __future__ import annotations
 
+import itertools
+
 from attnbench.bench import masks
 from attnbench.bench.providers.base import (
     Prepared,
@@ -116,7 +118,7 @@ def dense_from_ranges(rows, total_q: int, total_k: int):
 
 def q_ranges_overlap(rows) -> bool:
     spans = sorted((r[0], r[1]) for r in rows)
-    return any(a_end > b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    return any(a_end > b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
 
 
 class MagiFFA(Provider):
@@ -144,9 +146,9 @@ class MagiFFA(Provider):
 
     def unsupported(self, workload: Workload, pass_: str) -> str | None:
         reason = super().unsupported(workload, pass_)
-        if reason is None and masks.get(workload.mask).name == "sliding_window":
-            if workload.seqlen_q != workload.seqlen_k:
-                reason = "sliding_window with seqlen_q != seqlen_k: not encoded as FFA ranges"
+        window = masks.get(workload.mask).name == "sliding_window"
+        if reason is None and window and workload.seqlen_q != workload.seqlen_k:
+            reason = "sliding_window with seqlen_q != seqlen_k: not encoded as FFA ranges"
         return reason
 
     def call_kwargs(self) -> dict:
@@ -160,7 +162,11 @@ class MagiFFA(Provider):
         rows = ffa_ranges(workload)
         q_ranges, k_ranges, types = ranges_tensors(rows, q.device)
         packed = tuple(
-            t.detach().transpose(1, 2).reshape(b * t.shape[2], t.shape[1], d).contiguous().requires_grad_(backward)
+            t.detach()
+            .transpose(1, 2)
+            .reshape(b * t.shape[2], t.shape[1], d)
+            .contiguous()
+            .requires_grad_(backward)
             for t in (q, k, v)
         )
         kwargs = self.call_kwargs()

@@ -94,7 +94,7 @@ class TransformerEngineBackend(TransformerEngine):
         prepared = super().prepare(q, k, v, workload, backward, unpin=False)
         try:
             prepared.run()  # the call that selects (TE's backend cache is reset above)
-        except Exception as exc:  # noqa: BLE001 - TE says why the pinned backend cannot run this
+        except Exception as exc:
             raise Unsupported(f"TE {self.backend} backend: {describe_exception(exc)}") from exc
         picked = picked_backend()
         if not picked.startswith(self.backend):
