@@ -8,9 +8,9 @@
 # WAIT_S (default 0): wait up to that long for that background JIT before returning (the last call).
 # Exit 0 when nothing failed (missing groups are reported, not failures); 2 on a checksum or install error.
 set -u
-C=/tmp/carry; P=$C/parts; mkdir -p "$P"
+C=${CARRY_DIR:-/tmp/carry}; P=$C/parts; mkdir -p "$P"
 REPO=$(pwd)
-PIP="python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"
+PIP=${CARRY_PIP:-"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"}
 echo "--- arrived ($(date +%T)):"; ls -la .carry/c*/ 2>/dev/null | grep -v MANIFEST || echo "(nothing under .carry/)"
 for f in .carry/c*/*; do [ -f "$f" ] && cp "$f" "$P/"; done
 [ -f "$P/MANIFEST" ] || { echo "no MANIFEST yet: carry a .carry/cNN folder"; exit 2; }
@@ -25,8 +25,8 @@ install_small() {
   $PIP --target /tmp/common "$d"/common/*.whl || return 1
   mkdir -p /tmp/fi && tar -xzf "$d/fi/flashinfer_stripped.tgz" -C /tmp/fi || return 1
   mkdir -p /tmp/te_small && cp "$d"/te/*.whl /tmp/te_small/ || return 1
-  ( setsid nohup bash -c "for sw in 0 1; do python3 $REPO/scripts/carry/fi_jit.py \$sw > $C/fi_jit_\$sw.log 2>&1 &
-      done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
+  ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
+      > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
   echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
 }
 install_base() { mkdir -p "$ATTNBENCH_WHEELS" && cp "$1"/*.whl "$ATTNBENCH_WHEELS/"; }
@@ -46,17 +46,21 @@ while read -r group count sha; do
   echo "$sha  $C/$group.tar" | sha256sum -c --quiet - || { echo "$group: sha256 mismatch"; status=2; continue; }
   rm -rf "${C:?}/$group" && mkdir -p "$C/$group" && tar -xf "$C/$group.tar" -C "$C/$group" && rm -f "$C/$group.tar"
   install_"$group" "$C/$group"; rc=$?
-  if [ $rc -eq 0 ]; then touch "$C/done.$group"; rm -f "$P/$group".p*; echo "$group: installed now"
-  elif [ $rc -eq 3 ]; then :  # waits for another group: tried again next call
+  if [ $rc -eq 0 ]; then
+    touch "$C/done.$group"; rm -rf "$P/$group".p* "${C:?}/$group"; echo "$group: installed now"
+  elif [ $rc -eq 3 ]; then :  # waits for another group: tried again below or next call
   else echo "$group: install failed (rc $rc)"; status=2; fi
 done < "$P/MANIFEST"
 # tecore may have completed before small: one more try
 [ -f $C/done.small ] && [ ! -f $C/done.tecore ] && [ -d $C/tecore ] && install_tecore $C/tecore \
-  && touch $C/done.tecore && echo "tecore: installed now"
+  && touch $C/done.tecore && rm -rf $C/tecore && echo "tecore: installed now"
 
 wait_s=${1:-0}; t0=$(date +%s)
 while [ -f $C/done.small ] && [ ! -f $C/fi_jit.done ] && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 3; done
-[ -f $C/fi_jit.done ] && { echo "FlashInfer JIT done:"; tail -n 2 $C/fi_jit_*.log; }
-[ "$wait_s" -gt 0 ] && python3 "$REPO/scripts/carry/check_imports.py"
+if [ -f $C/fi_jit.done ]; then
+  grep -q '^rc=0' $C/fi_jit_0.log && grep -q '^rc=0' $C/fi_jit_1.log && echo "FlashInfer JIT: done" \
+    || { echo "FlashInfer JIT failed (the report's first FlashInfer call compiles instead):"; tail -n 4 $C/fi_jit_*.log; }
+elif [ -f $C/done.small ]; then echo "FlashInfer JIT: still compiling"; fi
+[ "$wait_s" -gt 0 ] && PYTHONPATH=$REPO/src:$PYTHONPATH python3 "$REPO/scripts/carry/check_imports.py"
 du -sh /tmp/te /tmp/fa4 /tmp/fi /tmp/magi /tmp/common 2>/dev/null
 exit $status
