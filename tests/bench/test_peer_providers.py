@@ -216,3 +216,15 @@ def test_peer_providers_are_unavailable_here_with_install_and_machine_note(monke
     assert "scripts/carry" in reason  # the GPU machine's note: what carries it there
     status, why = provider.why_not(_workload("full", dtype="bfloat16", head_dim=128), "fwd")
     assert (status, why) == ("unavailable", reason)
+
+
+def test_flash_attn2_beside_flash_attn4_alone_is_not_installed(monkeypatch, tmp_path):
+    # flash-attn-4's wheel has flash_attn/cute/ but no flash_attn/__init__.py: a namespace package
+    (tmp_path / "flash_attn" / "cute").mkdir(parents=True)
+    for name in [m for m in sys.modules if m == "flash_attn" or m.startswith("flash_attn.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ATTNBENCH_PROVIDER_NOTES", str(NOTES))
+    reason = providers.get("flash_attn2").unavailable()
+    assert reason.startswith("not installed (only flash-attn-4's namespace package flash_attn)")
+    assert "source-only" in reason  # the GPU machine's note for flash_attn

@@ -17,6 +17,7 @@ from attnbench.bench.providers.base import (
     cuda_missing,
     describe_exception,
     import_failure,
+    machine_note,
     mark_seq_dynamic,
     module_version,
     to_bshd,
@@ -146,3 +147,18 @@ class FlashAttn2(FlashStyleProvider):
     module = "flash_attn"
     masks = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
+
+    def unavailable(self) -> str | None:
+        # flash-attn-4 installs flash_attn/cute/ without flash_attn/__init__.py: `flash_attn` then imports
+        # as an empty namespace package, which is FA2 not being installed (not a failed load)
+        import importlib
+
+        try:
+            namespace_only = getattr(importlib.import_module(self.module), "__file__", None) is None
+        except Exception:  # noqa: BLE001 - the base class reports import failures
+            namespace_only = False
+        if namespace_only:
+            reason = f"not installed (only flash-attn-4's namespace package flash_attn); to install: {self.install}"
+            note = machine_note(self.module)
+            return f"{reason}; on this machine: {note}" if note else reason
+        return super().unavailable()
