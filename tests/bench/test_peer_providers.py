@@ -228,3 +228,23 @@ def test_flash_attn2_beside_flash_attn4_alone_is_not_installed(monkeypatch, tmp_
     reason = providers.get("flash_attn2").unavailable()
     assert reason.startswith("not installed (only flash-attn-4's namespace package flash_attn)")
     assert "source-only" in reason  # the GPU machine's note for flash_attn
+
+
+def test_flash_attn4_compiled_traces_the_forward_as_one_custom_op(monkeypatch):
+    calls = []
+
+    def flash_attn_func(q, k, v, causal=False, window_size=(None, None)):
+        calls.append(window_size)
+        i, j = torch.arange(q.shape[1])[:, None], torch.arange(k.shape[1])[None, :]
+        allowed = (j <= i) if causal else torch.ones(q.shape[1], k.shape[1], dtype=torch.bool)
+        if window_size[0] is not None:
+            allowed = allowed & (j >= i - window_size[0])
+        return torch.stack([_dense_attention(q[b], k[b], v[b], allowed) for b in range(q.shape[0])]), None
+
+    _fake_module(monkeypatch, "flash_attn.cute", flash_attn_func=flash_attn_func)
+    w = _workload("sliding_window", window=8)
+    q, k, v = _inputs(w)
+    prepared = providers.get("flash_attn4_compiled").prepare(q, k, v, w)
+    result = compare(prepared.to_canonical(prepared.run()), reference_attention(q, k, v, w), w.dtype)
+    assert result.ok, result.reason
+    assert calls[-1] == (7, 0)

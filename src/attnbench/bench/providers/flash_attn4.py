@@ -41,16 +41,27 @@ def fa4_window(workload: Workload) -> dict:
 
 
 def fa4_forward_op():
-    """FA4's forward as a custom op `attnbench_fa4::fwd(q, k, v, causal, window_left) -> out` (once)."""
+    """FA4's forward as a custom op `attnbench_fa4::fwd(q, k, v, causal, window_left) -> out` (registered
+    once per process; FA4's function is looked up at each call, ~1 us, so the op never holds a stale one)."""
     global _OP
     if _OP is None:
         import torch
-        from flash_attn.cute import flash_attn_func
 
-        @torch.library.custom_op("attnbench_fa4::fwd", mutates_args=())
-        def fwd(
-            q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_left: int
-        ) -> torch.Tensor:
+        try:
+            _OP = torch.ops.attnbench_fa4.fwd  # registered already (an earlier import of this module)
+            return _OP
+        except (AttributeError, RuntimeError):
+            pass
+
+        # the schema is spelled out: this module's annotations are strings (postponed evaluation)
+        @torch.library.custom_op(
+            "attnbench_fa4::fwd",
+            mutates_args=(),
+            schema="(Tensor q, Tensor k, Tensor v, bool causal, int window_left) -> Tensor",
+        )
+        def fwd(q, k, v, causal, window_left):
+            from flash_attn.cute import flash_attn_func
+
             window = (window_left, 0) if window_left >= 0 else (None, None)
             out = flash_attn_func(q, k, v, causal=causal, window_size=window)
             return (out[0] if isinstance(out, (tuple, list)) else out).contiguous()
