@@ -4,7 +4,7 @@
 #   /tmp/fa4     FlashAttention-4 + CuTe DSL;  /tmp/fi  FlashInfer;  /tmp/common  apache-tvm-ffi, c-dlpack
 #   /tmp/magi    MagiAttention source tree (FFA) + debugpy stub; its JIT cache in /tmp/magi/ws
 #   /tmp/carry/base  the .whl/ wheels that scripts/device_env.sh installs (FA3, xFormers, ...)
-NV=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__) if nvidia.__file__ else nvidia.__path__[0])' 2>/dev/null)
+NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)  # torch's pip CUDA libraries
 # libtransformer_engine.so NEEDs libcudnn_*.so.9 without a RUNPATH: without torch's pip cuDNN first on the
 # path the loader takes the image's system cuDNN, which clashes ("undefined symbol ... libcudnn_graph.so.9")
 if [ -n "$NV" ]; then
