@@ -14,6 +14,8 @@ fi
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
 export MAGI_ATTENTION_WORKSPACE_BASE=/tmp/magi/ws   # FFA's JIT cache (the prebuilt kernels are there)
+# names FFA's JIT cache folder (.cache/magi_attention/90/...) as when the prebuilt kernels were made (sm90 only)
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi_ws TVM_FFI_CACHE_DIR=/tmp/tvm_ffi_cache
 export MAX_JOBS=${MAX_JOBS:-16}
 # nvidia_cutlass_dsl adds dsl_packages to sys.path through a .pth file, which python does not read from a
