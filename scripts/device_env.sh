@@ -4,10 +4,12 @@
 # Everything goes into /tmp/site (on PYTHONPATH) except CUDA 12's runtime, which gets its own target so
 # that its nvidia/ package cannot shadow torch's CUDA 13 libraries; its lib folder goes on
 # LD_LIBRARY_PATH, where xFormers' CUDA-12 _C.so finds libcudart.so.12.
+# ATTNBENCH_WHEELS: where the wheels are (default .whl; scripts/carry/env.sh points it at /tmp/carry/base)
+W=${ATTNBENCH_WHEELS:-.whl}
 pip_install() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$@"; }
 shopt -s nullglob
-cuda12=(.whl/nvidia_cuda_runtime_cu12-*.whl)
-others=(); for w in .whl/*.whl; do [[ $w == .whl/nvidia_cuda_runtime_cu12-* ]] || others+=("$w"); done
+cuda12=("$W"/nvidia_cuda_runtime_cu12-*.whl)
+others=(); for w in "$W"/*.whl; do [[ $w == "$W"/nvidia_cuda_runtime_cu12-* ]] || others+=("$w"); done
 if [ ${#others[@]} -gt 0 ]; then
   pip_install /tmp/site "${others[@]}" || { echo "wheel install failed"; return 3; }
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

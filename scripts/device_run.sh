@@ -17,7 +17,8 @@ while [ $# -gt 0 ]; do
   notebooks+=("$1"); shift
 done
 nvidia-smi -L || true
-python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
+# ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)
+timeout "${ATTNBENCH_RUN_TIMEOUT:-0}" python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
 names=(); for nb in "${notebooks[@]}"; do n=$(basename "$nb" .md); [ -d "outputs/$n" ] && names+=("outputs/$n"); done
 [ ${#names[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${names[@]}"

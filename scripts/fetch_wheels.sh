@@ -6,8 +6,8 @@
 #   PyPI, for CPython 3.12 manylinux x86-64
 # Deliberately --no-deps: torch, numpy and huggingface_hub are already on the GPU machine, and
 # cudnn-frontend's declared nvidia-cutlass-dsl/apache-tvm-ffi serve only its CuTe-DSL engines (not
-# needed for cuDNN's own SDPA on Hopper). Transformer Engine, flash-attn 2 and flash-attn-4 are NOT
-# fetched: scripts/gpu_machine_notes.yaml says why.
+# needed for cuDNN's own SDPA on Hopper). flash-attn 2 is NOT fetched (scripts/gpu_machine_notes.yaml says
+# why); Transformer Engine, flash-attn-4, MagiAttention's FFA and FlashInfer travel by scripts/carry/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl

@@ -160,9 +160,12 @@ def test_each_providers_masks_are_derived_from_its_declared_features(provider):
     assert "full" in runs and "causal" in runs  # every attention provider has at least a causal flag
 
 
-def test_a_mask_needing_a_feature_nobody_declares_runs_only_where_any_mask_mod_runs():
+def test_a_mask_needing_a_feature_nobody_declares_runs_only_where_any_mask_mod_runs(monkeypatch):
+    from attnbench.masks import base
+
+    monkeypatch.setitem(base.FEATURES, "a_test_feature", "a feature no provider declares")
     features_nobody_has = masks.Mask("needs_block", "test", build=lambda w, d: None, count=lambda w: 0,
-                                     requires=("block_causal",))  # fmt: skip
+                                     requires=("a_test_feature",))  # fmt: skip
     masks.register(features_nobody_has)
     try:
         runners = {p.name for p in providers.all_providers() if "needs_block" in p.supported_masks()}

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from attnbench.bench.providers.base import Prepared, Provider, Unsupported
 from attnbench.bench.providers.cudnn_frontend import CudnnFrontend, CudnnFrontendFp8
-from attnbench.bench.providers.flash_attn import FlashAttn2, FlashAttn4
+from attnbench.bench.providers.flash_attn import FlashAttn2
 from attnbench.bench.providers.flash_attn3 import FlashAttn3, FlashAttn3Fp8
+from attnbench.bench.providers.flash_attn4 import FlashAttn4
+from attnbench.bench.providers.flashinfer_prefill import FlashInferPrefill
 from attnbench.bench.providers.flex import FlexAttention
 from attnbench.bench.providers.hf_kernels import HfKernel
+from attnbench.bench.providers.magi_ffa import MagiFFA
 from attnbench.bench.providers.sage import SageProvider, SageVarlen
 from attnbench.bench.providers.sdpa import SdpaProvider
 from attnbench.bench.providers.te import TransformerEngine
+from attnbench.bench.providers.te_backends import TransformerEngineBackend
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.providers.xformers import XFormers
 
@@ -39,6 +43,7 @@ _REGISTRY: list[Provider] = [
     FlashAttn3("flash_attn3_compiled", compiled=True),
     FlashAttn3Fp8("flash_attn3_fp8"),
     FlashAttn4("flash_attn4"),
+    FlashAttn4("flash_attn4_compiled", compiled=True),
     HfKernel("hf_flash_attn", "kernels-community/flash-attn"),
     HfKernel("hf_flash_attn3", "kernels-community/flash-attn3"),
     SageProvider("sage_sageattn", "sageattn"),
@@ -50,6 +55,12 @@ _REGISTRY: list[Provider] = [
     SageProvider("sage_qk_int8_pv_fp8_cuda_sm90", "sageattn_qk_int8_pv_fp8_cuda_sm90"),
     TransformerEngine("te_bshd", "bshd"),
     TransformerEngine("te_sbhd", "sbhd"),
+    TransformerEngineBackend("te_flash", "flash"),
+    TransformerEngineBackend("te_fused", "fused"),
+    TransformerEngineBackend("te_unfused", "unfused"),
+    MagiFFA("magi_ffa"),  # disable_fwd_atomic_reduction=True (q_ranges never overlap here)
+    MagiFFA("magi_ffa_default", no_fwd_atomic=False),  # the library's defaults
+    FlashInferPrefill("flashinfer"),
     XFormers("xformers"),
     XFormers("xformers_compiled", compiled=True),
     XFormers("xformers_cutlass", op="cutlass"),

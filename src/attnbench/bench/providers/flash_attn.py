@@ -1,8 +1,8 @@
 """FlashAttention 2 (`flash_attn.flash_attn_func`), plain and under torch.compile.
 
 The same calling convention (bshd tensors, `causal=`, `window_size=(left, right)`, GQA by head count,
-causal aligned bottom-right) is shared by FlashAttention 3 and the HF `kernels` builds, which subclass
-`FlashStyleProvider` and only change how the function is found.
+causal aligned bottom-right) is shared by FlashAttention 3 and 4 and the HF `kernels` builds, which subclass
+`FlashStyleProvider` (FlashAttention-4: flash_attn4.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from attnbench.bench.providers.base import (
     cuda_missing,
     describe_exception,
     import_failure,
+    machine_note,
     mark_seq_dynamic,
     module_version,
     to_bshd,
@@ -148,14 +149,17 @@ class FlashAttn2(FlashStyleProvider):
     mask_features = ("causal", "window", "documents")
     install = "pip install flash-attn --no-build-isolation (compiles CUDA sources: long; needs nvcc)"
 
+    def unavailable(self) -> str | None:
+        # flash-attn-4 installs flash_attn/cute/ without flash_attn/__init__.py: `flash_attn` then imports
+        # as an empty namespace package, which is FA2 not being installed (not a failed load)
+        import importlib
 
-class FlashAttn4(FlashStyleProvider):
-    """FlashAttention-4 (CuTe DSL, JIT-compiled; sm90 and sm100), `flash_attn.cute.flash_attn_func`."""
-
-    family = "flash_attn4"
-    hue = "#843c39"
-    module = "flash_attn.cute"
-    install = "pip install --pre flash-attn-4 (pulls nvidia-cutlass-dsl; kernels JIT-compile on first call)"
-    head_dims = (64, 96, 128)
-    dtypes = ("bfloat16", "float16")
-    mask_features = ("causal",)  # its window_size convention differs (None = unbounded): not mapped yet
+        try:
+            namespace_only = getattr(importlib.import_module(self.module), "__file__", None) is None
+        except Exception:  # noqa: BLE001 - the base class reports import failures
+            namespace_only = False
+        if namespace_only:
+            reason = f"not installed (only flash-attn-4's namespace package flash_attn); to install: {self.install}"
+            note = machine_note(self.module)
+            return f"{reason}; on this machine: {note}" if note else reason
+        return super().unavailable()

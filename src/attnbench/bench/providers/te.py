@@ -41,8 +41,13 @@ class TransformerEngine(Provider):
             return "sliding_window with seqlen_q != seqlen_k not mapped onto window_size"
         return reason
 
-    def prepare(self, q, k, v, workload: Workload, backward: bool = False) -> Prepared:
+    def prepare(self, q, k, v, workload: Workload, backward: bool = False, unpin: bool = True) -> Prepared:
         from transformer_engine.pytorch import DotProductAttention
+
+        if unpin:  # TE picks its backend itself: drop the pins a te_backends row left (te_backends.py)
+            from attnbench.bench.providers.te_backends import pin_backend
+
+            pin_backend(None)
 
         b, hq, sq, d = q.shape
         same = workload.seqlen_q == workload.seqlen_k

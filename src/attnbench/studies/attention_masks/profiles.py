@@ -33,8 +33,10 @@ EVERY_REGISTERED_MASK = "every registered mask"
 NOT_GPU = "smoke profile: not a GPU measurement"
 
 # The kernels the report is about first: the budget runs out in the last tier.
-FIRST = ["flash_attn3", "cudnn_frontend", "sdpa_cudnn", "flex"]
-THEN = ["xformers", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn_kv_repeated", "sdpa_efficient_kv_repeated",
+FIRST = ["flash_attn3", "magi_ffa", "cudnn_frontend", "sdpa_cudnn", "flex"]
+# the peers (FlashAttention-4, FlashInfer's forward, TE's cuDNN backend, FFA with its defaults) before the
+# PyTorch baselines
+THEN = ["flash_attn4", "flashinfer", "te_fused", "magi_ffa_default", "xformers", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn_kv_repeated", "sdpa_efficient_kv_repeated",
         "sdpa_math"]  # fmt: skip
 DEFAULT_PROVIDERS = FIRST + THEN
 # (providers, passes) in the order they run: forward and backward of every kernel before any
@@ -57,11 +59,21 @@ ASSUMED_TFLOPS = {
     "sdpa_efficient": 160.0,
     "sdpa_efficient_kv_repeated": 160.0,
     "sdpa_math": 25.0,
+    # the peers: the H100 numbers of ../shared/wheels (FFA at 16k GQA 64:8; FA4, TE at Flux S=4352)
+    "magi_ffa": 600.0,
+    "magi_ffa_default": 450.0,
+    "flash_attn4": 600.0,
+    "flash_attn4_compiled": 600.0,
+    "flashinfer": 550.0,
+    "te_flash": 550.0,
+    "te_fused": 450.0,
+    "te_unfused": 80.0,
 }
 FALLBACK_TFLOPS = 200.0
 BACKWARD_RATE = 0.85  # backward TFLOP/s as a fraction of forward (FA3 and cuDNN: ~0.85)
 
-FULL_PROVIDERS = [*DEFAULT_PROVIDERS, "flash_attn3_compiled", "xformers_fa3", "xformers_fa2", "flash_attn2"]
+FULL_PROVIDERS = [*DEFAULT_PROVIDERS, "flash_attn3_compiled", "xformers_fa3", "xformers_fa2", "flash_attn2",
+                  "flash_attn4_compiled", "te_flash", "te_unfused"]  # fmt: skip
 
 PROFILES: dict[str, dict] = {
     "smoke": {

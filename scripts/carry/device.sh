@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Device side, FIRST in every carry call, from the repository root:  bash scripts/carry/device.sh [WAIT_S]
+# 1. Stash: the carried .carry/ holds only what THIS call carried (earlier calls' folders are gone), so
+#    copy the arrivals to /tmp/carry/parts, which survives between calls while the machine stays warm.
+# 2. Install every group whose pieces are all there now (once; /tmp/carry/done.<group> marks it).
+# 3. Once FlashInfer is installed, JIT-compile its single-prefill modules in the background (setsid:
+#    it outlives this call), so that the notebooks find them cached.
+# WAIT_S (default 0): wait up to that long for that background JIT before returning (the last call).
+# Exit 0 when nothing failed (missing groups are reported, not failures); 2 on a checksum or install error.
+set -u
+C=${CARRY_DIR:-/tmp/carry}; P=$C/parts; mkdir -p "$P"
+REPO=$(pwd)
+PIP=${CARRY_PIP:-"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"}
+echo "--- arrived ($(date +%T)):"; ls -la .carry/c*/ 2>/dev/null | grep -v MANIFEST || echo "(nothing under .carry/)"
+for f in .carry/c*/*; do [ -f "$f" ] && cp "$f" "$P/"; done
+[ -f "$P/MANIFEST" ] || { echo "no MANIFEST yet: carry a .carry/cNN folder"; exit 2; }
+source "$REPO/scripts/carry/env.sh"
+
+install_small() {
+  local d=$1
+  # MagiAttention: source tree + debugpy stub in /tmp/magi; the prebuilt .so files hold absolute paths
+  # under /tmp/magi (the helper extension inside the source tree, the 4 JIT kernels in the JIT cache)
+  mkdir -p /tmp/magi && tar -xJf "$d/magi/magi_src.tar.xz" -C /tmp/magi && tar -xzf "$d/magi/ffa_built.tgz" -C / \
+    || return 1
+  $PIP --target /tmp/common "$d"/common/*.whl || return 1
+  mkdir -p /tmp/fi && tar -xzf "$d/fi/flashinfer_stripped.tgz" -C /tmp/fi || return 1
+  mkdir -p /tmp/te_small && cp "$d"/te/*.whl /tmp/te_small/ || return 1
+  ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
+      > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
+  echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
+}
+install_base() { mkdir -p "$ATTNBENCH_WHEELS" && cp "$1"/*.whl "$ATTNBENCH_WHEELS/"; }
+# all CuTe DSL wheels in ONE pip call: they share nvidia_cutlass_dsl/, a second --target call replaces it
+install_fa4() { rm -rf /tmp/fa4 && $PIP --target /tmp/fa4 "$1"/*.whl; }
+install_tecore() {
+  [ -f $C/done.small ] || { echo "tecore waits for group small (TE metapackage, torch extension)"; return 3; }
+  $PIP --target /tmp/te "$1"/*.whl /tmp/te_small/*.whl
+}
+
+status=0
+while read -r group count sha; do
+  [ -f "$C/done.$group" ] && { echo "$group: installed"; continue; }
+  have=$(ls "$P/$group".p* 2>/dev/null | wc -l)
+  if [ "$have" -lt "$count" ]; then echo "$group: $have of $count pieces"; continue; fi
+  cat "$P/$group".p* > "$C/$group.tar"
+  echo "$sha  $C/$group.tar" | sha256sum -c --quiet - || { echo "$group: sha256 mismatch"; status=2; continue; }
+  rm -rf "${C:?}/$group" && mkdir -p "$C/$group" && tar -xf "$C/$group.tar" -C "$C/$group" && rm -f "$C/$group.tar"
+  install_"$group" "$C/$group"; rc=$?
+  if [ $rc -eq 0 ]; then
+    touch "$C/done.$group"; rm -rf "$P/$group".p* "${C:?}/$group"; echo "$group: installed now"
+  elif [ $rc -eq 3 ]; then :  # waits for another group: tried again below or next call
+  else echo "$group: install failed (rc $rc)"; status=2; fi
+done < "$P/MANIFEST"
+# tecore may have completed before small: one more try
+[ -f $C/done.small ] && [ ! -f $C/done.tecore ] && [ -d $C/tecore ] && install_tecore $C/tecore \
+  && touch $C/done.tecore && rm -rf $C/tecore && echo "tecore: installed now"
+
+wait_s=${1:-0}; t0=$(date +%s)
+while [ -f $C/done.small ] && [ ! -f $C/fi_jit.done ] && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 3; done
+if [ -f $C/fi_jit.done ]; then
+  grep -q '^rc=0' $C/fi_jit_0.log && grep -q '^rc=0' $C/fi_jit_1.log && echo "FlashInfer JIT: done" \
+    || { echo "FlashInfer JIT failed (the report's first FlashInfer call compiles instead):"; tail -n 4 $C/fi_jit_*.log; }
+elif [ -f $C/done.small ]; then echo "FlashInfer JIT: still compiling"; fi
+[ "$wait_s" -gt 0 ] && PYTHONPATH=$REPO/src:$PYTHONPATH python3 "$REPO/scripts/carry/check_imports.py"
+du -sh /tmp/te /tmp/fa4 /tmp/fi /tmp/magi /tmp/common 2>/dev/null
+exit $status
