@@ -47,4 +47,7 @@ def test_the_check_sees_lazy_and_package_root_imports(tmp_path):
     engine.mkdir()
     (engine / "a.py").write_text("import attnbench\nfrom attnbench.notebook import x\n")
     (engine / "b.py").write_text("def f():\n    from attnbench.bench.results import Workload\n")
-    assert outside_imports(engine) == ["notebook/a.py:1 imports attnbench", "notebook/b.py:2 imports attnbench.bench.results"]
+    assert outside_imports(engine) == [
+        "notebook/a.py:1 imports attnbench",
+        "notebook/b.py:2 imports attnbench.bench.results",
+    ]

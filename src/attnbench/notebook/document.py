@@ -137,10 +137,10 @@ def current_platform() -> str:
 def env_name(cell_id: str) -> str:
     """The upper-case form of an id in $UVNOTE_INPUT_<ID> / $ATTNBENCH_INPUT_<ID> (uvnote's rule:
     letters and digits upper-cased, anything else '_'): two ids with one form cannot both be inputs.
-    The one naming rule is attnbench._var, which launchers and attnbench.inputs() use too."""
-    from attnbench import _var
+    The one naming rule lives in inputs.py, which launchers and inputs() use too."""
+    from attnbench.notebook.inputs import env_name as rule
 
-    return _var(cell_id)
+    return rule(cell_id)
 
 
 class NotebookError(Exception):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnbench import _var  # the one naming rule, shared with attnbench.inputs()
 from attnbench.notebook.document import Cell, Need
+from attnbench.notebook.inputs import env_name as _var  # the one naming rule, shared with inputs()
 from attnbench.notebook.machine import Interpreter
 
 DEFAULT_MASTER_PORT = "29500"

@@ -8,6 +8,7 @@ before any cell starts.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -185,28 +186,31 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# `attnbench.<part>[.<sub>]`, `from attnbench import <part>, ...` or `from attnbench.<part> import <sub>`:
-# how code names the parts it uses (a grouping folder's parts are "<folder>.<sub>").
-_PART_REF = re.compile(
-    r"\battnbench\.(\w+)(?:\.(\w+))?"
-    r"|\bfrom[ \t]+attnbench(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
-)
+# `pkg.<part>[.<sub>]`, `from pkg import <part>, ...` or `from pkg.<part> import <sub>`: how code names
+# the parts of the indexed package `pkg` it uses (a grouping folder's parts are "<folder>.<sub>").
+@functools.cache
+def _part_ref(package: str) -> re.Pattern[str]:
+    name = re.escape(package)
+    return re.compile(
+        rf"\b{name}\.(\w+)(?:\.(\w+))?"
+        rf"|\bfrom[ \t]+{name}(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
+    )
 
 
-def _referenced_parts(text: str) -> set[str]:
+def _referenced_parts(text: str, package: str = "attnbench") -> set[str]:
     """Every name a part could be known by: `attnbench.studies.x` gives "studies" and "studies.x";
     SourceIndex keeps those that are parts."""
     found = set()
-    for dotted, sub, package, imported in _PART_REF.findall(text):
+    for dotted, sub, subpackage, imported in _part_ref(package).findall(text):
         if dotted:
             found.add(dotted)
             if sub:
                 found.add(f"{dotted}.{sub}")
         else:  # "a, b as c" or "(a,\n b)"
             names = [name.split()[0] for name in imported.strip("()").split(",") if name.strip()]
-            if package:
-                found.add(package)
-                found.update(f"{package}.{name}" for name in names)
+            if subpackage:
+                found.add(subpackage)
+                found.update(f"{subpackage}.{name}" for name in names)
             else:
                 found.update(names)
     return found
@@ -235,7 +239,8 @@ def _canonical(text: str) -> str:
 
 @dataclass
 class SourceIndex:
-    """src/attnbench split into parts (each subpackage, each top-level module), EXCLUDING notebook/:
+    """The project's indexed package (project.py: src/attnbench here) split into parts (each subpackage,
+    each top-level module), EXCLUDING the engine's folder where the package ships it (notebook/):
     the engine never runs inside a cell, so editing it must not invalidate results (the script
     template's own changes are covered by SCRIPT_FORMAT).
 
@@ -249,12 +254,16 @@ class SourceIndex:
 
     files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
     package_dir: Path
+    package: str = "attnbench"  # the name cells import it by
     _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
     _refs: dict[str, frozenset[str]] = field(default_factory=dict)
     _hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, package_dir: Path) -> SourceIndex:
+    def of(
+        cls, package_dir: Path, package: str | None = None, engine_part: str | None = "notebook"
+    ) -> SourceIndex:
+        """`package` defaults to the folder's name; `engine_part` is left out of the index."""
         files: dict[str, list[Path]] = {}
         groups = {p.name for p in package_dir.iterdir() if p.is_dir() and _is_grouping(p)}
         for path in sorted(package_dir.rglob("*.py")):
@@ -262,9 +271,9 @@ class SourceIndex:
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
             if part in groups and len(rel.parts) > 2:
                 part = f"{rel.parts[0]}.{rel.parts[1]}"
-            if part != "notebook":
+            if part != engine_part:
                 files.setdefault(part, []).append(path)
-        return cls(files, package_dir)
+        return cls(files, package_dir, package or package_dir.name)
 
     def texts(self, part: str) -> list[tuple[str, str]]:
         if part not in self._texts:
@@ -278,7 +287,7 @@ class SourceIndex:
         """The parts the code of `part` names."""
         if part not in self._refs:
             self._refs[part] = frozenset(
-                ref for _, text in self.texts(part) for ref in _referenced_parts(text)
+                ref for _, text in self.texts(part) for ref in _referenced_parts(text, self.package)
             )
         return self._refs[part]
 
@@ -292,8 +301,8 @@ class SourceIndex:
         return self._hashes[part]
 
     def closure(self, source: str) -> list[str]:
-        """The parts `source` uses: attnbench/__init__.py always, plus what it imports, transitively."""
-        todo, seen = ["__init__", *_referenced_parts(source)], set()
+        """The parts `source` uses: the package's __init__.py always, plus what it imports, transitively."""
+        todo, seen = ["__init__", *_referenced_parts(source, self.package)], set()
         while todo:
             part = todo.pop()
             if part in seen or part not in self.files:

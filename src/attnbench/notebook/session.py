@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import attnbench
 from attnbench.notebook import machine as machine_mod
 from attnbench.notebook import store
 from attnbench.notebook.document import Notebook
 from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.machine import Interpreter, Machine, ProbeError
-from attnbench.notebook.materialise import attnbench_checkout
 from attnbench.notebook.plan import (
     CacheKey,
     Graph,
@@ -27,6 +25,7 @@ from attnbench.notebook.plan import (
     resolve_params,
     stale_reasons,
 )
+from attnbench.notebook.project import HOST_DIR, ProjectError, host_checkout, indexed_package
 from attnbench.notebook.store import CellResult, Status
 
 
@@ -167,11 +166,11 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
         label = store.check_label(options.label or machine_mod.detect_label())
     except ValueError as e:
         raise SetupError(str(e)) from None
-    package_dir = Path(attnbench.__file__).resolve().parent
-    # Only a source checkout's src/ goes on PYTHONPATH: an installed package's parent is a site-packages
-    # folder, which must not leak into another interpreter.
-    checkout = attnbench_checkout()
-    src_dir = package_dir.parent if checkout is not None and package_dir.parent.name == "src" else None
+    # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on
+    # PYTHONPATH: an installed package's parent is a site-packages folder, which must not leak into
+    # another interpreter.
+    checkout = host_checkout()
+    src_dir = HOST_DIR.parent if checkout is not None and HOST_DIR.parent.name == "src" else None
     all_nodes = graph.order([n for name in graph.notebooks for n in graph.nodes(name)])
     cells = [graph.cell(n) for n in all_nodes]
     interpreter = None
@@ -204,5 +203,13 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
                 envs[node] = {"kind": "uv", "python": versions[wanted]}
     except (ProbeError, LaunchError) as e:
         raise SetupError(str(e)) from None
-    sources = SourceIndex.of(package_dir)
+    try:
+        package = indexed_package(root)
+    except ProjectError as e:
+        raise SetupError(str(e)) from None
+    sources = (
+        SourceIndex.of(package.folder, package.name, package.engine_part)
+        if package is not None
+        else SourceIndex({}, root)
+    )
     return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, sources, src_dir)
