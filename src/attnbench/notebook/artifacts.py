@@ -14,12 +14,9 @@ import csv
 import json
 import re
 from collections.abc import Callable
-from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
-
-from attnbench.bench.results import Workload
 
 MAX_TABLE_ROWS = 200  # rows shown per table; the full file is a download link
 MAX_RECORDS = 20_000  # JSONL lines read for the curated view (beyond: counted, not read)
@@ -259,15 +256,24 @@ def _flatten(record: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-# ---- the curated view of attnbench result rows (src/attnbench/bench/results.py) ----
+# ---- the curated view of benchmark result rows (README: results.jsonl) ----
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
 NOT_MEASURED = ("unavailable", "unsupported")  # grouped by provider and reason instead of one row per shape
-WORKLOAD = tuple(f.name for f in fields(Workload))  # the row's workload columns, in schema order
+# A row's keys that say what was measured and how it went; every other top-level key describes the
+# workload (shape columns where they vary, constants where they do not), in the order rows give them.
+NOT_WORKLOAD = {"provider", "family", "status", "pass", "reason", "ms_median", "ms_p20", "ms_p80", "reps",
+                "tflops", "mfu", "peak_mem_bytes", "setup_ms", "timer", "max_abs", "mean_abs", "rel_l2",
+                "ok", "env", "extra"}  # fmt: skip
+
+
+def _workload_columns(records: list[dict]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k for r in records for k in r if k not in NOT_WORKLOAD))
 
 
 def _results(records: list[dict], total: int) -> dict[str, Any]:
     measured = [r for r in records if r.get("status") not in NOT_MEASURED]
+    WORKLOAD = _workload_columns(records)
     varying = [c for c in WORKLOAD if len({json.dumps(r.get(c)) for r in measured}) > 1]
     constants = [
         f"{c} {_plain(measured[0][c])}"

@@ -1,13 +1,9 @@
-"""What the site reads out of one run's artifacts, beyond showing them: the data behind the headline,
-the comparison across machines, the "as run" parameters and the page's raw-data download.
+"""What the site reads out of one run's artifacts, beyond showing them: the headline, the "as run"
+parameters and the page's raw-data download.
 
-Recognised by content, not by cell name:
-- result rows: a *.jsonl whose records all carry provider, status, pass and ms_median (README);
-- correctness checks of a separate cell: a *.jsonl of records with strategy/provider, mask and status;
-- targets: a *.json with {"targets": [{"target", "verdict", ...}]}; a single check: a *.json with a
-  top-level "verdict" (the trust check);
-- peaks: a *.json beside the rows with measured_matmul_peak_tflops / datasheet_peak_tflops (sweep.json);
-- the profile as it ran: a profile.json with a "profile" key (the gpu cell resolves `auto`).
+- headline: every cell's artifacts/headline.json (schema: headline.py), merged in cell order; a run
+  without one (it predates headline data) gets a plain note, a bad one a problem naming file and field;
+- the profile as it ran: a profile.json with a "profile" key (a setup cell resolves `auto`).
 """
 
 from __future__ import annotations
@@ -18,26 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from attnbench.report.headline import Headline, Target, headline, targets_from
+from attnbench.notebook.headline import HEADLINE_FILE, Headline, HeadlineError, load_headline
 
-RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
-MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not parsed for the headline (they are linked)
+MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not parsed (they are linked)
 RAW_SUFFIXES = {".jsonl", ".json", ".csv", ".tsv"}
 MAX_RAW_BYTES = 32 * 2**20  # raw data beyond this, in total, is left out of the page's zip (and listed)
 
 
 @dataclass
 class RunData:
-    rows: list[dict] = field(default_factory=list)  # every result row of the run, in cell order
-    result_files: list[str] = field(default_factory=list)  # "<cell>/artifacts/<file>"
-    checks: dict[tuple[str, str], str] = field(default_factory=dict)
-    targets: list[Target] = field(default_factory=list)
-    peaks: dict[str, float | None] = field(default_factory=dict)
+    headline: Headline | None = None  # None: no cell wrote headline.json
+    headline_files: list[str] = field(default_factory=list)  # "<cell>/artifacts/headline.json"
     profile: dict[str, Any] | None = None
     profile_source: str = ""
     raw: list[Path] = field(default_factory=list)  # files for the raw-data download
     problems: list[str] = field(default_factory=list)
-    headline: Headline = field(default_factory=Headline)
 
 
 def _artifacts(cell_dir: Path) -> list[Path]:
@@ -48,31 +39,9 @@ def _artifacts(cell_dir: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(root))
 
 
-def _records(path: Path, problems: list[str]) -> list[Any]:
-    records = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                problems.append(
-                    f"{path}:{number}: not JSON ({err.msg}); the line is left out of the headline"
-                )
-    return records
-
-
-def _document(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except ValueError:
-        return None
-
-
 def read_run(run_dir: Path, cells: list[str]) -> RunData:
-    """Everything under `run_dir` the headline and comparison need, cells in the order given
-    (folders not named in `cells` follow, sorted)."""
+    """Everything under `run_dir` the page's top needs, cells in the order given (folders not named in
+    `cells` follow, sorted)."""
     data = RunData()
     present = [d.name for d in sorted(run_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")]
     order = [c for c in cells if c in present] + [c for c in present if c not in cells]
@@ -82,45 +51,34 @@ def read_run(run_dir: Path, cells: list[str]) -> RunData:
             rel = str(PurePosixPath(cell, "artifacts", path.relative_to(cell_dir / "artifacts").as_posix()))
             if path.suffix.lower() in RAW_SUFFIXES:
                 data.raw.append(path)
-            if path.stat().st_size > MAX_READ_BYTES or path.suffix.lower() not in (".jsonl", ".json"):
+            if path.stat().st_size > MAX_READ_BYTES:
                 continue
-            if path.suffix.lower() == ".jsonl":
-                _read_records(data, path, rel)
-            else:
-                _read_document(data, path, cell, rel)
+            if path.name == HEADLINE_FILE and path.parent == cell_dir / "artifacts":
+                _read_headline(data, path, rel)
+            elif path.name == "profile.json" and data.profile is None:
+                _read_profile(data, path, rel)
     for path in (run_dir / "run.json", *(run_dir / c / "result.json" for c in order)):
         if path.is_file():
             data.raw.append(path)
-    data.headline = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
     return data
 
 
-def _read_records(data: RunData, path: Path, rel: str) -> None:
-    records = _records(path, data.problems)
-    dicts = [r for r in records if isinstance(r, dict)]
-    if dicts and len(dicts) == len(records) and all(RESULT_KEYS <= r.keys() for r in dicts):
-        data.rows += dicts
-        data.result_files.append(rel)
+def _read_headline(data: RunData, path: Path, rel: str) -> None:
+    try:
+        found = load_headline(path)
+    except HeadlineError as e:
+        data.problems.append(f"{e}; left off the page")
         return
-    for record in dicts:  # a separate correctness cell's verdicts (context parallel)
-        name = record.get("strategy") or record.get("provider")
-        if name and "mask" in record and "status" in record:
-            key = (str(name), str(record["mask"]))
-            # several checks of one strategy and mask (kernels, options): the worst one counts
-            if data.checks.get(key, "ok") == "ok":
-                data.checks[key] = str(record["status"])
+    data.headline = found if data.headline is None else data.headline.merged(found)
+    data.headline_files.append(rel)
 
 
-def _read_document(data: RunData, path: Path, cell: str, rel: str) -> None:
-    document = _document(path)
-    if not isinstance(document, dict):
+def _read_profile(data: RunData, path: Path, rel: str) -> None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError:
         return
-    source = rel if isinstance(document.get("targets"), list) else cell
-    data.targets += targets_from(document, source)
-    for key, name in (("measured_matmul_peak_tflops", "measured"), ("datasheet_peak_tflops", "datasheet")):
-        if isinstance(document.get(key), (int, float)) and name not in data.peaks:
-            data.peaks[name] = float(document[key])
-    if path.name == "profile.json" and "profile" in document and data.profile is None:
+    if isinstance(document, dict) and "profile" in document:
         data.profile, data.profile_source = document, rel
 
 

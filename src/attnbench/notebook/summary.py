@@ -12,10 +12,10 @@ from typing import Any
 
 from attnbench.notebook import artifacts as show
 from attnbench.notebook import provenance
+from attnbench.notebook.headline import Entry
 from attnbench.notebook.sitedata import RunData
-from attnbench.report.headline import PASS_NAMES, Headline, tflops_text
 
-CPU_WARNING = "CPU smoke run: not a GPU measurement"
+NO_HEADLINE = "No headline: this run predates headline data; re-run the report cell."
 # profile.json entries shown beside the params: the shapes and passes that actually ran
 AS_RUN_KEYS = (
     "device",
@@ -31,93 +31,49 @@ AS_RUN_KEYS = (
 )
 
 
-def _percent(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
+def number_text(value: float | None) -> str:
+    """One decimal from 10 up; three significant digits below (a CPU smoke run's tiny numbers)."""
+    if value is None:
+        return ""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
-def headline_view(data: RunData, machine: dict) -> dict[str, Any]:
-    """The headline block: verdict badges, one sentence per pass, failures, the table of the best."""
-    h = data.headline
-    cpu = h.cpu or (not machine.get("gpu") and bool(h.bests))
-    rows = [
-        {
-            "pass": PASS_NAMES.get(b.pass_, b.pass_),
-            "shape": b.shape,
-            "provider": b.provider,
-            "checked": b.checked,
-            "tflops": tflops_text(b.tflops) if b.tflops is not None else "",
-            "ms": f"{b.ms:.4g}",
-            "share": _percent(b.peak_share),
-            "peak": b.peak,
-            "runner_up": b.runner_up,
-            "runner_up_tflops": tflops_text(b.runner_up_tflops) if b.runner_up_tflops is not None else "",
-            "slower": f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "",
-            "quantised": b.quantised,
-        }
-        for b in h.bests
-    ]
+def _entry_row(e: Entry) -> dict[str, Any]:
     return {
-        "cpu": cpu,
-        "cpu_warning": CPU_WARNING,
-        "sentences": h.sentences,
-        "rows": rows,
-        "peaks": sorted({b.peak for b in h.bests if b.peak}),
-        "incorrect": h.incorrect,
-        "missed": h.missed,
-        "met": h.met,
-        "unchecked": h.unchecked_targets,
-        "badges": verdict_badges(h, cpu),
-        "empty": h.empty,
-        "result_files": data.result_files,
+        "group": e.group,
+        "label": e.label,
+        "winner": e.winner,
+        "value": number_text(e.value),
+        "unit": e.unit,
+        "detail": e.detail,
+        "runner_up": e.runner_up,
+        "runner_up_value": number_text(e.runner_up_value),
+        "margin": e.margin,
+        "notes": e.notes,
     }
 
 
-def verdict_badges(h: Headline, cpu: bool = False) -> list[dict[str, str]]:
-    """Badges that summarise the verdicts: a missed target or a wrong result is red, never green."""
-    badges = []
-    targets = [t for t in h.targets if t.source.endswith(".json")]  # a targets file's lines
-    checks = [t for t in h.targets if not t.source.endswith(".json")]  # single verdicts (trust check)
-    if targets:
-        missed = sum(t.verdict == "missed" for t in targets)
-        unchecked = sum(t.verdict == "not checked" for t in targets)
-        met = len(targets) - missed - unchecked
-        text = f"targets: {met} of {len(targets)} met"
-        text += f", {missed} missed" if missed else ""
-        text += f", {unchecked} not checked" if unchecked else ""
-        css = "bad" if missed else "quiet" if unchecked else "good"
-        title = "on a CPU smoke run the GPU targets cannot be met" if cpu and missed else ""
-        badges.append({"text": text, "css": css, "title": title})
-    for check in checks:
-        css = {"met": "good", "missed": "bad"}.get(check.verdict, "quiet")
-        word = {"met": "holds", "missed": "FAILS"}.get(check.verdict, check.said or "not checked")
-        badges.append({"text": f"{check.name} check {word}", "css": css, "title": check.detail})
-    if h.incorrect:
-        n = len(h.incorrect)
-        badges.append({"text": f"{n} correctness failure{'s' if n > 1 else ''}", "css": "bad", "title": ""})
-    elif h.bests:
-        badges.append({"text": "no correctness failure", "css": "good", "title": ""})
-    return badges
-
-
-def index_lines(h: Headline) -> list[str]:
-    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak)."""
-    lines = []
-    for pass_ in dict.fromkeys(b.pass_ for b in h.bests):
-        bests = [b for b in h.bests if b.pass_ == pass_]
-        contested = [b for b in bests if b.candidates > 1] or bests
-        leader = max(dict.fromkeys(b.provider for b in contested),
-                     key=lambda p: sum(b.provider == p for b in contested))  # fmt: skip
-        wins = [b for b in contested if b.provider == leader]
-        top = max(wins, key=lambda b: b.tflops or 0)
-        text = f"{PASS_NAMES.get(pass_, pass_)}: {leader}"
-        if len(contested) > 1:
-            text += f" ({len(wins)}/{len(contested)} shapes)"
-        if top.tflops is not None:
-            text += f", up to {tflops_text(top.tflops)} TFLOP/s"
-            if top.peak_share is not None:
-                text += f" ({_percent(top.peak_share)} of {top.peak} peak)"
-        lines.append(text)
-    return lines
+def headline_view(data: RunData) -> dict[str, Any]:
+    """The headline block, from the run's headline.json (headline.py): badges, lead sentences, failures,
+    missed targets, the table of entries; or the note that the run has none."""
+    h = data.headline
+    if h is None:
+        return {"missing": NO_HEADLINE, "badges": [], "sentences": [], "rows": [], "failures": [],
+                "missed": [], "not_gpu": False, "index_lines": []}  # fmt: skip
+    return {
+        "missing": "",
+        "not_gpu": h.not_gpu,
+        "sentences": h.sentences,
+        "index_lines": h.index_lines,
+        "badges": [{"text": b.text, "css": str(b.tone), "title": b.title} for b in h.badges],
+        "failures": h.failures,
+        "missed": h.missed,
+        "title": h.entries_title or "headline numbers",
+        "note": h.entries_note,
+        "units": sorted({e.unit for e in h.entries if e.unit}),
+        "rows": [_entry_row(e) for e in h.entries],
+        "files": data.headline_files,
+    }
 
 
 def notebook_timing(cells: list[dict]) -> dict[str, str]:
@@ -187,17 +143,17 @@ def as_run(params: dict, data: RunData) -> dict[str, Any]:
 def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: Path | None,
               machine: dict) -> dict[str, Any]:  # fmt: skip
     """Everything the top of a notebook page and its index line show, beside render.py's own view."""
-    head = headline_view(data, machine)
+    head = headline_view(data)
     results = [c["result"] for c in cells if c.get("result")]
     timing = notebook_timing(cells)
     return {
         "head": head,
-        "index_lines": index_lines(data.headline),
+        "index_lines": head["index_lines"],
         "timing": timing,
         # the index's "Finished"/"Took" are the notebook's own (cells' results), not the whole run's
         "finished": timing["finished"] or show.when(run.get("finished")),
         "took": timing["took"],
         "provenance": provenance_view(results, run_dir, repo),
         "as_run": as_run(run.get("params") or {}, data),
-        "not_gpu": head["cpu"] or (data.profile or {}).get("device") == "cpu",
+        "not_gpu": head["not_gpu"] or (data.profile or {}).get("device") == "cpu",
     }
