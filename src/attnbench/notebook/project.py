@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOST_NAME, ENGINE_NAME = __name__.split(".")[0], ".".join(__name__.split(".")[:2])  # attnbench(.notebook)
-HOST_DIR = Path(__file__).resolve().parents[len(__name__.split(".")) - 1]  # the package the engine ships in
+HOST_DIR = Path(__file__).resolve().parents[len(__name__.split(".")) - 2]  # the package the engine ships in
 ENGINE_DIR = HOST_DIR / ENGINE_NAME.split(".")[1]
 
 

@@ -184,15 +184,25 @@ def headline_of(folders: dict[str, Path]) -> tuple[page.Headline, list[str]]:
     return page_headline(h, data.result_files), data.problems
 
 
-def write_headline_of(*cells: str, out: Path | None = None) -> Path:
+def write_headline_of(*cells: str, here: str = "", out: Path | None = None) -> Path:
     """In a report cell: headline.json (in `out`, default the working directory) of the named upstream
-    cells' artifacts (`attnbench.inputs(cell)` finds each)."""
+    cells' artifacts (`attnbench.inputs(cell)` finds each; a cell that did not run on this machine is
+    left out, with a warning) plus, with `here` (this cell's id), the files this cell wrote so far."""
     from attnbench import inputs
 
-    result, problems = headline_of({cell: inputs(cell) for cell in cells})
+    out = Path(out or Path.cwd())
+    folders: dict[str, Path] = {}
+    for cell in cells:
+        try:
+            folders[cell] = inputs(cell)
+        except FileNotFoundError as e:
+            print(f"warning: {cell} left out of the headline: {e}")
+    if here:
+        folders[here] = out
+    result, problems = headline_of({c: f for c, f in folders.items() if f.is_dir()})
     for problem in problems:
         print(f"warning: {problem}")
-    path = page.write_headline(result, out or Path.cwd())
+    path = page.write_headline(result, out)
     print(f"{path.name}: {len(result.entries)} entries, {len(result.targets)} targets, "
           f"{len(result.failures)} failures")  # fmt: skip
     return path
