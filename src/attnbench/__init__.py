@@ -6,7 +6,7 @@ all that lives here.
 
 from __future__ import annotations
 
-from attnbench.notebook.inputs import inputs
+from attnbench.notebook.run.inputs import inputs
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "inputs"]

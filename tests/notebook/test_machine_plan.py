@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import cell, notebook
 
-from attnbench.notebook.document import Cell
-from attnbench.notebook.machine import (
+from attnbench.notebook.document.model import Cell
+from attnbench.notebook.run.machine import (
     Gpus,
     ProbeError,
     label_for,
@@ -18,13 +18,13 @@ from attnbench.notebook.machine import (
     probe_interpreter,
     slug,
 )
-from attnbench.notebook.plan import (
+from attnbench.notebook.run.plan import (
     SourceIndex,
     cell_key,
     load_graph,
     stale_reasons,
 )
-from attnbench.notebook.store import CellResult, Status
+from attnbench.notebook.run.store import CellResult, Status
 
 H200 = "NVIDIA H200, 570.86.15\n"
 
@@ -212,7 +212,7 @@ def test_a_cell_is_keyed_on_the_parts_it_imports_transitively(tmp_path):
 
 
 def test_the_indexed_package_is_a_project_setting(tmp_path):
-    from attnbench.notebook.project import ProjectError, indexed_package
+    from attnbench.notebook.run.project import ProjectError, indexed_package
 
     assert indexed_package(tmp_path) is None  # no setting, no package under src/: cells keyed on their code
     (tmp_path / "src" / "mine").mkdir(parents=True)

@@ -2,8 +2,8 @@
 
 from types import SimpleNamespace
 
-from attnbench.notebook.compare import comparison
-from attnbench.notebook.headline import Entry, Headline
+from attnbench.notebook.site.compare import comparison
+from attnbench.notebook.site.headline import Entry, Headline
 
 
 def _view(*entries: Entry) -> dict:

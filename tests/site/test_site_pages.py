@@ -10,7 +10,7 @@ from pathlib import Path
 
 from site_helpers import run_engine
 
-from attnbench.notebook.artifacts import image_size, terminal_text
+from attnbench.notebook.site.artifacts import image_size, terminal_text
 
 
 def page(site: Path, rel: str) -> str:

@@ -1,4 +1,4 @@
-"""A report's headline.json (the engine's schema, attnbench.notebook.headline) from its cells' artifacts.
+"""A report's headline.json (the engine's schema, attnbench.notebook.site.headline) from its cells' artifacts.
 
 Reads what the site used to read itself, recognised by content, not by cell name:
 - result rows: a *.jsonl whose records all carry provider, status, pass and ms_median (README);
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnbench.notebook import headline as page
+from attnbench.notebook.site import headline as page
 from attnbench.report.headline import PASS_NAMES, Headline, Target, headline, targets_from, tflops_text
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from attnbench.notebook.headline import HEADLINE_FILE, Headline, HeadlineError, load_headline
+from attnbench.notebook.site.headline import HEADLINE_FILE, Headline, HeadlineError, load_headline
 
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not parsed (they are linked)
 RAW_SUFFIXES = {".jsonl", ".json", ".csv", ".tsv"}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from attnbench.notebook import store
-from attnbench.notebook.session import Session
-from attnbench.notebook.store import Status
+from attnbench.notebook.run import store
+from attnbench.notebook.run.session import Session
+from attnbench.notebook.run.store import Status
 
 
 def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:

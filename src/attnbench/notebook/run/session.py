@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook import machine as machine_mod
-from attnbench.notebook import store
-from attnbench.notebook.document import Notebook
-from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError, dist_names
-from attnbench.notebook.machine import Interpreter, Machine, ProbeError
-from attnbench.notebook.plan import (
+from attnbench.notebook.document.model import Notebook
+from attnbench.notebook.run import machine as machine_mod
+from attnbench.notebook.run import store
+from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, dist_names
+from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
+from attnbench.notebook.run.plan import (
     CacheKey,
     Graph,
     NodeId,
@@ -25,8 +25,8 @@ from attnbench.notebook.plan import (
     resolve_params,
     stale_reasons,
 )
-from attnbench.notebook.project import HOST_DIR, ProjectError, host_checkout, indexed_package
-from attnbench.notebook.store import CellResult, Status
+from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
+from attnbench.notebook.run.store import CellResult, Status
 
 
 @dataclass

@@ -163,7 +163,7 @@ def probe_interpreter(python: str, dists=(), env: dict[str, str] | None = None) 
     """
     names = sorted(set(dists))
     if _is_this_interpreter(python, env):
-        from attnbench.notebook.probe import probe
+        from attnbench.notebook.run.probe import probe
 
         data = probe(names)
         return Interpreter(data["python"], data["torch"], data["cuda"], data["markers"], data["dists"])

@@ -17,10 +17,24 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from attnbench.notebook import artifacts as show
-from attnbench.notebook import compare, provenance, sitedata, summary
-from attnbench.notebook.artifacts import MAX_TEXT_CHARS, MEASURE, artifact_view, split_tail, terminal_text
-from attnbench.notebook.store import BAD_STATES, REPORT_ORDER, RUN_FILE, RecordError, load_result, load_run
+from attnbench.notebook.run import provenance
+from attnbench.notebook.run.store import (
+    BAD_STATES,
+    REPORT_ORDER,
+    RUN_FILE,
+    RecordError,
+    load_result,
+    load_run,
+)
+from attnbench.notebook.site import artifacts as show
+from attnbench.notebook.site import compare, sitedata, summary
+from attnbench.notebook.site.artifacts import (
+    MAX_TEXT_CHARS,
+    MEASURE,
+    artifact_view,
+    split_tail,
+    terminal_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +147,8 @@ class _Renderer:
         return [page, *pages]
 
     def _notebook_view(self, name: str, run_dir: Path, labels: list[str]) -> dict[str, Any]:
-        from .document import NotebookError
-        from .parse import parse_text
+        from attnbench.notebook.document.model import NotebookError
+        from attnbench.notebook.document.parse import parse_text
 
         problems: list[str] = []
         run = _read_record(load_run, run_dir, problems, missing=f"{run_dir / RUN_FILE} is missing") or {}

@@ -74,7 +74,7 @@ def _stored_artifacts(cell: str, notebook: str | None, cell_id: str, names: list
     outputs = Path(os.environ.get("ATTNBENCH_OUTPUTS") or root / "outputs")
     label = os.environ.get("ATTNBENCH_LABEL")
     if not label:
-        from attnbench.notebook.machine import detect_label  # runs nvidia-smi; only in standalone use
+        from attnbench.notebook.run.machine import detect_label  # runs nvidia-smi; only in standalone use
 
         label = detect_label()
     wanted = outputs / notebook / label / cell_id

@@ -5,7 +5,7 @@ link (and its #fragment) resolves; the headline (`#headline`) comes before the f
 on the first screen; nothing overflows sideways at 400 px. Screenshots (first screen at 1280 px light
 and dark, 400 px, and the whole page at 1280 px) go to a folder for a person to look at.
 
-    uv run python -m attnbench.notebook.sitecheck site/ --screenshots /tmp/shots
+    uv run python -m attnbench.tooling.sitecheck site/ --screenshots /tmp/shots
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
-from attnbench.notebook.browser import Chromium
+from attnbench.tooling.browser import Chromium
 
 DESKTOP = (1280, 900)
 NARROW = (400, 800)

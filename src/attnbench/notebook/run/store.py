@@ -24,8 +24,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.document import clip
-from attnbench.notebook.validate import FieldError, from_json, shown
+from attnbench.notebook.document.model import clip
+from attnbench.notebook.document.validate import FieldError, from_json, shown
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"

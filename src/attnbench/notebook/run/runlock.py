@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.notebook.store import now_iso
+from attnbench.notebook.run.store import now_iso
 
 LOCK_FILE = ".run.lock"
 POLL_S = 0.2

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnbench.notebook.document import MAX_ID_LENGTH, Need, NotebookError, clip
-from attnbench.notebook.pep723 import requirement_problem
+from attnbench.notebook.document.model import MAX_ID_LENGTH, Need, NotebookError, clip
+from attnbench.notebook.document.pep723 import requirement_problem
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]+")
 # uvnote's attributes (0.3.1 parser.py: id, deps, needs | depends, outputs, timeout, script, collapse-*,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.document import Cell, Need
-from attnbench.notebook.inputs import env_name as _var  # the one naming rule, shared with inputs()
-from attnbench.notebook.machine import Interpreter
+from attnbench.notebook.document.model import Cell, Need
+from attnbench.notebook.run.inputs import env_name as _var  # the one naming rule, shared with inputs()
+from attnbench.notebook.run.machine import Interpreter
 
 DEFAULT_MASTER_PORT = "29500"
 

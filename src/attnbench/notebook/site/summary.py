@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook import artifacts as show
-from attnbench.notebook import provenance
-from attnbench.notebook.headline import Entry
-from attnbench.notebook.sitedata import RunData
+from attnbench.notebook.run import provenance
+from attnbench.notebook.site import artifacts as show
+from attnbench.notebook.site.headline import Entry
+from attnbench.notebook.site.sitedata import RunData
 
 NO_HEADLINE = "No headline: this run predates headline data; re-run the report cell."
 # profile.json entries shown beside the params: the shapes and passes that actually ran

@@ -20,20 +20,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.notebook import provenance, store
-from attnbench.notebook.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
-from attnbench.notebook.launchers import (
+from attnbench.notebook.run import provenance, store
+from attnbench.notebook.run.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
+from attnbench.notebook.run.launchers import (
     LaunchError,
     cell_command,
     cell_environment,
     missing_deps,
     setup_command,
 )
-from attnbench.notebook.materialise import materialise
-from attnbench.notebook.plan import NodeId, node_name
-from attnbench.notebook.runlock import LockBusy, Locks
-from attnbench.notebook.session import Session, SetupError
-from attnbench.notebook.store import CellEntry, CellResult, RecordError, RunRecord, Status
+from attnbench.notebook.run.materialise import materialise
+from attnbench.notebook.run.plan import NodeId, node_name
+from attnbench.notebook.run.runlock import LockBusy, Locks
+from attnbench.notebook.run.session import Session, SetupError
+from attnbench.notebook.run.store import CellEntry, CellResult, RecordError, RunRecord, Status
 
 
 @dataclass

@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from attnbench.notebook import artifacts as show
-from attnbench.notebook.headline import Entry
-from attnbench.notebook.summary import number_text
+from attnbench.notebook.site import artifacts as show
+from attnbench.notebook.site.headline import Entry
+from attnbench.notebook.site.summary import number_text
 
 PAGE = "compare.html"
 

@@ -138,7 +138,7 @@ def env_name(cell_id: str) -> str:
     """The upper-case form of an id in $UVNOTE_INPUT_<ID> / $ATTNBENCH_INPUT_<ID> (uvnote's rule:
     letters and digits upper-cased, anything else '_'): two ids with one form cannot both be inputs.
     The one naming rule lives in inputs.py, which launchers and inputs() use too."""
-    from attnbench.notebook.inputs import env_name as rule
+    from attnbench.notebook.run.inputs import env_name as rule
 
     return rule(cell_id)
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from attnbench.notebook.attributes import fence_attributes
-from attnbench.notebook.document import Block, Cell, Notebook, NotebookError, env_name
-from attnbench.notebook.front_matter import FrontMatter, load_front_matter
-from attnbench.notebook.pep723 import ScriptMetadataError, split_script_metadata
+from attnbench.notebook.document.attributes import fence_attributes
+from attnbench.notebook.document.front_matter import FrontMatter, load_front_matter
+from attnbench.notebook.document.model import Block, Cell, Notebook, NotebookError, env_name
+from attnbench.notebook.document.pep723 import ScriptMetadataError, split_script_metadata
 
 # Spellings of Python that are not uvnote's (or our) cell marker ```python: refused, never silently shown.
 PYTHON_SPELLINGS = ("python", "py", "python3", "py3")

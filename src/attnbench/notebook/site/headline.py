@@ -34,7 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.validate import FieldError, from_json
+from attnbench.notebook.document.validate import FieldError, from_json
 
 HEADLINE_FILE = "headline.json"
 SCHEMA = "attnbench.headline"

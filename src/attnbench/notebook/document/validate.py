@@ -15,7 +15,7 @@ import typing
 from enum import Enum
 from typing import Any
 
-from attnbench.notebook.document import clip
+from attnbench.notebook.document.model import clip
 
 
 class FieldError(ValueError):

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.document import Cell, Need, Notebook, NotebookError
-from attnbench.notebook.parse import front_matter_line, parse_notebook
-from attnbench.notebook.store import CellResult
+from attnbench.notebook.document.model import Cell, Need, Notebook, NotebookError
+from attnbench.notebook.document.parse import front_matter_line, parse_notebook
+from attnbench.notebook.run.store import CellResult
 
 NodeId = tuple[str, str]  # (notebook name, cell id)
 

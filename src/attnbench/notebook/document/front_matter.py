@@ -13,7 +13,13 @@ from typing import Any
 
 import yaml
 
-from attnbench.notebook.document import PLAIN_DATA, Display, NotebookError, described, plain_data_problem
+from attnbench.notebook.document.model import (
+    PLAIN_DATA,
+    Display,
+    NotebookError,
+    described,
+    plain_data_problem,
+)
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
