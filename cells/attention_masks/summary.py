@@ -59,3 +59,8 @@ with pd.option_context("display.max_rows", None, "display.max_columns", None, "d
     print(published.to_string(index=False))
     print(f"\ncorrectness at {sweep['check_seqlen']} tokens (worst check per provider):")
     print(checked.to_string(index=False))
+
+# The page's headline (headline.json): winners, targets and checks of the cells above, as data.
+from attnbench.report.headline_data import write_headline_of  # noqa: E402
+
+write_headline_of("bench", "bench_fwd_bwd")

@@ -53,3 +53,8 @@ if config.get("label"):
 for line in lines:
     print(target_text(line))
 print(f"\n{table['verdict'].value_counts().to_dict() if len(table) else 'no target rows'}")
+
+# The page's headline (headline.json): winners, targets and checks of the cells above, as data.
+from attnbench.report.headline_data import write_headline_of  # noqa: E402
+
+write_headline_of("correctness", "bench", "bench_fa3", here="targets")

@@ -75,3 +75,8 @@ with open("kernels.md", "w") as f:
 print(text)
 figures.plot_kernels(rows, "kernels_bf16.svg", dtype="bfloat16", note=label)
 figures.plot_kernels(rows, "kernels_fp32.svg", dtype="float32", note=label)
+
+# The page's headline (headline.json): winners, targets and checks of the cells above, as data.
+from attnbench.report.headline_data import write_headline_of  # noqa: E402
+
+write_headline_of("gpu", "kernels_bf16", "kernels_fp32", "leaderboard", here="kernels_report")

@@ -55,3 +55,8 @@ else:
         print(checks.to_string(index=False))
         print("\nscaling (strong: 1 GPU on all tokens / (GPUs x split); weak: 1 GPU on tokens/GPUs / split)")
         print(scaling.to_string(index=False))
+
+# The page's headline (headline.json): winners, targets and checks of the cells above, as data.
+from attnbench.report.headline_data import write_headline_of  # noqa: E402
+
+write_headline_of("distributed")

@@ -66,3 +66,8 @@ with pd.option_context("display.max_rows", None, "display.max_columns", None, "d
     if not pivot.empty:
         print("\nTFLOP/s of every correct provider (rows: pass, provider; columns: sequence length)")
         print(pivot.to_string(float_format=tflops_text))
+
+# The page's headline (headline.json): winners, targets and checks of the cells above, as data.
+from attnbench.report.headline_data import write_headline_of  # noqa: E402
+
+write_headline_of("gpu", "bench", "trust")

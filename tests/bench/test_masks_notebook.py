@@ -56,12 +56,12 @@ def test_every_cell_runs_and_every_provider_mask_length_pass_has_a_row(smoke_run
 
 @pytest.mark.timeout(600)
 def test_the_site_takes_only_the_timed_rows_as_results(smoke_run):
-    from attnbench.notebook.sitedata import read_run
+    from attnbench.report.headline_data import read_artifacts
 
-    data = read_run(smoke_run, CELLS)
+    data = read_artifacts({cell: smoke_run / cell / "artifacts" for cell in CELLS})
     assert data.result_files == [
-        "bench/artifacts/results.jsonl",
-        "bench_fwd_bwd/artifacts/results.jsonl",
+        "bench/results.jsonl",
+        "bench_fwd_bwd/results.jsonl",
     ]  # the checks are a document, not rows
     assert not any(row.get("extra", {}).get("check") for row in data.rows)
 

@@ -12,10 +12,10 @@ import pytest
 from engine_helpers import cell, notebook
 
 import attnbench
-from attnbench.notebook import store
-from attnbench.notebook.materialise import script_header
-from attnbench.notebook.parse import parse_text
-from attnbench.notebook.progress import LiveProgress, PlainProgress
+from attnbench.notebook.document.parse import parse_text
+from attnbench.notebook.run import store
+from attnbench.notebook.run.materialise import script_header
+from attnbench.notebook.run.progress import LiveProgress, PlainProgress
 
 
 @pytest.fixture

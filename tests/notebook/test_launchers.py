@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.document import Cell, Need
-from attnbench.notebook.launchers import (
+from attnbench.notebook.document.model import Cell, Need
+from attnbench.notebook.run.launchers import (
     DistOptions,
     EnvSpec,
     LaunchError,
@@ -17,7 +17,7 @@ from attnbench.notebook.launchers import (
     missing_deps,
     setup_command,
 )
-from attnbench.notebook.machine import Interpreter
+from attnbench.notebook.run.machine import Interpreter
 
 PY = EnvSpec("python", "python3")
 NO_ENV: dict[str, str] = {}

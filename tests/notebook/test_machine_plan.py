@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import cell, notebook
 
-from attnbench.notebook.document import Cell
-from attnbench.notebook.machine import (
+from attnbench.notebook.document.model import Cell
+from attnbench.notebook.run.machine import (
     Gpus,
     ProbeError,
     label_for,
@@ -18,13 +18,13 @@ from attnbench.notebook.machine import (
     probe_interpreter,
     slug,
 )
-from attnbench.notebook.plan import (
+from attnbench.notebook.run.plan import (
     SourceIndex,
     cell_key,
     load_graph,
     stale_reasons,
 )
-from attnbench.notebook.store import CellResult, Status
+from attnbench.notebook.run.store import CellResult, Status
 
 H200 = "NVIDIA H200, 570.86.15\n"
 
@@ -209,3 +209,31 @@ def test_a_cell_is_keyed_on_the_parts_it_imports_transitively(tmp_path):
     assert index.hash_for(flux) != flux_key and index.hash_for(ring) != ring_key
     (package / "__init__.py").write_text("def inputs(cell): return 1\n")
     assert SourceIndex.of(package).hash_for("print(1)") != index.hash_for("print(1)")
+
+
+def test_the_indexed_package_is_a_project_setting(tmp_path):
+    from attnbench.notebook.run.project import ProjectError, indexed_package
+
+    assert indexed_package(tmp_path) is None  # no setting, no package under src/: cells keyed on their code
+    (tmp_path / "src" / "mine").mkdir(parents=True)
+    (tmp_path / "src" / "mine" / "__init__.py").write_text("")
+    assert indexed_package(tmp_path).name == "mine"  # the one package under src/
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text('[tool.attnbench]\npackage = "other"\n')
+    found = indexed_package(tmp_path)
+    assert (found.name, found.folder, found.engine_part) == ("other", tmp_path / "other", None)
+    (tmp_path / "pyproject.toml").write_text('[tool.attnbench]\npackage = "absent"\n')
+    with pytest.raises(
+        ProjectError, match=r"pyproject.toml: \[tool.attnbench\] package = 'absent': no absent/"
+    ):
+        indexed_package(tmp_path)
+
+
+def test_the_source_index_follows_the_package_name(tmp_path):
+    package = tmp_path / "mine"
+    (package / "bench").mkdir(parents=True)
+    (package / "bench" / "timing.py").write_text("y = 1\n")
+    index = SourceIndex.of(package, "mine", engine_part=None)
+    assert index.closure("from mine import bench\n") == ["bench"]
+    assert index.closure("from attnbench import bench\n") == []

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.document import Need
-from attnbench.notebook.parse import front_matter_line, parse_notebook, parse_text
+from attnbench.notebook.document.model import Need
+from attnbench.notebook.document.parse import front_matter_line, parse_notebook, parse_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def test_nested_fences_stay_in_prose():
 @pytest.mark.timeout(60)
 def test_import_stays_light():
     code = (
-        "import sys, attnbench.notebook.parse as p; "
+        "import sys, attnbench.notebook.document.parse as p; "
         "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'jinja2', 'rich', 'packaging') "
         "if m in sys.modules))"
     )

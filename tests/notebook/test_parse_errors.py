@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.attributes import KNOWN_ATTRIBUTES
-from attnbench.notebook.document import NotebookError
-from attnbench.notebook.parse import parse_notebook, parse_text
+from attnbench.notebook.document.attributes import KNOWN_ATTRIBUTES
+from attnbench.notebook.document.model import NotebookError
+from attnbench.notebook.document.parse import parse_notebook, parse_text
 
 FENCE = "```"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import cell, notebook
 
-from attnbench.notebook.document import MAX_ID_LENGTH, NotebookError, plain_data_problem
-from attnbench.notebook.parse import parse_text
+from attnbench.notebook.document.model import MAX_ID_LENGTH, NotebookError, plain_data_problem
+from attnbench.notebook.document.parse import parse_text
 
 FENCE = "```"
 PATH = Path("notebooks/t.md")
@@ -281,8 +281,8 @@ def test_other_languages_and_an_empty_python_fence_are_shown_only():
 def test_a_long_value_is_clipped_alike_in_every_message(tmp_path):
     """Front matter, -p values and stored records name a bad value cut to 60 characters, '…' marking
     the cut, so a megabyte value never floods the terminal."""
-    from attnbench.notebook import store
-    from attnbench.notebook.store import RecordError
+    from attnbench.notebook.run import store
+    from attnbench.notebook.run.store import RecordError
 
     long = "x" * 500
     theme = error_of("---", f"theme: {long}", "---").message

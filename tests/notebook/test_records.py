@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from engine_helpers import LABEL, cell, notebook
 
-from attnbench.notebook import store
-from attnbench.notebook.render import build_site
-from attnbench.notebook.store import CellEntry, CellResult, RecordError, RunRecord, Status
+from attnbench.notebook.run import store
+from attnbench.notebook.run.store import CellEntry, CellResult, RecordError, RunRecord, Status
+from attnbench.notebook.site.render import build_site
 
 REPO = Path(__file__).resolve().parents[2]
 COUNTING = "import os, pathlib\nwith open(pathlib.Path(os.environ['ATTNBENCH_ROOT'], 'runs.log'), 'a') as f: f.write('a')"
@@ -128,7 +128,7 @@ def test_the_site_names_a_broken_result_json(project, tmp_path):
 
 
 def test_a_stored_key_of_another_shape_is_stale_not_a_crash():
-    from attnbench.notebook.plan import _upstream_reasons
+    from attnbench.notebook.run.plan import _upstream_reasons
 
     new = {"upstream": {"bench": "k2"}, "inputs": {"bench": "d2"}}
     assert _upstream_reasons({"upstream": "x", "inputs": []}, new) == ["new need bench"]

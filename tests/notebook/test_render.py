@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.artifacts import MAX_TABLE_ROWS, TAIL_LINES, shown
-from attnbench.notebook.render import build_site
+from attnbench.notebook.site.artifacts import MAX_TABLE_ROWS, TAIL_LINES, shown
+from attnbench.notebook.site.render import build_site
 
 NOTEBOOK_MD = """\
 #!/usr/bin/env -S uv run attnbench run
@@ -392,7 +392,7 @@ def test_a_missing_run_json_is_named_and_a_missing_result_json_is_not(outputs, t
     """A cell that never stored a result (cpu's skipped `after`) is no problem; a run folder without
     its run.json is one, named on the page and in the log."""
     (outputs / "other" / "cpu" / "run.json").unlink()
-    with caplog.at_level("WARNING", logger="attnbench.notebook.render"):
+    with caplog.at_level("WARNING", logger="attnbench.notebook.site.render"):
         build_site(outputs, tmp_path / "site")
     warnings = [r.getMessage() for r in caplog.records]
     missing = f"{outputs / 'other' / 'cpu' / 'run.json'} is missing"
@@ -494,8 +494,8 @@ def test_shown_rounds_for_reading_and_keeps_the_exact_value():
 
 
 def test_a_need_in_another_folder_links_to_that_notebooks_page():
-    from attnbench.notebook.document import Need
-    from attnbench.notebook.render import _need_link
+    from attnbench.notebook.document.model import Need
+    from attnbench.notebook.site.render import _need_link
 
     # site pages live at site/<notebook name>/<label>.html whatever folder the notebook sits in
     link = _need_link(Need("gpu", notebook="sub/other"), "nvidia-h200")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import cell, notebook
 
-from attnbench.notebook.machine import detect_machine
+from attnbench.notebook.run.machine import detect_machine
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,7 +158,7 @@ def test_jobs_run_independent_cells_at_once_without_a_gpu(project):
 
 
 def test_a_run_reads_each_notebook_once(project, monkeypatch):
-    from attnbench.notebook import parse
+    from attnbench.notebook.document import parse
 
     other = project.write("other.md", notebook(cell("id=up", "print(1)")))
     path = project.write("x.md", notebook(cell("id=a needs=other.md:up", "print(2)")))
@@ -175,7 +175,7 @@ def test_a_run_reads_each_notebook_once(project, monkeypatch):
 def test_a_finished_cell_has_only_itself_and_its_downstream_judged_again(project, monkeypatch):
     """A cell's key and verdict are worked out again after a cell upstream of it ran, and only then:
     `alone` needs nothing, so the runs of a and b leave its judgment as it was."""
-    from attnbench.notebook import session
+    from attnbench.notebook.run import session
 
     path = project.write(
         "x.md", notebook(counting("a"), counting("b", "needs=a"), counting("alone"), params={"n": 1})

@@ -240,7 +240,7 @@ def test_ctrl_c_during_a_timed_out_cells_grace_period_stops_the_run(project):
 
 
 def _cell_process(tmp_path: Path, argv: list[str], **kwargs):
-    from attnbench.notebook.execute import CellProcess
+    from attnbench.notebook.run.execute import CellProcess
 
     proc = CellProcess(
         argv, cwd=tmp_path, env=dict(os.environ), stdout=tmp_path / "out", stderr=tmp_path / "err", **kwargs

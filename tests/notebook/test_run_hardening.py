@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import LABEL, cell, notebook
 
-from attnbench.notebook.execute import failure_reason
+from attnbench.notebook.run.execute import failure_reason
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -93,7 +93,7 @@ def test_a_result_stored_before_inputs_were_keyed_stays_current_until_its_upstre
     path = _bench_notebook(project)
     assert project.run(path).code == 0
     # As an older engine stored it: no `inputs` part, the key hashing the other parts only.
-    from attnbench.notebook.plan import _sha
+    from attnbench.notebook.run.plan import _sha
 
     result_file = project.cell_dir("x", "plot") / "result.json"
     old = json.loads(result_file.read_text())

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from engine_helpers import LABEL, cell, notebook
 
-from attnbench.notebook.document import Display, NotebookError
-from attnbench.notebook.parse import parse_notebook, parse_text
+from attnbench.notebook.document.model import Display, NotebookError
+from attnbench.notebook.document.parse import parse_notebook, parse_text
 
 UVNOTE = Path(__file__).parent / "fixtures" / "uvnote"
 DOCUMENTS = sorted(UVNOTE.glob("*/*.md")) + sorted(UVNOTE.glob("test_notes/*/*.md"))
@@ -299,7 +299,7 @@ def test_the_linux_reports_run_unmodified(project, monkeypatch):
 
 def test_a_script_cell_keeps_its_file_beside_the_snapshot_and_its_page_renders(project):
     """The site re-parses the notebook a run saved; a script= path is relative to that copy."""
-    from attnbench.notebook.render import build_site
+    from attnbench.notebook.site.render import build_site
 
     (project.root / "notebooks" / "helper.py").write_text("print('from the script')\n")
     path = project.write("s.md", notebook("```python script=helper.py\n```\n"))

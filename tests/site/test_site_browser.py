@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.browser import find_chromium
-from attnbench.notebook.sitecheck import check_site, pages_of
+from attnbench.tooling.browser import find_chromium
+from attnbench.tooling.sitecheck import check_site, pages_of
 
 
 @pytest.fixture(scope="module")

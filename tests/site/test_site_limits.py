@@ -8,9 +8,9 @@ from pathlib import Path
 
 from site_helpers import run_engine
 
-from attnbench.notebook import provenance
-from attnbench.notebook.render import MAX_COPY_BYTES, build_site
-from attnbench.notebook.summary import provenance_view
+from attnbench.notebook.run import provenance
+from attnbench.notebook.site.render import MAX_COPY_BYTES, build_site
+from attnbench.notebook.site.summary import provenance_view
 
 NOTEBOOK = "---\ntitle: Big\n---\n\n```python id=make\nprint('hi')\n```\n"
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
-from attnbench.notebook.artifacts import image_size, terminal_text
+from site_helpers import run_engine
+
+from attnbench.notebook.site.artifacts import image_size, terminal_text
 
 
 def page(site: Path, rel: str) -> str:
@@ -48,13 +51,29 @@ def test_a_missed_target_is_never_green_in_the_index(demo_site):
 
 def test_comparison_page_ratios(demo_site):
     compare = page(demo_site, "site_demo/compare.html")
-    assert "gpu-b against gpu-a" in compare and "forward 1.50× (median of 4; all 1.50×)" in compare
-    assert compare.count('<td class="num up">1.50×</td>') == 8 + 4  # every row, and every shape's best
-    assert "Left out (no shape in common with the others): cpu." in compare
+    # the headline entries (fastest per pass and shape) of the two GPU labels, paired by key
+    assert "gpu-b against gpu-a" in compare and "forward 1.50× (median of 2; all 1.50×)" in compare
+    assert compare.count('<td class="num up">1.50×</td>') == 4  # 2 passes x 2 shapes
+    assert "Left out (no entry in common with the others): cpu." in compare
     for label in ("gpu-a", "gpu-b"):
         assert 'href="compare.html"' in page(demo_site, f"site_demo/{label}.html")
     assert 'href="compare.html"' not in page(demo_site, "site_demo/cpu.html")
     assert 'href="site_demo/compare.html"' in page(demo_site, "index.html")
+
+
+def test_a_run_without_headline_data_gets_a_note(demo_project, tmp_path):
+    outputs = tmp_path / "outputs"
+    shutil.copytree(demo_project / "outputs", outputs)
+    for path in outputs.glob("site_demo/gpu-a/headline/artifacts/headline.json"):
+        path.unlink()
+    for path in outputs.glob("site_demo/gpu-b/headline/artifacts/headline.json"):
+        path.write_text('{"version": 1, "entries": [{"key": "x", "winner": 3}]}')
+    run_engine("build", "--outputs", outputs, "--site", tmp_path / "site")
+    a = page(tmp_path / "site", "site_demo/gpu-a.html")
+    assert "No headline: this run predates headline data; re-run the report cell." in a
+    assert 'id="headline"' in a and "fastest" not in before_first_figure(a)
+    b = page(tmp_path / "site", "site_demo/gpu-b.html")
+    assert "headline.json: entries[0].winner is 3: expected a string" in b
 
 
 def test_cpu_smoke_page_says_so_and_shows_what_ran(demo_site):

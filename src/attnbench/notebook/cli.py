@@ -16,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from attnbench.notebook.document import Notebook, NotebookError
-from attnbench.notebook.launchers import DistOptions, EnvSpec, LaunchError
-from attnbench.notebook.session import Options, SetupError
-from attnbench.notebook.store import RecordError
+from attnbench.notebook.document.model import Notebook, NotebookError
+from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError
+from attnbench.notebook.run.session import Options, SetupError
+from attnbench.notebook.run.store import RecordError
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from attnbench.notebook.progress import make_progress
-    from attnbench.notebook.runner import Runner
-    from attnbench.notebook.session import prepare
+    from attnbench.notebook.run.progress import make_progress
+    from attnbench.notebook.run.runner import Runner
+    from attnbench.notebook.run.session import prepare
 
     if not (notebooks := _runnable(args.notebooks)):
         return 0
@@ -199,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _runnable(paths: list[Path]) -> list[Notebook]:
     """The named notebooks with cells to run here, parsed; a line on stderr for each left out
     (uvnote's platforms, no ```python cell)."""
-    from attnbench.notebook.parse import runnable_notebooks
+    from attnbench.notebook.document.parse import runnable_notebooks
 
     keep, notes = runnable_notebooks(paths)
     for note in notes:
@@ -208,8 +208,8 @@ def _runnable(paths: list[Path]) -> list[Notebook]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from attnbench.notebook.session import prepare
-    from attnbench.notebook.status import cell_statuses
+    from attnbench.notebook.run.session import prepare
+    from attnbench.notebook.run.status import cell_statuses
 
     if not (notebooks := _runnable(args.notebooks)):
         return 0
@@ -224,13 +224,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _project_root() -> Path:
-    from attnbench.notebook.store import find_root
+    from attnbench.notebook.run.store import find_root
 
     return find_root(Path.cwd() / "_")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from attnbench.notebook.render import build_site  # written separately; imported only when building
+    from attnbench.notebook.site.render import build_site  # written separately; imported only when building
 
     root = _project_root()
     outputs = args.outputs or root / "outputs"
@@ -255,8 +255,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from attnbench.notebook import store
-    from attnbench.notebook.materialise import is_generated
+    from attnbench.notebook.run import store
+    from attnbench.notebook.run.materialise import is_generated
 
     if args.label and not args.outputs:
         raise SetupError("--label only applies with --outputs")
@@ -304,7 +304,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def _in_use(run_folder: Path, busy: dict[Path, str]) -> bool:
     """Is a run of this notebook and label going on (its lock is held)? Remembered in `busy`."""
-    from attnbench.notebook import runlock
+    from attnbench.notebook.run import runlock
 
     if run_folder in busy:
         return True

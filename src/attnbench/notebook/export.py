@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from attnbench.notebook.document import Cell, Notebook
-from attnbench.notebook.materialise import workdir_prelude
-from attnbench.notebook.parse import parse_notebook
+from attnbench.notebook.document.model import Cell, Notebook
+from attnbench.notebook.document.parse import parse_notebook
+from attnbench.notebook.run.materialise import workdir_prelude
 
 # --to value → (file suffix, jupytext format)
 FORMATS = {"ipynb": (".ipynb", "ipynb"), "py:percent": (".py", "py:percent")}

@@ -1,0 +1,1 @@
+"""Running cells: the plan and cache keys, launching and supervising processes, the stored results."""

@@ -1,0 +1,445 @@
+"""The dependency graph over (notebook, cell), its order, and the cache key of every cell.
+
+A node is `(notebook name, cell id)`. `needs=other.md:cell` loads `other.md` from the referring
+notebook's folder. A missing notebook or cell and a cycle are NotebookErrors that stop the run
+before any cell starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnbench.notebook.document.model import Cell, Need, Notebook, NotebookError
+from attnbench.notebook.document.parse import front_matter_line, parse_notebook
+from attnbench.notebook.run.store import CellResult
+
+NodeId = tuple[str, str]  # (notebook name, cell id)
+
+# Bump when the materialised script's template changes in a way that changes what a cell does.
+SCRIPT_FORMAT = 1
+
+
+def node_name(node: NodeId, home: str | None = None) -> str:
+    """'cell' inside notebook `home`, 'nb.md:cell' elsewhere."""
+    return node[1] if node[0] == home else f"{node[0]}.md:{node[1]}"
+
+
+@dataclass
+class Graph:
+    notebooks: dict[str, Notebook]  # by name; the named ones first, in command-line order
+    named: list[str]  # names of the notebooks given on the command line
+    upstream: dict[NodeId, list[tuple[Need, NodeId]]] = field(default_factory=dict)
+    downstream: dict[NodeId, list[NodeId]] = field(default_factory=dict)  # the cells that need each one
+
+    def cell(self, node: NodeId) -> Cell:
+        return self.notebooks[node[0]].cell(node[1])
+
+    def nodes(self, notebook: str) -> list[NodeId]:
+        return [(notebook, c.id) for c in self.notebooks[notebook].cells]
+
+    def all_named_nodes(self) -> list[NodeId]:
+        return [node for name in self.named for node in self.nodes(name)]
+
+    def order(self, selected: list[NodeId]) -> list[NodeId]:
+        """`selected` and everything they need, upstream first; otherwise in the given order."""
+        done: dict[NodeId, None] = {}
+
+        def visit(node: NodeId) -> None:
+            if node in done:
+                return
+            for _, up in self.upstream[node]:
+                visit(up)
+            done[node] = None
+
+        for node in selected:
+            visit(node)
+        return list(done)
+
+    def find_cell(self, spec: str) -> list[NodeId]:
+        """Nodes named by `--cell`: 'id' (in any named notebook) or 'nb.md:id'."""
+        notebook, sep, cell_id = spec.rpartition(":")
+        names = [notebook.removesuffix(".md").rsplit("/", 1)[-1]] if sep else self.named
+        found = [(n, cell_id) for n in names if n in self.notebooks and _has_cell(self.notebooks[n], cell_id)]
+        if not found:
+            nb = self.notebooks[names[0]] if names and names[0] in self.notebooks else None
+            known = ", ".join(c.id for c in nb.cells) if nb else "none"
+            where = nb.path if nb else self.notebooks[self.named[0]].path
+            raise NotebookError(where, None, f"--cell {spec}: no such cell; cells: {known}")
+        return found
+
+
+def _has_cell(notebook: Notebook, cell_id: str) -> bool:
+    return any(c.id == cell_id for c in notebook.cells)
+
+
+def load_graph(named: list[Path | Notebook]) -> Graph:
+    """The named notebooks (paths, or notebooks already parsed) and every notebook they reach through
+    `other.md:cell`, parsed; needs checked."""
+    graph = Graph(notebooks={}, named=[])
+    by_name_path: dict[str, Path] = {}
+
+    def load(given: Path | Notebook, line_ref: tuple[Path, int] | None = None) -> Notebook:
+        path = given.path if isinstance(given, Notebook) else Path(given)
+        name = path.stem
+        if name in graph.notebooks:
+            if by_name_path[name] != path.resolve():
+                where = line_ref or (path, None)
+                raise NotebookError(
+                    *where,
+                    f"two notebooks named {name!r}: {by_name_path[name]} and {path} "
+                    "(cells/ and outputs/ are keyed by the notebook's name)",
+                )
+            return graph.notebooks[name]
+        notebook = given if isinstance(given, Notebook) else parse_notebook(path)
+        graph.notebooks[name] = notebook
+        by_name_path[name] = path.resolve()
+        return notebook
+
+    for given in named:
+        notebook = load(given)
+        if notebook.name not in graph.named:
+            graph.named.append(notebook.name)
+    queue = list(graph.notebooks.values())
+    while queue:
+        notebook = queue.pop(0)
+        for cell in notebook.cells:
+            edges = []
+            for need in cell.needs:
+                target = notebook
+                if need.notebook and Path(need.notebook).name != notebook.name:
+                    other = notebook.path.parent / f"{need.notebook}.md"
+                    if not other.is_file():
+                        raise NotebookError(
+                            notebook.path, cell.line, f"needs={need}: no notebook {other} (cell {cell.id!r})"
+                        )
+                    fresh = other.stem not in graph.notebooks
+                    target = load(other, (notebook.path, cell.line))
+                    if fresh:
+                        queue.append(target)
+                if not _has_cell(target, need.cell):
+                    known = ", ".join(c.id for c in target.cells) or "none"
+                    raise NotebookError(
+                        notebook.path,
+                        cell.line,
+                        f"needs={need}: no cell {need.cell!r} in {target.path.name}; cells: {known}",
+                    )
+                edges.append((need, (target.name, need.cell)))
+            graph.upstream[(notebook.name, cell.id)] = edges
+            for _, up in edges:
+                graph.downstream.setdefault(up, []).append((notebook.name, cell.id))
+    _check_cycles(graph)
+    return graph
+
+
+def _check_cycles(graph: Graph) -> None:
+    state: dict[NodeId, int] = {}  # 1 = on the current path, 2 = done
+    path: list[NodeId] = []
+
+    def visit(node: NodeId) -> None:
+        state[node] = 1
+        path.append(node)
+        for _, up in graph.upstream[node]:
+            if state.get(up) == 1:
+                cycle = path[path.index(up) :] + [up]
+                home = cycle[0][0]
+                shown = " -> ".join(node_name(n, home) for n in cycle)
+                first = graph.notebooks[home]
+                raise NotebookError(first.path, first.cell(cycle[0][1]).line, f"needs form a cycle: {shown}")
+            if up not in state:
+                visit(up)
+        path.pop()
+        state[node] = 2
+
+    for node in graph.upstream:
+        if node not in state:
+            visit(node)
+
+
+# --- params ---------------------------------------------------------------------------------------
+
+
+def resolve_params(graph: Graph, overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Resolved params per notebook. An override applies to every loaded notebook that declares the
+    key; a key that none of the named notebooks declares is a NotebookError at its `params:` line."""
+    for key, value in overrides.items():
+        if not any(key in graph.notebooks[name].params for name in graph.named):
+            first = graph.notebooks[graph.named[0]]
+            first.resolve_params({key: value}, line_of=front_matter_line(first, "params") or 1)
+    return {
+        name: nb.resolve_params({k: v for k, v in overrides.items() if k in nb.params})
+        for name, nb in graph.notebooks.items()
+    }
+
+
+# --- cache keys -----------------------------------------------------------------------------------
+
+
+def _sha(value: Any) -> str:
+    data = value if isinstance(value, bytes) else json.dumps(value, sort_keys=True, default=str).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+# `pkg.<part>[.<sub>]`, `from pkg import <part>, ...` or `from pkg.<part> import <sub>`: how code names
+# the parts of the indexed package `pkg` it uses (a grouping folder's parts are "<folder>.<sub>").
+@functools.cache
+def _part_ref(package: str) -> re.Pattern[str]:
+    name = re.escape(package)
+    return re.compile(
+        rf"\b{name}\.(\w+)(?:\.(\w+))?"
+        rf"|\bfrom[ \t]+{name}(?:\.(\w+))?[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
+    )
+
+
+def _referenced_parts(text: str, package: str = "attnbench") -> set[str]:
+    """Every name a part could be known by: `attnbench.studies.x` gives "studies" and "studies.x";
+    SourceIndex keeps those that are parts."""
+    found = set()
+    for dotted, sub, subpackage, imported in _part_ref(package).findall(text):
+        if dotted:
+            found.add(dotted)
+            if sub:
+                found.add(f"{dotted}.{sub}")
+        else:  # "a, b as c" or "(a,\n b)"
+            names = [name.split()[0] for name in imported.strip("()").split(",") if name.strip()]
+            if subpackage:
+                found.add(subpackage)
+                found.update(f"{subpackage}.{name}" for name in names)
+            else:
+                found.update(names)
+    return found
+
+
+def _is_grouping(folder: Path) -> bool:
+    """A folder of independent packages (e.g. studies/: one per report): its __init__.py holds no code,
+    only a docstring, so each subpackage is a part of its own and editing one report's measuring code
+    leaves the others' results cached."""
+    init = folder / "__init__.py"
+    if not init.is_file() or not any(child.is_dir() and (child / "__init__.py").is_file()
+                                     for child in folder.iterdir()):  # fmt: skip
+        return False
+    body = ast.parse(init.read_text(encoding="utf-8")).body
+    return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
+
+
+def _canonical(text: str) -> str:
+    """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
+    any change to what runs (docstrings included) does. Unparsable text counts as itself."""
+    try:
+        return ast.dump(ast.parse(text))
+    except SyntaxError:
+        return text
+
+
+@dataclass
+class SourceIndex:
+    """The project's indexed package (project.py: src/attnbench here) split into parts (each subpackage,
+    each top-level module), EXCLUDING the engine's folder where the package ships it (notebook/):
+    the engine never runs inside a cell, so editing it must not invalidate results (the script
+    template's own changes are covered by SCRIPT_FORMAT).
+
+    A cell's `attnbench` key part hashes only the parts its code imports and, transitively, the parts
+    those import: editing cp/ leaves the Flux results cached, editing bench/ (which cp/ uses) does
+    not. Parts are whole subpackages, so imports inside a subpackage, dynamic ones included, are covered.
+
+    A part is read and hashed (its syntax trees: most of an engine start's work when done for every
+    part) the first time a cell needs it: a cell that imports nothing from attnbench costs one file.
+    """
+
+    files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
+    package_dir: Path
+    package: str = "attnbench"  # the name cells import it by
+    _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
+    _refs: dict[str, frozenset[str]] = field(default_factory=dict)
+    _hashes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, package_dir: Path, package: str | None = None, engine_part: str | None = "notebook"
+    ) -> SourceIndex:
+        """`package` defaults to the folder's name; `engine_part` is left out of the index."""
+        files: dict[str, list[Path]] = {}
+        groups = {p.name for p in package_dir.iterdir() if p.is_dir() and _is_grouping(p)}
+        for path in sorted(package_dir.rglob("*.py")):
+            rel = path.relative_to(package_dir)
+            part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+            if part in groups and len(rel.parts) > 2:
+                part = f"{rel.parts[0]}.{rel.parts[1]}"
+            if part != engine_part:
+                files.setdefault(part, []).append(path)
+        return cls(files, package_dir, package or package_dir.name)
+
+    def texts(self, part: str) -> list[tuple[str, str]]:
+        if part not in self._texts:
+            self._texts[part] = [
+                (p.relative_to(self.package_dir).as_posix(), p.read_text(encoding="utf-8", errors="replace"))
+                for p in self.files[part]
+            ]
+        return self._texts[part]
+
+    def refs(self, part: str) -> frozenset[str]:
+        """The parts the code of `part` names."""
+        if part not in self._refs:
+            self._refs[part] = frozenset(
+                ref for _, text in self.texts(part) for ref in _referenced_parts(text, self.package)
+            )
+        return self._refs[part]
+
+    def part_hash(self, part: str) -> str:
+        """sha256 of the part's files: relative path and syntax tree of each."""
+        if part not in self._hashes:
+            digest = hashlib.sha256()
+            for rel, text in self.texts(part):
+                digest.update(rel.encode() + b"\0" + _canonical(text).encode() + b"\0")
+            self._hashes[part] = digest.hexdigest()
+        return self._hashes[part]
+
+    def closure(self, source: str) -> list[str]:
+        """The parts `source` uses: the package's __init__.py always, plus what it imports, transitively."""
+        todo, seen = ["__init__", *_referenced_parts(source, self.package)], set()
+        while todo:
+            part = todo.pop()
+            if part in seen or part not in self.files:
+                continue
+            seen.add(part)
+            todo.extend(self.refs(part))
+        return sorted(seen)
+
+    def hash_for(self, source: str) -> str:
+        digest = hashlib.sha256()
+        for part in self.closure(source):
+            digest.update(f"{part}={self.part_hash(part)}\0".encode())
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    key: str
+    parts: dict[str, Any]  # source, metadata, params, upstream, inputs, attnbench, env, machine
+
+    def without_inputs(self) -> str:
+        """The key as engines before artifact digests computed it (see stale_reasons)."""
+        return _sha({k: v for k, v in self.parts.items() if k != "inputs"})
+
+
+def cell_key(
+    cell: Cell,
+    params: dict[str, Any],
+    upstream: dict[str, str],
+    attnbench: str,
+    env: dict[str, Any],
+    machine: str,
+    inputs: dict[str, str | None] | None = None,
+) -> CacheKey:
+    """The cache key of one cell. Every part is free of absolute paths and of the machine label.
+
+    `upstream`: each need's key; `inputs`: the digest of each need's stored artifacts (None when it
+    has no result), so a dependent is stale once its upstream cell wrote something else, even when
+    the upstream's own key did not change (`run --cell bench`). A cell without needs has no `inputs`
+    part, which keeps the keys of such cells what they were before inputs were keyed."""
+    metadata = {
+        "script": cell.metadata,  # dependencies, requires-python, [tool]
+        "gpus": cell.gpus,
+        "env": cell.env,
+        "outputs": cell.outputs,
+        "format": SCRIPT_FORMAT,
+    }
+    parts = {
+        "source": _sha(cell.source.encode()),
+        "metadata": _sha(metadata),
+        "params": _sha(params),
+        "upstream": dict(sorted(upstream.items())),
+        "attnbench": attnbench,
+        "env": env,
+        "machine": machine,
+    }
+    if inputs:
+        parts["inputs"] = dict(sorted(inputs.items()))
+    return CacheKey(_sha(parts), parts)
+
+
+def stale_reasons(
+    stored: CellResult,
+    current: CacheKey,
+    params: dict[str, Any] | None = None,
+    upstream_finished: dict[str, str | None] | None = None,
+) -> list[str]:
+    """Why a stored result no longer matches `current`; [] when it does.
+
+    A result stored before inputs were keyed has no `inputs` part. It stays current while the rest
+    of its key matches and every upstream result it read finished before it started (then it read
+    those very artifacts); `upstream_finished` gives each need's stored `finished` (None: none)."""
+    old, new = stored.key_parts, current.parts
+    if stored.key == current.key:
+        return []
+    if "inputs" not in old and "inputs" in new and stored.key == current.without_inputs():
+        later = [
+            need
+            for need, finished in sorted((upstream_finished or {}).items())
+            if finished is None or _later(finished, stored.started)
+        ]
+        return [f"upstream {need} ran again after this result" for need in later]
+    if not old:
+        return ["no key parts stored"]
+    reasons = []
+    for part in ("source", "metadata"):
+        if old.get(part) != new[part]:
+            reasons.append(f"{'code' if part == 'source' else 'cell attributes/deps'} changed")
+    if old.get("params") != new["params"]:
+        was, now = stored.params, params or {}
+        changed = (
+            [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)] if params is not None else []
+        )
+        reasons.append("params changed" + (f": {', '.join(changed)}" if changed else ""))
+    reasons += _upstream_reasons(old, new)
+    if old.get("attnbench") != new["attnbench"]:
+        reasons.append("attnbench sources changed")
+    if old.get("env") != new["env"]:
+        was, now = old.get("env") or {}, new["env"]
+        if was.get("kind") != now.get("kind"):  # another kind of env: its other fields do not compare
+            was, now = {"kind": was.get("kind")}, {"kind": now.get("kind")}
+        diffs = [
+            f"{k} {was.get(k)} -> {now.get(k)}"
+            for k in sorted(set(was) | set(now))
+            if was.get(k) != now.get(k)
+        ]
+        reasons.append("environment changed" + (f" ({'; '.join(diffs)})" if diffs else ""))
+    if old.get("machine") != new["machine"]:
+        reasons.append("machine fingerprint changed")
+    return reasons or ["key changed"]
+
+
+def _upstream_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    # a stored key of another shape (hand-edited, or another engine's) differs in every upstream
+    old_up = old.get("upstream") if isinstance(old.get("upstream"), dict) else {}
+    old_in = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
+    new_up, new_in = new["upstream"], new.get("inputs") or {}
+    reasons = []
+    for need in new_up:
+        if need not in old_up:
+            reasons.append(f"new need {need}")
+        elif old_up[need] != new_up[need]:
+            reasons.append(f"upstream {need} changed")
+        elif "inputs" in new and new_in.get(need) is None:
+            reasons.append(f"upstream {need} has no stored result")
+        elif "inputs" in old and old_in.get(need) != new_in.get(need):
+            reasons.append(f"upstream {need} wrote different artifacts (it ran again)")
+    if set(old_up) - set(new_up):
+        reasons.append("needs changed")
+    return reasons
+
+
+def _later(a: str, b: str) -> bool:
+    """Is ISO time `a` after ISO time `b`? (Unreadable times count as later: not provably current.)"""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(a) > datetime.fromisoformat(b)
+    except (TypeError, ValueError):
+        return True

@@ -1,0 +1,215 @@
+"""Everything a run or a status check needs before any cell starts: graph, params, machine,
+interpreter and label; and each cell's cache key and verdict on its stored result (Judgment), worked
+out when asked, since a key depends on what the upstream cells stored. Any problem in prepare()
+stops the command (exit 2)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnbench.notebook.document.model import Notebook
+from attnbench.notebook.run import machine as machine_mod
+from attnbench.notebook.run import store
+from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, dist_names
+from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
+from attnbench.notebook.run.plan import (
+    CacheKey,
+    Graph,
+    NodeId,
+    SourceIndex,
+    cell_key,
+    load_graph,
+    resolve_params,
+    stale_reasons,
+)
+from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
+from attnbench.notebook.run.store import CellResult, Status
+
+
+@dataclass
+class Options:
+    env: EnvSpec = field(default_factory=lambda: EnvSpec("uv"))
+    label: str | None = None
+    outputs: Path | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # -p overrides
+    cells: list[str] = field(default_factory=list)  # --cell specs
+    force: bool = False
+    jobs: int = 1
+    dist: DistOptions = field(default_factory=DistOptions)
+    kill_grace: float | None = None
+    lock_timeout: float | None = None  # None: wait for another run of the notebook and label to end
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A cell's key now, and whether its stored result (if any) is current under it."""
+
+    key: CacheKey
+    stored: CellResult | None
+    reasons: list[str]  # why the stored result is not current; [] when it is (or none is stored)
+
+    @property
+    def current(self) -> bool:
+        return self.stored is not None and self.stored.status == Status.OK and not self.reasons
+
+    @property
+    def effective_key(self) -> str:
+        """What dependents key on: the stored result's key while it is current (a result stored by
+        an older engine keeps its key), else the key the cell will be stored under."""
+        return self.stored.key if self.current and self.stored is not None else self.key.key
+
+
+@dataclass
+class Session:
+    graph: Graph
+    options: Options
+    root: Path
+    outputs: Path
+    label: str
+    machine: Machine
+    interpreter: Interpreter | None  # python mode: the probed interpreter
+    params: dict[str, dict[str, Any]]  # resolved, per notebook
+    envs: dict[NodeId, dict[str, Any]]  # the env part of each cell's key
+    sources: SourceIndex
+    src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
+    _judged: dict[NodeId, Judgment] = field(default_factory=dict)
+    _attnbench: dict[NodeId, str] = field(default_factory=dict)
+
+    def judge(self, node: NodeId) -> Judgment:
+        """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
+        its stored result is current. Remembered until forget() of it or of a cell upstream of it;
+        RecordError on a bad result.json."""
+        if node not in self._judged:
+            cell = self.graph.cell(node)
+            ups = [(str(need), up, self.judge(up)) for need, up in self.graph.upstream[node]]
+            if node not in self._attnbench:
+                self._attnbench[node] = self.sources.hash_for(cell.source)
+            key = cell_key(
+                cell,
+                self.params[node[0]],
+                {need: judged.effective_key for need, _, judged in ups},
+                self._attnbench[node],
+                self.envs[node],
+                self.machine.fingerprint,
+                inputs={need: store.artifacts_digest(self.cell_dir(up)) for need, up, _ in ups},
+            )
+            stored = store.load_result(self.cell_dir(node))
+            reasons = []
+            if stored is not None:
+                finished = {
+                    need: judged.stored.finished if judged.stored else None for need, _, judged in ups
+                }
+                reasons = stale_reasons(stored, key, self.params[node[0]], finished)
+            self._judged[node] = Judgment(key, stored, reasons)
+        return self._judged[node]
+
+    def forget(self, node: NodeId) -> None:
+        """After `node` ran: what it stored changed, so its judgment and those of the cells downstream
+        of it (their keys hold its key and artifacts) are worked out again; no other judgment reads
+        what it stored. The walk stops at a cell not judged: judge() judges a cell's upstream cells
+        before the cell, and this drops a cell with its downstream, so none downstream of it is."""
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if self._judged.pop(current, None) is not None:
+                todo.extend(self.graph.downstream.get(current, ()))
+
+    def run_dir(self, notebook: str) -> Path:
+        return store.run_dir(self.outputs, notebook, self.label)
+
+    def cell_dir(self, node: NodeId) -> Path:
+        return store.cell_dir(self.outputs, node[0], self.label, node[1])
+
+    def machine_summary(self) -> dict[str, Any]:
+        interp = self.interpreter
+        m = self.machine
+        python = interp.python if interp else next(iter(self.envs.values()), {}).get("python")
+        return {
+            "gpu": m.gpu,
+            "gpu_count": m.gpu_count,
+            "driver": m.driver,
+            "cuda": interp.cuda if interp else None,
+            "torch": interp.torch if interp else None,
+            "python": python,
+            "platform": m.platform,
+            "cpu": m.cpu,
+            "fingerprint": m.fingerprint,
+        }
+
+    def env_summary(self) -> dict[str, Any]:
+        summary = self.machine_summary()
+        return {
+            "kind": self.options.env.kind,
+            "python": summary["python"],
+            "interpreter": self.options.env.shown(),
+        }
+
+
+class SetupError(Exception):
+    """A problem with the command's settings or the environment (exit code 2, no cell started)."""
+
+
+def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
+    """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
+    NotebookError or SetupError."""
+    graph = load_graph(notebooks)
+    params = resolve_params(graph, options.params)
+    root = store.find_root(graph.notebooks[graph.named[0]].path)
+    outputs = Path(options.outputs).resolve() if options.outputs else root / "outputs"
+    if outputs.exists() and not outputs.is_dir():
+        raise SetupError(f"--outputs {options.outputs or outputs}: is a file, not a folder")
+    machine = machine_mod.detect_machine()
+    try:
+        label = store.check_label(options.label or machine_mod.detect_label())
+    except ValueError as e:
+        raise SetupError(str(e)) from None
+    # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on
+    # PYTHONPATH: an installed package's parent is a site-packages folder, which must not leak into
+    # another interpreter.
+    checkout = host_checkout()
+    src_dir = HOST_DIR.parent if checkout is not None and HOST_DIR.parent.name == "src" else None
+    all_nodes = graph.order([n for name in graph.notebooks for n in graph.nodes(name)])
+    cells = [graph.cell(n) for n in all_nodes]
+    interpreter = None
+    envs: dict[NodeId, dict[str, Any]] = {}
+    try:
+        if options.env.kind == "python":
+            probe_env = dict(os.environ)
+            if src_dir is not None:
+                probe_env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(src_dir), os.environ.get("PYTHONPATH")) if p
+                )
+            interpreter = machine_mod.probe_interpreter(
+                options.env.executable(), dist_names(cells), probe_env
+            )
+            for node, cell in zip(all_nodes, cells):
+                deps = {name: interpreter.dists.get(name) for name in dist_names([cell])}
+                envs[node] = {
+                    "kind": "python",
+                    "python": interpreter.python,
+                    "torch": interpreter.torch,
+                    "cuda": interpreter.cuda,
+                    "deps": deps,
+                }
+        else:
+            versions: dict[str, str] = {}
+            for node, cell in zip(all_nodes, cells):
+                wanted = cell.requires_python or ">=3.11"
+                if wanted not in versions:
+                    versions[wanted] = machine_mod.uv_python_version(wanted)
+                envs[node] = {"kind": "uv", "python": versions[wanted]}
+    except (ProbeError, LaunchError) as e:
+        raise SetupError(str(e)) from None
+    try:
+        package = indexed_package(root)
+    except ProjectError as e:
+        raise SetupError(str(e)) from None
+    sources = (
+        SourceIndex.of(package.folder, package.name, package.engine_part)
+        if package is not None
+        else SourceIndex({}, root)
+    )
+    return Session(graph, options, root, outputs, label, machine, interpreter, params, envs, sources, src_dir)

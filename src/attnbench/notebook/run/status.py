@@ -1,0 +1,29 @@
+"""`attnbench status`: for each cell, is its stored result cached, stale (and why), failed or missing?"""
+
+from __future__ import annotations
+
+from attnbench.notebook.run import store
+from attnbench.notebook.run.session import Session
+from attnbench.notebook.run.store import Status
+
+
+def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:
+    """[(cell id, state, why)] in notebook order; state is CACHED, STALE, NOT_RUN or the stored
+    result's failure (FAILED, TIMEOUT, INTERRUPTED, MISSING_DEPS). RecordError on a broken record."""
+    run = store.load_run(session.run_dir(notebook))
+    entries = run.cells if run else {}
+    rows = []
+    for node in session.graph.nodes(notebook):
+        judged = session.judge(node)
+        result = judged.stored
+        if result is None:
+            entry = entries.get(node[1])
+            why = f"{entry.state}: {entry.reason}" if entry and entry.state == Status.SKIPPED else ""
+            rows.append((node[1], Status.NOT_RUN, why))
+        elif result.status == Status.OK:
+            state = Status.STALE if judged.reasons else Status.CACHED
+            rows.append((node[1], state, "; ".join(judged.reasons)))
+        else:
+            why = result.reason + (f" (and stale: {'; '.join(judged.reasons)})" if judged.reasons else "")
+            rows.append((node[1], result.status, why))
+    return rows

@@ -1,0 +1,380 @@
+"""The outputs/ folder: layout, atomic writes, and the typed records stored in it.
+
+    outputs/<notebook>/<label>/run.json       the last run of the notebook on that machine label (RunRecord)
+    outputs/<notebook>/<label>/notebook.md    the notebook source as it ran
+    outputs/<notebook>/<label>/<cell>/        result.json (CellResult), stdout.txt, stderr.txt, artifacts/
+
+A cell folder is built as `.tmp-<cell>-<random>/` beside its final place and renamed into place
+after result.json (written last) is complete, so an interrupted or killed run never leaves a folder
+that looks complete. `.tmp-*` leftovers are ignored by readers; a run removes those of its run
+folders once it holds their lock (see runlock.py), and `attnbench clean` removes them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from attnbench.notebook.document.model import clip
+from attnbench.notebook.document.validate import FieldError, from_json, shown
+
+RUN_FILE = "run.json"
+RESULT_FILE = "result.json"
+SNAPSHOT_FILE = "notebook.md"
+STDOUT_FILE = "stdout.txt"
+STDERR_FILE = "stderr.txt"
+ARTIFACTS_DIR = "artifacts"
+TMP_PREFIX = ".tmp-"
+ROOT_MARKERS = ("pyproject.toml", ".git")
+MAX_LABEL_CHARS = 100  # a label is a folder name and a page name (<label>.html); NAME_MAX is 255 bytes
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def find_root(notebook_path: Path) -> Path:
+    """The project folder holding cells/ and outputs/ for a notebook: the nearest ancestor with a
+    pyproject.toml or .git; else the parent of a `notebooks/` folder; else the notebook's folder."""
+    folder = Path(notebook_path).resolve().parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            return candidate
+    return folder.parent if folder.name == "notebooks" else folder
+
+
+# --- the one vocabulary of cell states --------------------------------------------------------------
+
+
+class Status(StrEnum):
+    """Every state a cell can be in, spelled once. result.json's `status` is OK or one of the
+    failures; run.json's per-cell `state` is HIT, RAN or one of the BAD ones; the runner's progress
+    adds WAITING and RUNNING; `attnbench status` and the site add CACHED, STALE and NOT_RUN."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    HIT = "hit"  # this run took the stored result (no process started)
+    RAN = "ran"  # this run ran the cell and it succeeded
+    OK = "ok"  # a stored result that succeeded
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+    MISSING_DEPS = "missing-deps"
+    SKIPPED = "skipped"  # an upstream cell did not succeed; nothing is stored
+    CACHED = "cached"  # `status`: the stored result is current
+    STALE = "stale"  # `status`: the stored result no longer matches (and why)
+    NOT_RUN = "not run"
+
+    @property
+    def bad(self) -> bool:
+        """Did not produce a good result in this run (dependents are skipped; exit code 1)."""
+        return self in BAD_STATES
+
+    @property
+    def words(self) -> str:
+        """How a skipped dependent names this state: 'upstream bench timed out'."""
+        return _WORDS.get(self, self.value)
+
+
+BAD_STATES = frozenset(
+    {Status.FAILED, Status.TIMEOUT, Status.INTERRUPTED, Status.MISSING_DEPS, Status.SKIPPED}
+)
+_WORDS = {
+    Status.TIMEOUT: "timed out",
+    Status.INTERRUPTED: "was interrupted",
+    Status.SKIPPED: "was skipped",
+    Status.MISSING_DEPS: "lacks deps",
+}
+RESULT_STATUSES = frozenset({Status.OK, *BAD_STATES} - {Status.SKIPPED})  # what result.json may hold
+RUN_STATES = frozenset({Status.HIT, Status.RAN, *BAD_STATES})  # what run.json's cells may hold
+REPORT_ORDER = (  # how the site orders the statuses of a page
+    Status.OK,
+    Status.FAILED,
+    Status.TIMEOUT,
+    Status.INTERRUPTED,
+    Status.MISSING_DEPS,
+    Status.SKIPPED,
+    Status.NOT_RUN,
+)
+
+
+def check_label(label: str) -> str:
+    """A machine label names one folder under outputs/<notebook>/; anything else is a ValueError."""
+    if not label or "/" in label or "\\" in label or label.startswith(".") or Path(label).is_absolute():
+        raise ValueError(f"--label {label!r}: a label is one folder name (no '/', not starting with '.')")
+    if len(label) > MAX_LABEL_CHARS or any(ch < " " for ch in label):
+        raise ValueError(
+            f"--label {clip(label, 41)!r} ({len(label)} characters): a label is at most {MAX_LABEL_CHARS} "
+            "printable characters"
+        )
+    return label
+
+
+def run_dir(outputs: Path, notebook: str, label: str) -> Path:
+    return outputs / notebook / label
+
+
+def cell_dir(outputs: Path, notebook: str, label: str, cell: str) -> Path:
+    return outputs / notebook / label / cell
+
+
+def artifacts_dir(outputs: Path, notebook: str, label: str, cell: str) -> Path:
+    return cell_dir(outputs, notebook, label, cell) / ARTIFACTS_DIR
+
+
+# --- typed records: result.json and run.json ------------------------------------------------------
+
+
+class RecordError(ValueError):
+    """A result.json or run.json that is not a valid record; the message names the file."""
+
+    def __init__(self, path: Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = Path(path)
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """`outputs/<nb>/<label>/<cell>/result.json`: one finished cell. The engine writes every field;
+    the loader requires only what deciding a cache hit needs, so older results still load."""
+
+    cell: str
+    status: Status  # one of RESULT_STATUSES
+    key: str
+    started: str  # ISO 8601, UTC
+    finished: str
+    key_parts: dict[str, Any] = field(default_factory=dict)  # what the key hashes (plan.cell_key)
+    reason: str = ""  # why, for every status but ok
+    notebook: str = ""
+    label: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None  # the cell itself; environment setup is env_setup_s
+    env_setup_s: float | None = None  # uv mode: `uv sync --script` before the cell
+    returncode: int | None = None
+    command: list[str] = field(default_factory=list)  # repository-relative, as a reviewer types it
+    gpus: int | None = None
+    env: dict[str, Any] = field(default_factory=dict)  # kind, python, launcher
+    artifacts: list[str] | None = None  # relative POSIX paths under artifacts/ (None: not recorded)
+    code: dict[str, Any] | None = None  # provenance.code_version: commit, dirty flag, date (None: older)
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain(dataclasses.asdict(self))
+        return {**{k: data.pop(k) for k in _RESULT_ORDER}, **data}
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> CellResult:
+        return _record(cls, data, path, {"status": RESULT_STATUSES})
+
+
+_RESULT_ORDER = ("cell", "notebook", "label", "status", "reason", "key", "key_parts", "params", "started")
+
+
+@dataclass(frozen=True)
+class CellEntry:
+    """One cell in run.json: what this run (or the last run that reached it) did with it."""
+
+    state: Status  # one of RUN_STATES
+    reason: str = ""
+    stale: str = ""  # not reached by the last run and no longer current: why (the site shows it)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"state": str(self.state), "reason": self.reason}
+        return {**data, "stale": self.stale} if self.stale else data
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """`outputs/<nb>/<label>/run.json`: the machine, params and per-cell states of the last run."""
+
+    cells: dict[str, CellEntry]  # in notebook order
+    notebook: str = ""
+    title: str = ""
+    label: str = ""
+    started: str | None = None
+    finished: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = _plain({f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "cells"})
+        return {**data, "cells": {cid: entry.to_json() for cid, entry in self.cells.items()}}
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> RunRecord:
+        cells = data.get("cells") if isinstance(data, dict) else None
+        if not isinstance(cells, dict):
+            raise RecordError(path, f"cells is {shown(cells)}: expected an object of cell id -> entry")
+        entries = {
+            str(cid): _record(CellEntry, entry, path, {"state": RUN_STATES}, where=f"cells.{cid}.")
+            for cid, entry in cells.items()
+        }
+        return _record(cls, {**data, "cells": entries}, path, {})
+
+
+def _plain(value: Any) -> Any:
+    """Enums as their strings, tuples as lists: what json.dumps writes and json.loads gives back."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Status):
+        return str(value)
+    return value
+
+
+def _record(cls, data: Any, path: Path, choices: dict[str, frozenset[Status]], where: str = ""):
+    try:
+        return from_json(cls, data, choices=choices, where=where)
+    except FieldError as e:
+        raise RecordError(path, str(e)) from None
+
+
+def _load(path: Path, make):
+    """The record at `path`, None when there is no file; RecordError when it is not a valid record."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecordError(path, f"cannot be read: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise RecordError(path, f"is not valid JSON ({e})") from None
+    return make(data, path)
+
+
+def load_result(cell_folder: Path) -> CellResult | None:
+    """`<cell folder>/result.json`; None if absent (a folder without one is never a complete result)."""
+    return _load(Path(cell_folder) / RESULT_FILE, CellResult.from_json)
+
+
+def load_run(run_folder: Path) -> RunRecord | None:
+    """`<run folder>/run.json`; None if absent."""
+    return _load(Path(run_folder) / RUN_FILE, RunRecord.from_json)
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `path` through a `.tmp-` sibling renamed over it: readers see the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+class StagedCell:
+    """A cell folder under construction: `.tmp-<cell>-<random>/` with artifacts/ as the working dir."""
+
+    def __init__(self, run_folder: Path, cell: str):
+        run_folder.mkdir(parents=True, exist_ok=True)
+        self.final = run_folder / cell
+        # Not tempfile.mkdtemp: its 0700 folder would become the committed cell folder; mkdir honours
+        # the umask like every other file the run writes.
+        self.path = run_folder / f"{TMP_PREFIX}{cell}-{uuid.uuid4().hex[:12]}"
+        self.path.mkdir()
+        self.artifacts = self.path / ARTIFACTS_DIR
+        self.artifacts.mkdir()
+        self.stdout = self.path / STDOUT_FILE
+        self.stderr = self.path / STDERR_FILE
+
+    def keep_only(self, globs: list[str]) -> list[str]:
+        """Delete artifacts matching none of `globs` (Path.glob patterns; empty = keep all).
+        Returns the kept files as sorted relative POSIX paths."""
+        files = {p for p in self.artifacts.rglob("*") if p.is_file() or p.is_symlink()}
+        if globs:
+            kept = {p for g in globs for p in self.artifacts.glob(g) if p in files}
+            for path in files - kept:
+                path.unlink()
+            for folder in sorted((p for p in self.artifacts.rglob("*") if p.is_dir()), reverse=True):
+                if not any(folder.iterdir()):
+                    folder.rmdir()
+            files = kept
+        return sorted(p.relative_to(self.artifacts).as_posix() for p in files)
+
+    def commit(self, result: CellResult) -> Path:
+        """Write result.json (last) and move the folder into place, replacing an older one."""
+        (self.path / RESULT_FILE).write_text(_json_text(result.to_json()))
+        old = None
+        if self.final.exists():
+            old = self.final.with_name(f"{TMP_PREFIX}old-{self.final.name}-{uuid.uuid4().hex[:8]}")
+            os.rename(self.final, old)
+        os.rename(self.path, self.final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.final
+
+
+def write_run(folder: Path, run: RunRecord) -> bool:
+    """Write run.json unless it already holds `run` (a fully cached run changes no file)."""
+    text = _json_text(run.to_json())
+    try:
+        if json.loads((folder / RUN_FILE).read_text(encoding="utf-8")) == json.loads(text):
+            return False
+    except (OSError, ValueError):
+        pass
+    write_text_atomic(folder / RUN_FILE, text)
+    return True
+
+
+# --- artifacts as inputs of downstream cells --------------------------------------------------------
+
+_DIGESTS: dict[tuple[Path, int, int], str] = {}
+
+
+def artifacts_digest(cell_folder: Path) -> str | None:
+    """sha256 over the committed artifacts of a cell (relative path and content of every file), or
+    None when the folder holds no complete result. A downstream cell's key includes it, so re-running
+    an upstream cell that writes something else makes its dependents stale.
+
+    Memoised per result.json inode and mtime: a cell folder is only ever replaced whole."""
+    folder = Path(cell_folder)
+    try:
+        stat = (folder / RESULT_FILE).stat()
+    except FileNotFoundError:
+        return None
+    memo = (folder.resolve(), stat.st_ino, stat.st_mtime_ns)
+    if memo not in _DIGESTS:
+        digest = hashlib.sha256()
+        root = folder / ARTIFACTS_DIR
+        files = sorted(p for p in root.rglob("*") if not p.is_dir()) if root.is_dir() else []
+        for path in files:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            try:
+                with path.open("rb") as f:
+                    digest.update(hashlib.file_digest(f, "sha256").digest())
+            except OSError:  # a dangling link: its target is part of what it says
+                digest.update(b"link:" + os.readlink(path).encode())
+        _DIGESTS[memo] = digest.hexdigest()
+    return _DIGESTS[memo]
+
+
+def leftovers(outputs: Path, notebook: str | None = None, label: str | None = None) -> list[Path]:
+    """`.tmp-*` files and folders left by interrupted runs in `outputs/<nb>/<label>/`."""
+    outputs = Path(outputs)
+    if not outputs.is_dir():
+        return []
+    return sorted(outputs.glob(f"{notebook or '*'}/{label or '*'}/{TMP_PREFIX}*"))
+
+
+def remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Building the site from stored results: pages, artifacts, the headline and the comparison."""

@@ -1,0 +1,159 @@
+"""The top of a page and its line in the index: headline, timing, provenance, "as run" parameters.
+
+render.py gathers the cells; this module turns a run's data (sitedata.RunData) and its cells' results
+into what the templates show first. Pure functions of their arguments (git is asked through
+provenance.py only for dates and for results that did not record their commit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attnbench.notebook.run import provenance
+from attnbench.notebook.site import artifacts as show
+from attnbench.notebook.site.headline import Entry
+from attnbench.notebook.site.sitedata import RunData
+
+NO_HEADLINE = "No headline: this run predates headline data; re-run the report cell."
+# profile.json entries shown beside the params: the shapes and passes that actually ran
+AS_RUN_KEYS = (
+    "device",
+    "seq_lens",
+    "points",
+    "shape",
+    "batch",
+    "heads",
+    "head_dim",
+    "dtype",
+    "mask",
+    "passes",
+)
+
+
+def number_text(value: float | None) -> str:
+    """One decimal from 10 up; three significant digits below (a CPU smoke run's tiny numbers)."""
+    if value is None:
+        return ""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _entry_row(e: Entry) -> dict[str, Any]:
+    return {
+        "group": e.group,
+        "label": e.label,
+        "winner": e.winner,
+        "value": number_text(e.value),
+        "unit": e.unit,
+        "detail": e.detail,
+        "runner_up": e.runner_up,
+        "runner_up_value": number_text(e.runner_up_value),
+        "margin": e.margin,
+        "notes": e.notes,
+    }
+
+
+def headline_view(data: RunData) -> dict[str, Any]:
+    """The headline block, from the run's headline.json (headline.py): badges, lead sentences, failures,
+    missed targets, the table of entries; or the note that the run has none."""
+    h = data.headline
+    if h is None:
+        return {"missing": NO_HEADLINE, "badges": [], "sentences": [], "rows": [], "failures": [],
+                "missed": [], "not_gpu": False, "index_lines": []}  # fmt: skip
+    return {
+        "missing": "",
+        "not_gpu": h.not_gpu,
+        "sentences": h.sentences,
+        "index_lines": h.index_lines,
+        "badges": [{"text": b.text, "css": str(b.tone), "title": b.title} for b in h.badges],
+        "failures": h.failures,
+        "missed": h.missed,
+        "title": h.entries_title or "headline numbers",
+        "note": h.entries_note,
+        "units": sorted({e.unit for e in h.entries if e.unit}),
+        "rows": [_entry_row(e) for e in h.entries],
+        "files": data.headline_files,
+    }
+
+
+def notebook_timing(cells: list[dict]) -> dict[str, str]:
+    """The notebook's own time: its cells' results (not the whole `attnbench run` that ran them)."""
+    finished = [c["finished_at"] for c in cells if c.get("finished_at")]
+    started = [c["started_at"] for c in cells if c.get("started_at")]
+    durations = [c["duration_s"] for c in cells if isinstance(c.get("duration_s"), (int, float))]
+    last = max(finished, key=_safe_time_key, default=None)
+    first = min(started, key=_safe_time_key, default=None)
+    return {
+        "finished": show.when(last),
+        "started": show.when(first),
+        "took": show.duration(sum(durations)) if durations else "",
+        "cells_timed": str(len(durations)),
+    }
+
+
+def _safe_time_key(value: str):
+    moment = show.parse_time(value)
+    return moment.timestamp() if moment and moment.tzinfo else 0.0
+
+
+def provenance_view(results: list[dict], run_dir: Path, repo: Path | None) -> dict[str, Any]:
+    """The commits of the code that produced the page's results, with their dates.
+
+    Results record `code` when they run (provenance.py). For older results the repository says when
+    the run folder was last committed, and that commit's subject (which names the code commit by
+    this project's habit) is shown as such, never as the code commit itself."""
+    commits: dict[str, dict] = {}
+    unrecorded = 0
+    for result in results:
+        code = result.get("code") if isinstance(result.get("code"), dict) else None
+        if not code or not code.get("commit"):
+            unrecorded += 1
+            continue
+        entry = commits.setdefault(code["commit"], {"commit": code["commit"], "cells": [], "dirty": False,
+                                                    "date": code.get("date")})  # fmt: skip
+        entry["cells"].append(result.get("cell", "?"))
+        entry["dirty"] = entry["dirty"] or bool(code.get("dirty"))
+    for entry in commits.values():
+        if not entry["date"] and repo is not None:
+            entry["date"] = provenance.commit_date(repo, entry["commit"])
+        entry["short"] = entry["commit"][:9]
+        entry["date"] = show.when(entry["date"]) if entry["date"] else "date unknown"
+    stored = provenance.last_commit_of(repo, run_dir) if repo is not None and unrecorded else None
+    if stored:
+        stored = {**stored, "short": stored["commit"][:9], "date": show.when(stored["date"])}
+    return {"commits": list(commits.values()), "unrecorded": unrecorded, "stored": stored}
+
+
+def as_run(params: dict, data: RunData) -> dict[str, Any]:
+    """The parameters that actually ran: a profile.json (the gpu cell resolves `auto`) overrides the
+    front matter's values it names; both are shown where they differ."""
+    profile = data.profile or {}
+    shown = []
+    for key, value in params.items():
+        ran = profile.get(key, value) if key != "profile" else profile.get("profile", value)
+        shown.append({"key": key, "value": ran, "asked": value if ran != value else None})
+    extra = [
+        {"key": k, "value": v, "asked": None}
+        for k, v in profile.items()
+        if k not in params and k in AS_RUN_KEYS
+    ]
+    return {"params": shown + extra, "source": data.profile_source}
+
+
+def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: Path | None,
+              machine: dict) -> dict[str, Any]:  # fmt: skip
+    """Everything the top of a notebook page and its index line show, beside render.py's own view."""
+    head = headline_view(data)
+    results = [c["result"] for c in cells if c.get("result")]
+    timing = notebook_timing(cells)
+    return {
+        "head": head,
+        "index_lines": head["index_lines"],
+        "timing": timing,
+        # the index's "Finished"/"Took" are the notebook's own (cells' results), not the whole run's
+        "finished": timing["finished"] or show.when(run.get("finished")),
+        "took": timing["took"],
+        "provenance": provenance_view(results, run_dir, repo),
+        "as_run": as_run(run.get("params") or {}, data),
+        "not_gpu": head["not_gpu"] or (data.profile or {}).get("device") == "cpu",
+    }

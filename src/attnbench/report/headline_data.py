@@ -1,0 +1,208 @@
+"""A report's headline.json (the engine's schema, attnbench.notebook.site.headline) from its cells' artifacts.
+
+Reads what the site used to read itself, recognised by content, not by cell name:
+- result rows: a *.jsonl whose records all carry provider, status, pass and ms_median (README);
+- correctness checks of a separate cell: a *.jsonl of records with strategy/provider, mask and status;
+- targets: a *.json with {"targets": [{"target", "verdict", ...}]}; a single check: a *.json with a
+  top-level "verdict" (the trust check);
+- peaks: a *.json beside the rows with measured_matmul_peak_tflops / datasheet_peak_tflops (sweep.json).
+
+A report cell calls `write_headline_of("bench", "correctness", ...)` with the cells it needs: their
+artifacts become headline.json in its working directory, which the site shows first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnbench.notebook.site import headline as page
+from attnbench.report.headline import PASS_NAMES, Headline, Target, headline, targets_from, tflops_text
+
+RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
+MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not read for the headline
+CPU_WARNING = "CPU smoke run: not a GPU measurement"
+
+
+@dataclass
+class Artifacts:
+    rows: list[dict] = field(default_factory=list)
+    result_files: list[str] = field(default_factory=list)  # "<cell>/<file>"
+    checks: dict[tuple[str, str], str] = field(default_factory=dict)
+    targets: list[Target] = field(default_factory=list)
+    peaks: dict[str, float | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_artifacts(folders: dict[str, Path]) -> Artifacts:
+    """Rows, checks, targets and peaks of the cells' artifact folders ({cell: folder}), in order."""
+    data = Artifacts()
+    for cell, folder in folders.items():
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            suffix = path.suffix.lower()
+            if suffix not in (".jsonl", ".json") or path.stat().st_size > MAX_READ_BYTES:
+                continue
+            rel = f"{cell}/{path.relative_to(folder).as_posix()}"
+            if suffix == ".jsonl":
+                _read_records(data, path, rel)
+            elif path.name != page.HEADLINE_FILE:
+                _read_document(data, path, cell, rel)
+    return data
+
+
+def _read_records(data: Artifacts, path: Path, rel: str) -> None:
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                data.problems.append(f"{path}:{number}: not JSON ({err.msg}); left out of the headline")
+    dicts = [r for r in records if isinstance(r, dict)]
+    if dicts and len(dicts) == len(records) and all(RESULT_KEYS <= r.keys() for r in dicts):
+        data.rows += dicts
+        data.result_files.append(rel)
+        return
+    for record in dicts:  # a separate correctness cell's verdicts (context parallel)
+        name = record.get("strategy") or record.get("provider")
+        if name and "mask" in record and "status" in record:
+            key = (str(name), str(record["mask"]))
+            # several checks of one strategy and mask (kernels, options): the worst one counts
+            if data.checks.get(key, "ok") == "ok":
+                data.checks[key] = str(record["status"])
+
+
+def _read_document(data: Artifacts, path: Path, cell: str, rel: str) -> None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError:
+        return
+    if not isinstance(document, dict):
+        return
+    source = rel if isinstance(document.get("targets"), list) else cell
+    data.targets += targets_from(document, source)
+    for key, name in (("measured_matmul_peak_tflops", "measured"), ("datasheet_peak_tflops", "datasheet")):
+        if isinstance(document.get(key), (int, float)) and name not in data.peaks:
+            data.peaks[name] = float(document[key])
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
+
+
+def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
+    """The engine's headline of an attention report's headline (report.headline)."""
+    entries = []
+    for b in h.bests:
+        notes = [] if b.checked else ["not checked"]
+        if b.quantised:
+            notes.append(f"quantised {b.quantised} faster")
+        entries.append(page.Entry(
+            key=f"{b.pass_}|{b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
+            winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
+            unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
+            detail=f"{_percent(b.peak_share)} of the {b.peak} peak" if b.peak_share is not None else "",
+            runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
+            margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
+        ))  # fmt: skip
+    note = ""
+    if result_files:
+        note = (f"From {', '.join(result_files)}. Correct: within its dtype's tolerance of the fp32 reference"
+                + (', or vouched for by the correctness cell; "not checked": nothing checked it'
+                   if any(not b.checked for b in h.bests) else "")
+                + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes.")  # fmt: skip
+    return page.Headline(
+        sentences=h.sentences,
+        index_lines=index_lines(h),
+        badges=verdict_badges(h),
+        not_gpu=h.cpu,
+        failures=h.incorrect,
+        targets=[
+            page.Target(t.name, page.Verdict(t.verdict), t.subject, t.detail, t.said) for t in h.targets
+        ],
+        entries_title="fastest correct provider per shape and pass" if entries else "",
+        entries_note=note,
+        entries=entries,
+    )
+
+
+def verdict_badges(h: Headline) -> list[page.Badge]:
+    """Badges that summarise the verdicts: a missed target or a wrong result is red, never green."""
+    badges = []
+    targets = [t for t in h.targets if t.source.endswith(".json")]  # a targets file's lines
+    checks = [t for t in h.targets if not t.source.endswith(".json")]  # single verdicts (trust check)
+    if targets:
+        missed = sum(t.verdict == "missed" for t in targets)
+        unchecked = sum(t.verdict == "not checked" for t in targets)
+        met = len(targets) - missed - unchecked
+        text = f"targets: {met} of {len(targets)} met"
+        text += f", {missed} missed" if missed else ""
+        text += f", {unchecked} not checked" if unchecked else ""
+        tone = page.Tone.bad if missed else page.Tone.quiet if unchecked else page.Tone.good
+        title = "on a CPU smoke run the GPU targets cannot be met" if h.cpu and missed else ""
+        badges.append(page.Badge(text, tone, title))
+    for check in checks:
+        tone = {"met": page.Tone.good, "missed": page.Tone.bad}.get(check.verdict, page.Tone.quiet)
+        word = {"met": "holds", "missed": "FAILS"}.get(check.verdict, check.said or "not checked")
+        badges.append(page.Badge(f"{check.name} check {word}", tone, check.detail))
+    if h.incorrect:
+        n = len(h.incorrect)
+        badges.append(page.Badge(f"{n} correctness failure{'s' if n > 1 else ''}", page.Tone.bad))
+    elif h.bests:
+        badges.append(page.Badge("no correctness failure", page.Tone.good))
+    if h.cpu and h.bests:
+        badges.append(page.Badge(CPU_WARNING, page.Tone.quiet, "timed with perf_counter"))
+    return badges
+
+
+def index_lines(h: Headline) -> list[str]:
+    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak)."""
+    lines = []
+    for pass_ in dict.fromkeys(b.pass_ for b in h.bests):
+        bests = [b for b in h.bests if b.pass_ == pass_]
+        contested = [b for b in bests if b.candidates > 1] or bests
+        leader = max(dict.fromkeys(b.provider for b in contested),
+                     key=lambda p: sum(b.provider == p for b in contested))  # fmt: skip
+        wins = [b for b in contested if b.provider == leader]
+        top = max(wins, key=lambda b: b.tflops or 0)
+        text = f"{PASS_NAMES.get(pass_, pass_)}: {leader}"
+        if len(contested) > 1:
+            text += f" ({len(wins)}/{len(contested)} shapes)"
+        if top.tflops is not None:
+            text += f", up to {tflops_text(top.tflops)} TFLOP/s"
+            if top.peak_share is not None:
+                text += f" ({_percent(top.peak_share)} of {top.peak} peak)"
+        lines.append(text)
+    return lines
+
+
+def headline_of(folders: dict[str, Path]) -> tuple[page.Headline, list[str]]:
+    """The page headline of the cells' artifact folders, and the problems met reading them."""
+    data = read_artifacts(folders)
+    h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
+    return page_headline(h, data.result_files), data.problems
+
+
+def write_headline_of(*cells: str, here: str = "", out: Path | None = None) -> Path:
+    """In a report cell: headline.json (in `out`, default the working directory) of the named upstream
+    cells' artifacts (`attnbench.inputs(cell)` finds each; a cell that did not run on this machine is
+    left out, with a warning) plus, with `here` (this cell's id), the files this cell wrote so far."""
+    from attnbench import inputs
+
+    out = Path(out or Path.cwd())
+    folders: dict[str, Path] = {}
+    for cell in cells:
+        try:
+            folders[cell] = inputs(cell)
+        except FileNotFoundError as e:
+            print(f"warning: {cell} left out of the headline: {e}")
+    if here:
+        folders[here] = out
+    result, problems = headline_of({c: f for c, f in folders.items() if f.is_dir()})
+    for problem in problems:
+        print(f"warning: {problem}")
+    path = page.write_headline(result, out)
+    print(f"{path.name}: {len(result.entries)} entries, {len(result.targets)} targets, "
+          f"{len(result.failures)} failures")  # fmt: skip
+    return path
