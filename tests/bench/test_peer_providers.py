@@ -16,7 +16,7 @@ import torch
 
 from attnbench.bench import masks, providers
 from attnbench.bench.correctness import compare, reference_attention
-from attnbench.bench.providers import flash_attn4, flashinfer_prefill, magi_ffa, te_backends
+from attnbench.bench.providers import flash_attn4, flashinfer_prefill, magi_ffa, te, te_backends
 from attnbench.bench.providers.base import Unsupported
 from attnbench.bench.results import Workload
 
@@ -184,7 +184,7 @@ def test_flash_attn4_window_and_varlen_keywords(monkeypatch):
 
 
 def test_te_backend_pins_enable_one_backend_and_restore_the_users_settings(monkeypatch):
-    assert te_backends.backend_env("fused") == {
+    assert te.backend_env("fused") == {
         "NVTE_FLASH_ATTN": "0",
         "NVTE_FUSED_ATTN": "1",
         "NVTE_UNFUSED_ATTN": "0",
@@ -193,19 +193,19 @@ def test_te_backend_pins_enable_one_backend_and_restore_the_users_settings(monke
         te_backends.TransformerEngineBackend("te_x", "cudnn")
     cache = {"backend_selection_requires_update": False, "use_flash_attention": False,
              "use_fused_attention": True, "fused_attention_backend": 1}  # fmt: skip
-    monkeypatch.setattr(te_backends, "_backend_cache", lambda: cache)
+    monkeypatch.setattr(te, "_backend_cache", lambda: cache)
     monkeypatch.setenv("NVTE_FLASH_ATTN", "0")  # the user's own setting
     monkeypatch.delenv("NVTE_FUSED_ATTN", raising=False)
     monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)
-    te_backends.pin_backend("unfused")
-    assert [os.environ[v] for v in te_backends.BACKENDS.values()] == ["0", "0", "1"]
+    te.pin_backend("unfused")
+    assert [os.environ[v] for v in te.BACKENDS.values()] == ["0", "0", "1"]
     assert cache["backend_selection_requires_update"] is True
-    te_backends.pin_backend("fused")
-    assert te_backends.picked_backend() == "fused (sub-backend 1)"
-    te_backends.pin_backend(None)
+    te.pin_backend("fused")
+    assert te.picked_backend() == "fused (sub-backend 1)"
+    te.pin_backend(None)
     assert os.environ["NVTE_FLASH_ATTN"] == "0" and "NVTE_FUSED_ATTN" not in os.environ
     cache["backend_selection_requires_update"] = False
-    te_backends.pin_backend(None)  # nothing pinned: the cache is left alone
+    te.pin_backend(None)  # nothing pinned: the cache is left alone
     assert cache["backend_selection_requires_update"] is False
 
 

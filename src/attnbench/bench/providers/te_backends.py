@@ -14,68 +14,9 @@ TE's forward is launch-bound at Flux sizes (0.4-0.9 ms of host time per call): s
 
 from __future__ import annotations
 
-import os
-
 from attnbench.bench.providers.base import Prepared, describe_exception
-from attnbench.bench.providers.te import TransformerEngine
+from attnbench.bench.providers.te import TransformerEngine, backend_env, picked_backend, pin_backend
 from attnbench.bench.results import Workload
-
-BACKENDS = {"flash": "NVTE_FLASH_ATTN", "fused": "NVTE_FUSED_ATTN", "unfused": "NVTE_UNFUSED_ATTN"}
-CACHE_MODULE = "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention"
-
-
-def backend_env(backend: str) -> dict[str, str]:
-    """The NVTE_* settings that enable exactly `backend`."""
-    if backend not in BACKENDS:
-        raise ValueError(f"TE backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    return {var: str(int(name == backend)) for name, var in BACKENDS.items()}
-
-
-def _backend_cache() -> dict | None:
-    import importlib
-
-    try:
-        return importlib.import_module(CACHE_MODULE)._attention_backends
-    except (ImportError, AttributeError):
-        return None
-
-
-_ORIGINAL: dict[str, str | None] = {}  # the NVTE_* values before our first pin (restored on unpin)
-
-
-def pin_backend(backend: str | None) -> None:
-    """Enable only `backend` through the NVTE_* variables (None: restore what they were before we pinned)
-    and make TE reselect its backend on the next call. Unpinning without a pin changes nothing, so a
-    user's own NVTE_* settings stand."""
-    if backend is None and not _ORIGINAL:
-        return
-    if backend is not None and not _ORIGINAL:
-        _ORIGINAL.update({var: os.environ.get(var) for var in BACKENDS.values()})
-    settings = dict(_ORIGINAL) if backend is None else backend_env(backend)
-    if backend is None:
-        _ORIGINAL.clear()
-    for var, value in settings.items():
-        if value is None:
-            os.environ.pop(var, None)
-        else:
-            os.environ[var] = value
-    cache = _backend_cache()
-    if cache is not None:
-        cache["backend_selection_requires_update"] = True
-
-
-def picked_backend() -> str:
-    """What TE's cache says it selected, e.g. 'flash (FlashAttention 3.0.0)' or 'fused (sub-backend 1)'."""
-    cache = _backend_cache()
-    if not cache:
-        return "unknown (TE's backend cache not found)"
-    if cache.get("use_flash_attention"):
-        return f"flash ({cache.get('flash_attention_backend')})"
-    if cache.get("use_fused_attention"):
-        return f"fused (sub-backend {cache.get('fused_attention_backend')})"
-    if cache.get("use_unfused_attention"):
-        return "unfused"
-    return "none"
 
 
 class TransformerEngineBackend(TransformerEngine):

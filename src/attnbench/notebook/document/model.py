@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,10 +138,8 @@ def current_platform() -> str:
 def env_name(cell_id: str) -> str:
     """The upper-case form of an id in $UVNOTE_INPUT_<ID> / $ATTNBENCH_INPUT_<ID> (uvnote's rule:
     letters and digits upper-cased, anything else '_'): two ids with one form cannot both be inputs.
-    The one naming rule lives in inputs.py, which launchers and inputs() use too."""
-    from attnbench.notebook.run.inputs import env_name as rule
-
-    return rule(cell_id)
+    The one naming rule: launchers and inputs() (run/inputs.py) use it too."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", cell_id).upper()
 
 
 class NotebookError(Exception):

@@ -7,14 +7,10 @@ The environment variable names come from one rule, `env_name`, which the launche
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-
-def env_name(text: str) -> str:
-    """A notebook or cell name as it appears in an environment variable: ATTNBENCH_INPUT_<NAME>."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", text).upper()
+from attnbench.notebook.document.model import env_name  # the one naming rule
 
 
 def inputs(cell: str) -> Path:
