@@ -8,7 +8,11 @@ import torch
 import triton
 
 from attnbench.kernels.flash_attention2 import configs
-from attnbench.kernels.flash_attention2.backward import flash_bwd_kernel, flash_bwd_preprocess
+from attnbench.kernels.flash_attention2.backward import (
+    flash_bwd_dkdv_kernel,
+    flash_bwd_dq_kernel,
+    flash_bwd_preprocess,
+)
 from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -33,13 +37,19 @@ _forward_tuned = triton.autotune(
     prune_configs_by={"early_config_prune": configs.prune_forward},
     do_bench=_quick_bench,
 )(flash_fwd_kernel)
-_backward_tuned = triton.autotune(
-    configs=configs.ALL_BACKWARD_CONFIGS,
+_dkdv_tuned = triton.autotune(
+    configs=configs.ALL_DKDV_CONFIGS,
     key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC"],
-    prune_configs_by={"early_config_prune": configs.prune_backward},
+    prune_configs_by={"early_config_prune": configs.prune_dkdv},
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
     do_bench=_quick_bench,
-)(flash_bwd_kernel)
+)(flash_bwd_dkdv_kernel)
+_dq_tuned = triton.autotune(
+    configs=configs.ALL_DQ_CONFIGS,
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": configs.prune_dq},
+    do_bench=_quick_bench,
+)(flash_bwd_dq_kernel)
 
 
 def padded_head_dim(head_dim: int) -> int:
@@ -153,7 +163,7 @@ def attention_backward(
     return_kernel: bool = False,
 ):
     """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic".
-    tile / return_kernel: as for attention_forward (the kernel is the main backward kernel)."""
+    tile / return_kernel: as for attention_forward (the kernel returned is the dK/dV kernel)."""
     if dq_mode not in ("recompute", "atomic"):
         raise ValueError(f"dq_mode must be 'recompute' or 'atomic', got {dq_mode!r}")
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
@@ -174,26 +184,40 @@ def attention_backward(
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     shape = (batch, heads, seqlen_q, d_pad) if atomic else (1,)
     dq_acc = torch.zeros(shape, device=q.device, dtype=torch.float32)
-    args = (q, k, v, dout, dq, dk, dv, lse, delta, dq_acc, scale)
-    args += (*_strides(q), *_strides(k), *_strides(v), *_strides(dout))
-    args += (heads, kv_heads, heads // kv_heads, seqlen_q, seqlen_k)
-    meta = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": bool(causal), "DQ_ATOMIC": atomic}
+    strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(dout))
+    dkdv_args = (q, k, v, dout, dk, dv, lse, delta, dq_acc, scale, *strides)
+    dkdv_args += (heads, kv_heads, heads // kv_heads, seqlen_q, seqlen_k)
+    dq_args = (q, k, v, dout, dq, lse, delta, scale, *strides, heads, heads // kv_heads, seqlen_q, seqlen_k)
+    meta = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": bool(causal)}
 
-    def grid(m):
-        key_blocks = triton.cdiv(seqlen_k, m["BLOCK_N1"])
-        query_blocks = 0 if atomic else triton.cdiv(seqlen_q, m["BLOCK_M2"])
-        return (max(key_blocks, query_blocks), batch * kv_heads)
+    def dkdv_grid(m):
+        return (triton.cdiv(seqlen_k, m["BLOCK_N1"]), batch * kv_heads)
+
+    def dq_grid(m):
+        return (triton.cdiv(seqlen_q, m["BLOCK_M2"]), batch * heads)
 
     _set_scratch_allocator(q.device)
     if interpreting():
         tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[1]
         meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
-        kernel = _backward_tuned[grid](*args, **meta)
+        kernel = _dkdv_tuned[dkdv_grid](*dkdv_args, **meta, DQ_ATOMIC=atomic)
+        if not atomic:
+            _dq_tuned[dq_grid](*dq_args, **meta)
     else:
-        kernel = flash_bwd_kernel[grid(tile.meta())](
-            *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
+        kernel = flash_bwd_dkdv_kernel[dkdv_grid(tile.dkdv_meta())](
+            *dkdv_args,
+            **meta,
+            **tile.dkdv_meta(),
+            DQ_ATOMIC=atomic,
+            num_warps=tile.warps,
+            num_stages=tile.stages,
         )
+        if not atomic:
+            warps, stages = tile.dq_launch
+            flash_bwd_dq_kernel[dq_grid(tile.dq_meta())](
+                *dq_args, **meta, **tile.dq_meta(), num_warps=warps, num_stages=stages
+            )
     if atomic:
         dq.copy_(dq_acc[..., :head_dim])
     return (dq, dk, dv, kernel) if return_kernel else (dq, dk, dv)
@@ -203,5 +227,6 @@ def best_tiles() -> dict:
     """The tiles the autotuner chose so far, per tuning key (for the report)."""
     return {
         "forward": {str(key): str(cfg) for key, cfg in _forward_tuned.cache.items()},
-        "backward": {str(key): str(cfg) for key, cfg in _backward_tuned.cache.items()},
+        "backward": {str(key): str(cfg) for key, cfg in _dkdv_tuned.cache.items()},
+        "backward_dq": {str(key): str(cfg) for key, cfg in _dq_tuned.cache.items()},
     }
