@@ -93,11 +93,12 @@ def _bwd_dkdv(
     MASK: tl.constexpr,
     DQ_ATOMIC: tl.constexpr,
     UPCAST: tl.constexpr,
+    BLOCK_N1: tl.constexpr,
 ):
     """Accumulate dK, dV of one key block over query blocks [lo, hi) (transposed tiles: keys are rows)."""
     offs_base = tl.arange(0, BLOCK_M1)
     for start_m in tl.range(lo, hi, BLOCK_M1):
-        start_m = tl.multiple_of(start_m, BLOCK_M1)
+        start_m = tl.multiple_of(start_m, min(BLOCK_M1, BLOCK_N1))
         offs_m = start_m + offs_base
         q = desc_q.load([start_m, 0])
         lse = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
@@ -206,6 +207,7 @@ def flash_bwd_dkdv_kernel(
     hk = (bhk % kv_heads).to(tl.int64)
     qk_scale = sm_scale * LOG2E
     start_n = pid * BLOCK_N1
+    DIAG: tl.constexpr = max(BLOCK_M1, BLOCK_N1)
     desc_k = _head_descriptor(
         K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
     )
@@ -228,19 +230,21 @@ def flash_bwd_dkdv_kernel(
         row = (b * heads + h) * seqlen_q
         dq_ptr = DQ_ACC + row * D_PAD
         if CAUSAL:
-            # query blocks on the diagonal (masked), then every later one (all pairs allowed)
+            # query blocks on the diagonal (masked), then every later one (all pairs allowed). The diagonal
+            # stage spans max(BLOCK_N1, BLOCK_M1) rows from start_n: with BLOCK_M1 > BLOCK_N1 it is one
+            # query block starting at start_n (not a multiple of BLOCK_M1: descriptors take any offset)
             dk, dv = _bwd_dkdv(
-                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + BLOCK_N1,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST,
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + DIAG,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
             )  # fmt: skip
             dk, dv = _bwd_dkdv(
-                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + BLOCK_N1, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + DIAG, seqlen_q,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
             )  # fmt: skip
         else:
             dk, dv = _bwd_dkdv(
                 dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
             )  # fmt: skip
     desc_dk = _head_descriptor(
         DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD

@@ -14,8 +14,9 @@ and stages. Why these candidates (Hopper, H100/H200):
   every key block with the mask applied on each (forward.py): no diagonal split, but loads overlap
   the math. Whether that wins is measured: the autotuner times both kinds.
 - fp32 inputs (TF32 tensor cores) take twice the shared memory per element: smaller tiles.
-- Causal tiles need BLOCK_M to be a multiple of BLOCK_N (the diagonal stage is whole key blocks);
-  the backward needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 for the same reason.
+- Causal tiles need BLOCK_M to be a multiple of BLOCK_N (the diagonal stage is whole key blocks), and the
+  dQ kernel BLOCK_M2 % BLOCK_N2 == 0 for the same reason; the dK/dV kernel takes either ratio (its diagonal
+  stage spans max(BLOCK_M1, BLOCK_N1) query rows).
 
 `scripts/check_triton_fa2_sm90.py` compiles every candidate for sm_90 on a CPU (no GPU needed) and prints
 registers, spills and shared memory, so a candidate that cannot fit is caught before a GPU run.
@@ -100,7 +101,8 @@ class BackwardTile:
 
 # keyed by (bytes per element, padded head dim <= 64 ? "small" : "large")
 FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
-    (2, "small"): [
+    (2, "small"): [  # H100 causal d64 16k: 64x64 w4 s2 1.31 ms, 128x64 w4 s3 1.42, 128x128 w8 s3 1.51
+        ForwardTile(64, 64, 4, 2),
         ForwardTile(128, 64, 4, 3),
         ForwardTile(128, 128, 8, 3),
         ForwardTile(128, 64, 4, 4),
@@ -108,7 +110,7 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(128, 64, 4, 3, warp_specialize=True),
         ForwardTile(128, 128, 4, 2, warp_specialize=True),
     ],
-    (2, "large"): [
+    (2, "large"): [  # H100 causal d128 16k: 128x128 w8 s3 2.11 ms, 128x64 w8 s3 2.29, 128x128 w8 s2 2.42
         ForwardTile(128, 128, 8, 3),
         ForwardTile(128, 64, 4, 3),
         ForwardTile(128, 64, 8, 3),
@@ -123,11 +125,13 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
 # kernel keeps two fp32 accumulators of BLOCK_N1 x head_dim live, so the register file is its limit
 # (8 warps for 128 keys); the dQ kernel keeps one, so it takes 128-row query blocks and 64-key blocks.
 BACKWARD_TILES: dict[tuple[int, str], list[BackwardTile]] = {
+    # H100, causal d64 16k x 16 heads (ms of the kernel alone): dK/dV 128x64 w4 s2 2.22 (s1 2.72, s3 3.26),
+    # 64x64 w4 s2 2.45, 32x64 w4 s4 2.45, 64x128 w8 3.58, 128x64 w8 5.2; dQ 64x64 w4 s2 1.35, 128x64 w8 s3
+    # 1.38, 128x128 w8 s3 1.54, 128x32 w8 s3 1.63
     (2, "small"): [
-        BackwardTile(64, 128, 128, 64, 8, 2, 8, 3),
-        BackwardTile(32, 128, 128, 64, 8, 3, 8, 3),
-        BackwardTile(64, 128, 128, 128, 8, 3, 8, 2),
-        BackwardTile(64, 64, 128, 32, 4, 3, 8, 3),
+        BackwardTile(128, 64, 64, 64, 4, 2, 4, 2),
+        BackwardTile(64, 64, 128, 64, 4, 2, 8, 3),
+        BackwardTile(32, 64, 64, 64, 4, 4, 4, 3),
     ],
     (2, "large"): [
         BackwardTile(32, 128, 128, 64, 8, 2, 8, 2),
