@@ -127,7 +127,8 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
 BACKWARD_TILES: dict[tuple[int, str], list[BackwardTile]] = {
     # H100, causal d64 16k x 16 heads (ms of the kernel alone): dK/dV 128x64 w4 s2 2.22 (s1 2.72, s3 3.26),
     # 64x64 w4 s2 2.45, 32x64 w4 s4 2.45, 64x128 w8 3.58, 128x64 w8 5.2; dQ 64x64 w4 s2 1.35, 128x64 w8 s3
-    # 1.38, 128x128 w8 s3 1.54, 128x32 w8 s3 1.63
+    # 1.38, 128x128 w8 s3 1.54, 128x32 w8 s3 1.63. Autotuned end to end (H100, commit of this change):
+    # forward + backward 5.16 ms (FA3 3.65, cuDNN 4.38 in the same run), was 6.48 with the fused backward.
     (2, "small"): [
         BackwardTile(128, 64, 64, 64, 4, 2, 4, 2),
         BackwardTile(64, 64, 128, 64, 4, 2, 8, 3),
