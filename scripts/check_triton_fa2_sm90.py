@@ -29,7 +29,7 @@ from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from attnbench.kernels.flash_attention2 import configs
-from attnbench.kernels.flash_attention2.backward import flash_bwd_kernel
+from attnbench.kernels.flash_attention2.backward import flash_bwd_dkdv_kernel, flash_bwd_dq_kernel
 from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
 
 HOPPER = GPUTarget("cuda", 90, 32)
@@ -115,17 +115,28 @@ def main() -> int:
                         t for t in forward if t.warp_specialize
                     ][:1]
                     backward = backward[:1]
-                jobs = [(flash_fwd_kernel, tile, {**base, **tile.meta()}) for tile in forward]
+                jobs = [
+                    (flash_fwd_kernel, tile, {**base, **tile.meta()}, tile.warps, tile.stages)
+                    for tile in forward
+                ]
                 for atomic in (False, True):
                     jobs += [
-                        (flash_bwd_kernel, tile, {**base, **tile.meta(), "DQ_ATOMIC": atomic})
+                        (flash_bwd_dkdv_kernel, tile, {**base, **tile.dkdv_meta(), "DQ_ATOMIC": atomic},
+                         tile.warps, tile.stages)
                         for tile in backward
-                    ]
-                for kernel, tile, constexprs in jobs:
+                    ]  # fmt: skip
+                jobs += [
+                    (flash_bwd_dq_kernel, tile, {**base, **tile.dq_meta()}, *tile.dq_launch)
+                    for tile in backward
+                ]
+                for kernel, tile, constexprs, warps, stages in jobs:
                     what = f"{dtype:<9} d{head_dim:<4} {'causal' if causal else 'full':<7} {tile.label()}"
+                    what += {flash_bwd_dq_kernel: " dq-kernel", flash_bwd_dkdv_kernel: " dkdv-kernel"}.get(
+                        kernel, ""
+                    )
                     what += " atomic-dq" if constexprs.get("DQ_ATOMIC") else ""
                     try:
-                        r = compile_one(kernel, dtype, constexprs, tile.warps, tile.stages)
+                        r = compile_one(kernel, dtype, constexprs, warps, stages)
                     except Exception as exc:  # noqa: BLE001 - report every failure, keep going
                         failures += 1
                         print(f"FAIL {what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")

@@ -18,7 +18,8 @@ import torch
 
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
 from attnbench.bench.results import Workload
-from attnbench.kernels.flash_attention2 import flash_attention
+from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, flash_attention
+from attnbench.kernels.flash_attention2.configs import BackwardTile, ForwardTile
 from attnbench.kernels.flash_attention2.launch import tma_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,8 +128,8 @@ def test_mixed_dtypes_are_refused():
 @pytest.mark.skipif(sys.platform != "linux", reason="Triton's CUDA compiler ships for Linux")
 @pytest.mark.timeout(300)
 def test_compiles_for_hopper_without_a_gpu():
-    """Triton's full compiler (to an sm_90 cubin) accepts the first forward tile of each loop structure
-    and the backward in both dQ modes; the warp-specialised tile really is warp-specialised."""
+    """Triton's full compiler (to an sm_90 cubin) accepts the first forward tile of each loop structure,
+    the dK/dV kernel in both dQ modes and the dQ kernel; the warp-specialised tile really is."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "check_triton_fa2_sm90.py"), "--quick", "--dtypes", "bfloat16",
          "--head-dims", "64", "--first"],
@@ -138,5 +139,30 @@ def test_compiles_for_hopper_without_a_gpu():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("ok")]
-    assert len(lines) == 4, proc.stdout
+    assert len(lines) == 5, proc.stdout  # forward, warp-specialised forward, dK/dV (both dQ modes), dQ
     assert any("ws" in line and "warp-specialised" in line for line in lines), proc.stdout
+
+
+# (forward tile, backward tile): the dK/dV tile with more query rows than keys (BLOCK_M1 > BLOCK_N1: the
+# causal diagonal stage is one query block not aligned to BLOCK_M1) and the usual shape (BLOCK_M1 < BLOCK_N1)
+TILE_PAIRS = [
+    (ForwardTile(32, 16, 4, 1), BackwardTile(32, 16, 32, 16, 4, 1)),
+    (ForwardTile(16, 16, 4, 1), BackwardTile(16, 32, 32, 16, 4, 1, 4, 1)),
+]
+
+
+@pytest.mark.parametrize("tiles", TILE_PAIRS, ids=["m1>n1", "m1<n1"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [16, 32, 64])
+def test_given_tiles_match_the_reference(tiles, causal, head_dim):
+    """The split backward (dK/dV kernel, dQ kernel) at explicit tiles, uneven lengths, both masks."""
+    seqlen_k = 45 if causal else 53
+    case = (1, 2, 2, 45, seqlen_k, head_dim, causal, "bfloat16")
+    workload, q, k, v, dout = _inputs(case, seed=head_dim)
+    out, lse = attention_forward(q, k, v, causal, tile=tiles[0])
+    grads = attention_backward(dout, q, k, v, out, lse, causal, tile=tiles[1])
+    checks = {"out": compare(out, reference_attention(q, k, v, workload), workload.dtype, what="out")}
+    for name, got, ref in zip(("dq", "dk", "dv"), grads, reference_grads(q, k, v, dout, workload)):
+        checks[name] = compare(got, ref, workload.dtype, grad=True, what=name)
+    failed = {name: c.reason for name, c in checks.items() if not c.ok}
+    assert not failed, failed

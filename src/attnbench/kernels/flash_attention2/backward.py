@@ -1,13 +1,19 @@
-"""The backward kernels (math and the dQ choice in the package docstring).
+"""The backward kernels (math and the dQ choice in the package docstring). Three launches:
 
-flash_bwd_preprocess  Δ_i = Σ_d dO_id · O_id (fp32), one program per block of query rows.
-flash_bwd_kernel      grid (blocks, batch * kv_heads). Program j:
-                        1. dK, dV of key block j (BLOCK_N1 keys): loop over the query heads of its group and
-                           over the query blocks (BLOCK_M1 rows) that see it; causal: the diagonal blocks
-                           with the mask, then the rest without.
-                        2. (dq_mode "recompute") dQ of query block j (BLOCK_M2 rows) for each query head of
-                           the group: loop over its key blocks (BLOCK_N2 keys), recomputing P and dP.
-                        (dq_mode "atomic") step 1 also adds scale · dS K into an fp32 dQ buffer; no step 2.
+flash_bwd_preprocess   Δ_i = Σ_d dO_id · O_id (fp32), one program per block of query rows.
+flash_bwd_dkdv_kernel  grid (key blocks, batch * kv_heads). Program j owns dK, dV of key block j
+                       (BLOCK_N1 keys, kept in fp32 registers): it loops over the query heads of its group
+                       and over the query blocks (BLOCK_M1 rows) that see it; causal: it starts at the
+                       diagonal, the diagonal blocks masked, every later one without a mask.
+                       (dq_mode "atomic") it also adds scale · dS K into an fp32 dQ buffer.
+flash_bwd_dq_kernel    (dq_mode "recompute") grid (query blocks, batch * heads). Program i owns dQ of
+                       query block i (BLOCK_M2 rows): it loops over the key blocks it sees (BLOCK_N2
+                       keys), recomputing P and dP; causal: the blocks left of the diagonal unmasked,
+                       then the diagonal ones masked; heaviest query blocks launched first.
+
+The two main kernels are separate launches so that each runs at its own tile, warps and pipeline depth
+(dK/dV keeps two fp32 accumulators of BLOCK_N1 x D; dQ one of BLOCK_M2 x D), and the dQ grid covers every
+query head instead of looping over a GQA group.
 
 Rows past the end of a sequence read as zeros through the descriptors; their lse is loaded as +inf, so
 their P is exactly 0 and they add nothing to dK, dV (and their dQ rows are never stored).
@@ -87,11 +93,12 @@ def _bwd_dkdv(
     MASK: tl.constexpr,
     DQ_ATOMIC: tl.constexpr,
     UPCAST: tl.constexpr,
+    BLOCK_N1: tl.constexpr,
 ):
     """Accumulate dK, dV of one key block over query blocks [lo, hi) (transposed tiles: keys are rows)."""
     offs_base = tl.arange(0, BLOCK_M1)
     for start_m in tl.range(lo, hi, BLOCK_M1):
-        start_m = tl.multiple_of(start_m, BLOCK_M1)
+        start_m = tl.multiple_of(start_m, min(BLOCK_M1, BLOCK_N1))
         offs_m = start_m + offs_base
         q = desc_q.load([start_m, 0])
         lse = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
@@ -155,12 +162,11 @@ def _bwd_dq(
 
 
 @triton.jit
-def flash_bwd_kernel(
+def flash_bwd_dkdv_kernel(
     Q,
     K,
     V,
     DO,
-    DQ,
     DK,
     DV,
     LSE,
@@ -189,110 +195,148 @@ def flash_bwd_kernel(
     CAUSAL: tl.constexpr,
     BLOCK_M1: tl.constexpr,
     BLOCK_N1: tl.constexpr,
-    BLOCK_M2: tl.constexpr,
-    BLOCK_N2: tl.constexpr,
     DQ_ATOMIC: tl.constexpr,
     UPCAST: tl.constexpr = False,
 ):
-    # DQ, DK, DV have the strides of Q, K, V (the launcher allocates them with empty_like)
+    """dK, dV of key block `program_id(0)` (grid: key blocks, batch * kv_heads). With a causal mask key
+    block 0 sees every query block: program 0 is the heaviest, so the launch order is heaviest first.
+    DK, DV have the strides of K, V (the launcher allocates them with empty_like)."""
     pid = tl.program_id(0)
     bhk = tl.program_id(1)
     b = (bhk // kv_heads).to(tl.int64)
     hk = (bhk % kv_heads).to(tl.int64)
     qk_scale = sm_scale * LOG2E
-
-    # 1. dK, dV of key block `pid`
     start_n = pid * BLOCK_N1
-    if start_n < seqlen_k:
-        desc_k = _head_descriptor(
-            K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
+    DIAG: tl.constexpr = max(BLOCK_M1, BLOCK_N1)
+    desc_k = _head_descriptor(
+        K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
+    )
+    desc_v = _head_descriptor(
+        V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
+    )
+    k = desc_k.load([start_n, 0])
+    v = desc_v.load([start_n, 0])
+    offs_n = start_n + tl.arange(0, BLOCK_N1)
+    dk = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
+    for g in range(group):
+        h = hk * group + g
+        desc_q = _head_descriptor(
+            Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M1, D_PAD
         )
-        desc_v = _head_descriptor(
-            V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
+        desc_do = _head_descriptor(
+            DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M1, D_PAD
         )
-        k = desc_k.load([start_n, 0])
-        v = desc_v.load([start_n, 0])
-        offs_n = start_n + tl.arange(0, BLOCK_N1)
-        dk = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
-        dv = tl.zeros([BLOCK_N1, D_PAD], dtype=tl.float32)
-        for g in range(group):
-            h = hk * group + g
-            desc_q = _head_descriptor(
-                Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M1, D_PAD
-            )
-            desc_do = _head_descriptor(
-                DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M1, D_PAD
-            )
-            row = (b * heads + h) * seqlen_q
-            dq_ptr = DQ_ACC + row * D_PAD
-            if CAUSAL:
-                # query blocks on the diagonal (masked), then every later one (all pairs allowed)
-                dk, dv = _bwd_dkdv(
-                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + BLOCK_N1,
-                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST,
-                )  # fmt: skip
-                dk, dv = _bwd_dkdv(
-                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + BLOCK_N1, seqlen_q,
-                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
-                )  # fmt: skip
-            else:
-                dk, dv = _bwd_dkdv(
-                    dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
-                    offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST,
-                )  # fmt: skip
-        desc_dk = _head_descriptor(
-            DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
-        )
-        desc_dv = _head_descriptor(
-            DV + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
-        )
-        desc_dk.store([start_n, 0], (dk * sm_scale).to(DK.dtype.element_ty))
-        desc_dv.store([start_n, 0], dv.to(DV.dtype.element_ty))
+        row = (b * heads + h) * seqlen_q
+        dq_ptr = DQ_ACC + row * D_PAD
+        if CAUSAL:
+            # query blocks on the diagonal (masked), then every later one (all pairs allowed). The diagonal
+            # stage spans max(BLOCK_N1, BLOCK_M1) rows from start_n: with BLOCK_M1 > BLOCK_N1 it is one
+            # query block starting at start_n (not a multiple of BLOCK_M1: descriptors take any offset)
+            dk, dv = _bwd_dkdv(
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + DIAG,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+            )  # fmt: skip
+            dk, dv = _bwd_dkdv(
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + DIAG, seqlen_q,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+            )  # fmt: skip
+        else:
+            dk, dv = _bwd_dkdv(
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+            )  # fmt: skip
+    desc_dk = _head_descriptor(
+        DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
+    )
+    desc_dv = _head_descriptor(
+        DV + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N1, D_PAD
+    )
+    desc_dk.store([start_n, 0], (dk * sm_scale).to(DK.dtype.element_ty))
+    desc_dv.store([start_n, 0], dv.to(DV.dtype.element_ty))
 
-    # 2. dQ of query block `pid`, one query head of the group at a time
-    start_m = pid * BLOCK_M2
-    if not DQ_ATOMIC and start_m < seqlen_q:
-        desc_k = _head_descriptor(
-            K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N2, D_PAD
-        )
-        desc_v = _head_descriptor(
-            V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N2, D_PAD
-        )
-        offs_m = start_m + tl.arange(0, BLOCK_M2)
-        for g in range(group):
-            h = hk * group + g
-            desc_q = _head_descriptor(
-                Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
-            )
-            desc_do = _head_descriptor(
-                DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M2, D_PAD
-            )
-            row = (b * heads + h) * seqlen_q
-            q = desc_q.load([start_m, 0])
-            do = desc_do.load([start_m, 0])
-            lse = tl.load(LSE + row + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
-            delta = tl.load(DELTA + row + offs_m, mask=offs_m < seqlen_q, other=0.0)
-            dq = tl.zeros([BLOCK_M2, D_PAD], dtype=tl.float32)
-            if CAUSAL:
-                dq = _bwd_dq(
-                    dq, q, do, lse, delta, desc_k, desc_v, start_m, start_m + BLOCK_M2, offs_m, qk_scale,
-                    seqlen_k, BLOCK_N2, CAUSAL_MASK, UPCAST,
-                )  # fmt: skip
-                dq = _bwd_dq(
-                    dq, q, do, lse, delta, desc_k, desc_v, 0, start_m, offs_m, qk_scale, seqlen_k,
-                    BLOCK_N2, NO_MASK, UPCAST,
-                )  # fmt: skip
-            else:
-                full_end = (seqlen_k // BLOCK_N2) * BLOCK_N2
-                dq = _bwd_dq(
-                    dq, q, do, lse, delta, desc_k, desc_v, 0, full_end, offs_m, qk_scale, seqlen_k,
-                    BLOCK_N2, NO_MASK, UPCAST,
-                )  # fmt: skip
-                dq = _bwd_dq(
-                    dq, q, do, lse, delta, desc_k, desc_v, full_end, seqlen_k, offs_m, qk_scale, seqlen_k,
-                    BLOCK_N2, KEY_TAIL_MASK, UPCAST,
-                )  # fmt: skip
-            desc_dq = _head_descriptor(
-                DQ + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
-            )
-            desc_dq.store([start_m, 0], (dq * sm_scale).to(DQ.dtype.element_ty))
+
+@triton.jit
+def flash_bwd_dq_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    DQ,
+    LSE,
+    DELTA,
+    sm_scale,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_dob,
+    stride_doh,
+    stride_dos,
+    heads,
+    group,
+    seqlen_q,
+    seqlen_k,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M2: tl.constexpr,
+    BLOCK_N2: tl.constexpr,
+    UPCAST: tl.constexpr = False,
+):
+    """dQ of one query block of one query head (grid: query blocks, batch * heads), recomputing P and dP
+    over its key blocks; causal query blocks are launched heaviest (last) first. DQ has Q's strides."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M2
+    bh = tl.program_id(1)
+    b = (bh // heads).to(tl.int64)
+    h = (bh % heads).to(tl.int64)
+    hk = h // group
+    qk_scale = sm_scale * LOG2E
+    desc_k = _head_descriptor(
+        K + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N2, D_PAD
+    )
+    desc_v = _head_descriptor(
+        V + b * stride_vb + hk * stride_vh, seqlen_k, stride_vs, HEAD_DIM, BLOCK_N2, D_PAD
+    )
+    desc_q = _head_descriptor(
+        Q + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
+    )
+    desc_do = _head_descriptor(
+        DO + b * stride_dob + h * stride_doh, seqlen_q, stride_dos, HEAD_DIM, BLOCK_M2, D_PAD
+    )
+    offs_m = start_m + tl.arange(0, BLOCK_M2)
+    row = (b * heads + h) * seqlen_q
+    q = desc_q.load([start_m, 0])
+    do = desc_do.load([start_m, 0])
+    lse = tl.load(LSE + row + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+    delta = tl.load(DELTA + row + offs_m, mask=offs_m < seqlen_q, other=0.0)
+    dq = tl.zeros([BLOCK_M2, D_PAD], dtype=tl.float32)
+    if CAUSAL:
+        # key blocks strictly left of the diagonal (no mask), then the diagonal ones (masked)
+        dq = _bwd_dq(
+            dq, q, do, lse, delta, desc_k, desc_v, 0, start_m, offs_m, qk_scale, seqlen_k,
+            BLOCK_N2, NO_MASK, UPCAST,
+        )  # fmt: skip
+        dq = _bwd_dq(
+            dq, q, do, lse, delta, desc_k, desc_v, start_m, start_m + BLOCK_M2, offs_m, qk_scale,
+            seqlen_k, BLOCK_N2, CAUSAL_MASK, UPCAST,
+        )  # fmt: skip
+    else:
+        full_end = (seqlen_k // BLOCK_N2) * BLOCK_N2
+        dq = _bwd_dq(
+            dq, q, do, lse, delta, desc_k, desc_v, 0, full_end, offs_m, qk_scale, seqlen_k,
+            BLOCK_N2, NO_MASK, UPCAST,
+        )  # fmt: skip
+        dq = _bwd_dq(
+            dq, q, do, lse, delta, desc_k, desc_v, full_end, seqlen_k, offs_m, qk_scale, seqlen_k,
+            BLOCK_N2, KEY_TAIL_MASK, UPCAST,
+        )  # fmt: skip
+    desc_dq = _head_descriptor(
+        DQ + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD
+    )
+    desc_dq.store([start_m, 0], (dq * sm_scale).to(DQ.dtype.element_ty))

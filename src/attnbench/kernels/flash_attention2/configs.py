@@ -14,8 +14,9 @@ and stages. Why these candidates (Hopper, H100/H200):
   every key block with the mask applied on each (forward.py): no diagonal split, but loads overlap
   the math. Whether that wins is measured: the autotuner times both kinds.
 - fp32 inputs (TF32 tensor cores) take twice the shared memory per element: smaller tiles.
-- Causal tiles need BLOCK_M to be a multiple of BLOCK_N (the diagonal stage is whole key blocks);
-  the backward needs BLOCK_N1 % BLOCK_M1 == 0 and BLOCK_M2 % BLOCK_N2 == 0 for the same reason.
+- Causal tiles need BLOCK_M to be a multiple of BLOCK_N (the diagonal stage is whole key blocks), and the
+  dQ kernel BLOCK_M2 % BLOCK_N2 == 0 for the same reason; the dK/dV kernel takes either ratio (its diagonal
+  stage spans max(BLOCK_M1, BLOCK_N1) query rows).
 
 `scripts/check_triton_fa2_sm90.py` compiles every candidate for sm_90 on a CPU (no GPU needed) and prints
 registers, spills and shared memory, so a candidate that cannot fit is caught before a GPU run.
@@ -54,28 +55,44 @@ class ForwardTile:
 
 @dataclass(frozen=True)
 class BackwardTile:
+    """(BLOCK_M1, BLOCK_N1, warps, stages) for the dK/dV kernel; (BLOCK_M2, BLOCK_N2, dq_warps, dq_stages)
+    for the dQ kernel (0: the dK/dV kernel's warps / stages)."""
+
     block_m1: int
     block_n1: int
     block_m2: int
     block_n2: int
     warps: int
     stages: int
+    dq_warps: int = 0
+    dq_stages: int = 0
 
     def meta(self) -> dict:
-        return {
-            "BLOCK_M1": self.block_m1,
-            "BLOCK_N1": self.block_n1,
-            "BLOCK_M2": self.block_m2,
-            "BLOCK_N2": self.block_n2,
-        }
+        return {**self.dkdv_meta(), **self.dq_meta()}
 
-    def config(self) -> triton.Config:
-        return triton.Config(self.meta(), num_warps=self.warps, num_stages=self.stages)
+    def dkdv_meta(self) -> dict:
+        return {"BLOCK_M1": self.block_m1, "BLOCK_N1": self.block_n1}
+
+    def dq_meta(self) -> dict:
+        return {"BLOCK_M2": self.block_m2, "BLOCK_N2": self.block_n2}
+
+    @property
+    def dq_launch(self) -> tuple[int, int]:
+        """(warps, stages) of the dQ kernel."""
+        return self.dq_warps or self.warps, self.dq_stages or self.stages
+
+    def dkdv_config(self) -> triton.Config:
+        return triton.Config(self.dkdv_meta(), num_warps=self.warps, num_stages=self.stages)
+
+    def dq_config(self) -> triton.Config:
+        warps, stages = self.dq_launch
+        return triton.Config(self.dq_meta(), num_warps=warps, num_stages=stages)
 
     def label(self) -> str:
+        warps, stages = self.dq_launch
         return (
-            f"bwd dkdv {self.block_m1}x{self.block_n1} dq {self.block_m2}x{self.block_n2} "
-            f"w{self.warps} s{self.stages}"
+            f"bwd dkdv {self.block_m1}x{self.block_n1} w{self.warps} s{self.stages} "
+            f"dq {self.block_m2}x{self.block_n2} w{warps} s{stages}"
         )
 
     def to_dict(self) -> dict:
@@ -84,7 +101,8 @@ class BackwardTile:
 
 # keyed by (bytes per element, padded head dim <= 64 ? "small" : "large")
 FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
-    (2, "small"): [
+    (2, "small"): [  # H100 causal d64 16k: 64x64 w4 s2 1.31 ms, 128x64 w4 s3 1.42, 128x128 w8 s3 1.51
+        ForwardTile(64, 64, 4, 2),
         ForwardTile(128, 64, 4, 3),
         ForwardTile(128, 128, 8, 3),
         ForwardTile(128, 64, 4, 4),
@@ -92,7 +110,7 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(128, 64, 4, 3, warp_specialize=True),
         ForwardTile(128, 128, 4, 2, warp_specialize=True),
     ],
-    (2, "large"): [
+    (2, "large"): [  # H100 causal d128 16k: 128x128 w8 s3 2.11 ms, 128x64 w8 s3 2.29, 128x128 w8 s2 2.42
         ForwardTile(128, 128, 8, 3),
         ForwardTile(128, 64, 4, 3),
         ForwardTile(128, 64, 8, 3),
@@ -103,20 +121,24 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
     (4, "small"): [ForwardTile(64, 64, 4, 3), ForwardTile(128, 64, 8, 2), ForwardTile(64, 32, 4, 3)],
     (4, "large"): [ForwardTile(64, 64, 4, 2), ForwardTile(64, 32, 4, 3), ForwardTile(128, 32, 8, 2)],
 }
-# Backward candidates: the dK/dV loop keeps two fp32 accumulators of BLOCK_N1 x head_dim live, so the
-# register file is the limit (ptxas, sm_90, Triton 3.6, causal: every other tile we tried spills 200 B+).
+# Backward candidates: (dK/dV tile, warps, stages) + (dQ tile, warps, stages), two kernels. The dK/dV
+# kernel keeps two fp32 accumulators of BLOCK_N1 x head_dim live, so the register file is its limit
+# (8 warps for 128 keys); the dQ kernel keeps one, so it takes 128-row query blocks and 64-key blocks.
 BACKWARD_TILES: dict[tuple[int, str], list[BackwardTile]] = {
+    # H100, causal d64 16k x 16 heads (ms of the kernel alone): dK/dV 128x64 w4 s2 2.22 (s1 2.72, s3 3.26),
+    # 64x64 w4 s2 2.45, 32x64 w4 s4 2.45, 64x128 w8 3.58, 128x64 w8 5.2; dQ 64x64 w4 s2 1.35, 128x64 w8 s3
+    # 1.38, 128x128 w8 s3 1.54, 128x32 w8 s3 1.63. Autotuned end to end (H100, commit of this change):
+    # forward + backward 5.16 ms (FA3 3.65, cuDNN 4.38 in the same run), was 6.48 with the fused backward.
     (2, "small"): [
-        BackwardTile(64, 128, 128, 64, 8, 2),  # 255 regs, 64 B spilled
-        BackwardTile(32, 128, 128, 32, 8, 3),  # 244 regs, no spill
-        BackwardTile(32, 128, 128, 32, 8, 2),  # 237 regs, no spill
-        BackwardTile(32, 64, 64, 32, 4, 3),  # 244 regs, no spill
+        BackwardTile(128, 64, 64, 64, 4, 2, 4, 2),
+        BackwardTile(64, 64, 128, 64, 4, 2, 8, 3),
+        BackwardTile(32, 64, 64, 64, 4, 4, 4, 3),
     ],
     (2, "large"): [
-        BackwardTile(32, 128, 128, 32, 8, 2),  # 104 B spilled
-        BackwardTile(16, 128, 128, 16, 8, 2),  # no spill
-        BackwardTile(32, 64, 64, 32, 8, 2),  # no spill
-        BackwardTile(64, 128, 128, 64, 8, 2),  # 448 B spilled, but twice the work per loaded tile
+        BackwardTile(32, 128, 128, 64, 8, 2, 8, 2),
+        BackwardTile(16, 128, 128, 32, 8, 2, 8, 2),
+        BackwardTile(32, 64, 64, 64, 8, 2, 4, 2),
+        BackwardTile(64, 128, 128, 64, 8, 2, 8, 2),
     ],
     (4, "small"): [
         BackwardTile(32, 64, 64, 32, 4, 2),
@@ -169,8 +191,19 @@ def _all_configs(table: dict) -> list[triton.Config]:
     return [t.config() for t in unique]
 
 
+def _launch(config: triton.Config) -> tuple:
+    """What makes two configs the same launch: meta-parameters, warps, stages."""
+    return (tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages)
+
+
+def _unique(configs: list[triton.Config]) -> list[triton.Config]:
+    return list({_launch(c): c for c in configs}.values())
+
+
 ALL_FORWARD_CONFIGS = _all_configs(FORWARD_TILES)
-ALL_BACKWARD_CONFIGS = _all_configs(BACKWARD_TILES)
+_ALL_BACKWARD_TILES = list(dict.fromkeys(t for tiles in BACKWARD_TILES.values() for t in tiles))
+ALL_DKDV_CONFIGS = _unique([t.dkdv_config() for t in _ALL_BACKWARD_TILES])
+ALL_DQ_CONFIGS = _unique([t.dq_config() for t in _ALL_BACKWARD_TILES])
 
 
 def _forward_tile(config: triton.Config) -> ForwardTile:
@@ -180,19 +213,21 @@ def _forward_tile(config: triton.Config) -> ForwardTile:
     )
 
 
-def _backward_tile(config: triton.Config) -> BackwardTile:
-    kw = config.kwargs
-    return BackwardTile(
-        kw["BLOCK_M1"], kw["BLOCK_N1"], kw["BLOCK_M2"], kw["BLOCK_N2"], config.num_warps, config.num_stages
-    )
-
-
 def prune_forward(configs, named_args, **kwargs):
     """Autotuner hook: keep the configs that are candidates for this dtype, head dim and mask."""
     wanted = set(forward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"], kwargs["CAUSAL"]))
     return [c for c in configs if _forward_tile(c) in wanted]
 
 
-def prune_backward(configs, named_args, **kwargs):
-    wanted = set(backward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"]))
-    return [c for c in configs if _backward_tile(c) in wanted]
+def prune_dkdv(configs, named_args, **kwargs):
+    """Autotuner hook, dK/dV kernel: the (BLOCK_M1, BLOCK_N1, warps, stages) of this problem's tiles."""
+    tiles = backward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"])
+    wanted = {_launch(t.dkdv_config()) for t in tiles}
+    return [c for c in configs if _launch(c) in wanted]
+
+
+def prune_dq(configs, named_args, **kwargs):
+    """Autotuner hook, dQ kernel: the (BLOCK_M2, BLOCK_N2, warps, stages) of this problem's tiles."""
+    tiles = backward_candidates(named_args["Q"].element_size(), kwargs["D_PAD"])
+    wanted = {_launch(t.dq_config()) for t in tiles}
+    return [c for c in configs if _launch(c) in wanted]
