@@ -12,6 +12,8 @@ from attnbench.kernels.flash_attention2.backward import flash_bwd_kernel, flash_
 from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# fp32 inputs: "tf32" (tl.dot's default, TF32 tensor cores) or "ieee" (true fp32). 16-bit inputs ignore it.
+INPUT_PRECISIONS = ("tf32", "ieee")
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
 PREPROCESS_BLOCK = 64
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y, where batch * heads goes
@@ -29,17 +31,26 @@ def _quick_bench(fn, quantiles):
 
 _forward_tuned = triton.autotune(
     configs=configs.ALL_FORWARD_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL"],
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
     prune_configs_by={"early_config_prune": configs.prune_forward},
     do_bench=_quick_bench,
 )(flash_fwd_kernel)
 _backward_tuned = triton.autotune(
     configs=configs.ALL_BACKWARD_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC"],
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC", "MMA_MODE"],
     prune_configs_by={"early_config_prune": configs.prune_backward},
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
     do_bench=_quick_bench,
 )(flash_bwd_kernel)
+
+
+def mma_mode(dtype: torch.dtype, input_precision: str) -> int:
+    """The kernels' MMA_MODE constexpr (forward.py) for an input dtype and precision."""
+    if input_precision not in INPUT_PRECISIONS:
+        raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
+    if interpreting() and dtype == torch.bfloat16:
+        return 1  # MMA_UPCAST: the interpreter's dot misreads bfloat16
+    return 2 if dtype == torch.float32 and input_precision == "ieee" else 0
 
 
 def padded_head_dim(head_dim: int) -> int:
@@ -109,11 +120,19 @@ def _strides(t: torch.Tensor) -> tuple[int, int, int]:
 
 
 def attention_forward(
-    q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None, return_kernel=False
+    q,
+    k,
+    v,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    tile=None,
+    return_kernel=False,
+    input_precision: str = "tf32",
 ):
     """(out [B, H, Sq, D] like q, lse [B, H, Sq] fp32, natural log). `tile`: a configs.ForwardTile to use
     instead of autotuning (the interpreter uses configs.interpreter_tiles). return_kernel: also return
-    Triton's compiled kernel (its n_regs, n_spills, metadata.shared), None under the interpreter."""
+    Triton's compiled kernel (its n_regs, n_spills, metadata.shared), None under the interpreter.
+    input_precision: for fp32 inputs, "tf32" (tl.dot's default) or "ieee" (true fp32)."""
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
@@ -122,6 +141,7 @@ def attention_forward(
     args = (q, k, v, out, lse, scale, *_strides(q), *_strides(k), *_strides(v), *_strides(out))
     args += (heads, heads // kv_heads, seqlen_q, seqlen_k)
     meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": bool(causal)}
+    meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
 
     def grid(m):
         return (triton.cdiv(seqlen_q, m["BLOCK_M"]), batch * heads)
@@ -129,7 +149,6 @@ def attention_forward(
     _set_scratch_allocator(q.device)
     if interpreting():
         tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[0]
-        meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
         kernel = _forward_tuned[grid](*args, **meta)
     else:
@@ -151,9 +170,10 @@ def attention_backward(
     dq_mode: str = "recompute",
     tile=None,
     return_kernel: bool = False,
+    input_precision: str = "tf32",
 ):
     """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic".
-    tile / return_kernel: as for attention_forward (the kernel is the main backward kernel)."""
+    tile / return_kernel / input_precision: as for attention_forward (the kernel is the main backward one)."""
     if dq_mode not in ("recompute", "atomic"):
         raise ValueError(f"dq_mode must be 'recompute' or 'atomic', got {dq_mode!r}")
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
@@ -178,6 +198,7 @@ def attention_backward(
     args += (*_strides(q), *_strides(k), *_strides(v), *_strides(dout))
     args += (heads, kv_heads, heads // kv_heads, seqlen_q, seqlen_k)
     meta = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": bool(causal), "DQ_ATOMIC": atomic}
+    meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
 
     def grid(m):
         key_blocks = triton.cdiv(seqlen_k, m["BLOCK_N1"])
@@ -187,7 +208,6 @@ def attention_backward(
     _set_scratch_allocator(q.device)
     if interpreting():
         tile = configs.interpreter_tiles(seqlen_q, seqlen_k)[1]
-        meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
         kernel = _backward_tuned[grid](*args, **meta)
     else:
