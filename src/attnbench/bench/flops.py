@@ -240,10 +240,14 @@ def _gpu_shape(device) -> tuple[int | None, tuple[int, int] | None]:
     return props.multi_processor_count, (props.major, props.minor)
 
 
-def score(row: Result, provider, peak_tflops, datasheet_tflops: float | None, device) -> None:
-    """TFLOP/s and its share of each peak matching the row's math; a row above any peak becomes an error."""
+def score(
+    row: Result, provider, peak_tflops, datasheet_tflops: float | None, device, work_flops: float | None = None
+) -> None:
+    """TFLOP/s and its share of each peak matching the row's math; a row above any peak becomes an error.
+
+    work_flops: the FLOPs of one call when not the dense-mask count (a dilated pattern's own)."""
     w = row.workload
-    row.tflops = tflops(attention_flops(w, row.pass_), row.ms_median)
+    row.tflops = tflops(work_flops if work_flops is not None else attention_flops(w, row.pass_), row.ms_median)
     tf32 = getattr(provider, "tf32", None)
     row.math = row_math(w.dtype, tf32=tf32, quantized=bool(getattr(provider, "quantized", False)))
     if row.math is None or row.tflops is None:
