@@ -275,3 +275,18 @@ def test_clock_sampler_medians_over_a_window():
     with ClockSampler(None) as empty:  # no source: no thread, no samples, None fields
         pass
     assert empty.summary()["sm_clock_mhz"] is None
+
+
+def test_before_runs_untimed_ahead_of_each_call_and_feeds_it():
+    clock = FakeClock([2.0])
+    made = []
+
+    def before():
+        clock.now += 1.0  # a slow untimed forward: must not show in the samples
+        made.append(len(made))
+        return (made[-1],)
+
+    seen = []
+    t = timing.measure(lambda i: (seen.append(i), clock.fn()), device="cpu", min_reps=4, min_time_ms=0.0,
+                       warmup_reps=1, before=before, clock=clock)  # fmt: skip
+    assert t.reps == 4 and t.ms_median == 2.0 and seen == made == [0, 1, 2, 3, 4]

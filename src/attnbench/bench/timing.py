@@ -157,20 +157,23 @@ def measure(
     max_reps: int = 10000,
     flush_l2: bool = True,
     warmup_min_s: float | None = None,
+    before: Callable[[], tuple] | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Timing:
     """Time `fn()` (its return value is dropped) with the module's protocol. CUDA events on a CUDA
     device, else perf_counter.
 
     warmup_reps: at least this many warm-up calls; the warm-up also lasts at least `warmup_min_s`
-    (default and floor on a GPU: WARMUP_MIN_S) and until settled. `clock` (seconds, CPU path only)
+    (default and floor on a GPU: WARMUP_MIN_S) and until settled. `before()`, if given, runs untimed
+    ahead of each call (e.g. a forward whose graph the timed backward consumes) and its tuple is passed to
+    `fn`. `clock` (seconds, CPU path only)
     exists so tests can drive the protocol deterministically. Exceptions (including
     torch.OutOfMemoryError) propagate; the sweep turns them into rows.
     """
     _check_args(min_reps, min_time_ms, warmup_reps, max_reps)
     rule = {"min_reps": min_reps, "min_time_ms": min_time_ms, "max_reps": max_reps}
     if not is_cuda(device):
-        backend = CpuBackend(fn, clock or time.perf_counter)
+        backend = CpuBackend(fn, clock or time.perf_counter, before)
         warm = warm_up(backend, None, min_calls=warmup_reps, min_s=warmup_min_s or 0.0)
         samples = timed_samples(backend, rule, warm["estimate_ms"])
         return summarize(samples, "perf_counter", **_warmup_fields(warm), timing_method="perf_counter")
@@ -179,21 +182,24 @@ def measure(
             f"warmup_min_s={warmup_min_s} is below the protocol's floor of {WARMUP_MIN_S} s on a GPU "
             "(a profile may lower the counts, never the warm-up)"
         )
-    return _measure_cuda(fn, torch.device(device), warmup_reps, rule, flush_l2, warmup_min_s or WARMUP_MIN_S)
+    return _measure_cuda(
+        fn, torch.device(device), warmup_reps, rule, flush_l2, warmup_min_s or WARMUP_MIN_S, before
+    )
 
 
 class CpuBackend:
     """perf_counter around each call (or a test's clock)."""
 
-    def __init__(self, fn: Callable[[], Any], clock: Callable[[], float]):
-        self.fn, self.now = fn, clock
+    def __init__(self, fn: Callable[..., Any], clock: Callable[[], float], before=None):
+        self.fn, self.now, self.before = fn, clock, before
         self.host_ms_per_call: float | None = None
 
     def batch(self, n: int, queued: bool = False) -> list[float]:
         samples = []
         for _ in range(n):
+            args = self.before() if self.before else ()
             start = self.now()
-            self.fn()
+            self.fn(*args)
             samples.append((self.now() - start) * 1e3)
         return samples
 
@@ -201,8 +207,8 @@ class CpuBackend:
 class CudaBackend:
     """Per-call CUDA events with an L2 flush before each start event; optionally behind a spin kernel."""
 
-    def __init__(self, fn, device: torch.device, flush_l2: bool, max_mhz: float | None):
-        self.fn, self.device, self.now = fn, device, time.perf_counter
+    def __init__(self, fn, device: torch.device, flush_l2: bool, max_mhz: float | None, before=None):
+        self.fn, self.device, self.now, self.before = fn, device, time.perf_counter, before
         self.stream = torch.cuda.current_stream(device)
         self.flush_bytes = flush_buffer_bytes(device) if flush_l2 else 0
         self.flush = torch.empty(self.flush_bytes, dtype=torch.int8, device=device) if flush_l2 else None
@@ -217,10 +223,11 @@ class CudaBackend:
             torch.cuda._sleep(int((1.5 * n * self.host_ms_per_call + 1.0) * self.cycles_per_ms))
         host_start = time.perf_counter()
         for start, end in zip(starts, ends):
+            args = self.before() if self.before else ()  # untimed: queued before the start event
             if self.flush is not None:
                 self.flush.zero_()  # evicts L2; queued before the start event, so not timed
             start.record(self.stream)
-            self.fn()
+            self.fn(*args)
             end.record(self.stream)
         host_ms = (time.perf_counter() - host_start) * 1e3 / n
         torch.cuda.synchronize(self.device)
@@ -306,14 +313,14 @@ def launch_bound(host_ms_per_call: float | None, gpu_ms_per_call: float | None) 
 
 
 def _measure_cuda(
-    fn, device: torch.device, warmup_reps: int, rule: dict, flush_l2: bool, warmup_min_s: float
+    fn, device: torch.device, warmup_reps: int, rule: dict, flush_l2: bool, warmup_min_s: float, before=None
 ) -> Timing:
     from attnbench.bench import clocks
 
     source, clock_reason = clocks.source_for(device)
     limits = source.limits() if hasattr(source, "limits") else {}
     with torch.cuda.device(device), clocks.ClockSampler(source) as sampler:
-        backend = CudaBackend(fn, device, flush_l2, limits.get("max_sm_clock_mhz"))
+        backend = CudaBackend(fn, device, flush_l2, limits.get("max_sm_clock_mhz"), before)
         warm = warm_up(backend, sampler, min_calls=max(warmup_reps, 1), min_s=warmup_min_s)
         queued = launch_bound(backend.host_ms_per_call, warm["estimate_ms"])
         host_ms_per_call = backend.host_ms_per_call
