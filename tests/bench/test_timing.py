@@ -289,4 +289,4 @@ def test_before_runs_untimed_ahead_of_each_call_and_feeds_it():
     seen = []
     t = timing.measure(lambda i: (seen.append(i), clock.fn()), device="cpu", min_reps=4, min_time_ms=0.0,
                        warmup_reps=1, before=before, clock=clock)  # fmt: skip
-    assert t.reps == 4 and t.ms_median == 2.0 and seen == made == [0, 1, 2, 3, 4]
+    assert t.reps == 4 and t.ms_median == pytest.approx(2.0) and seen == made == [0, 1, 2, 3, 4]
