@@ -47,6 +47,7 @@ def print_progress(row: Result) -> None:
         text += f" {row.ms_median:9.4f} ms"
         text += f" {row.tflops:8.4g} TFLOP/s" if row.tflops is not None else ""
         text += f" MFU {row.mfu:5.1%}" if row.mfu is not None else ""
+        text += f" @{row.sm_clock_mhz:.0f} MHz" if row.sm_clock_mhz is not None else ""
     if row.rel_l2 is not None:
         text += f" rel_l2 {row.rel_l2:.2e}"
     if row.reason:
