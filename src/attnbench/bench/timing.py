@@ -82,6 +82,11 @@ class Timing:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def conditions(self) -> dict[str, Any]:
+        """How it was timed and at what clock: the fields a row of any study keeps beside its times."""
+        names = ("timing_method", "warmup_s", "warmup_settled", "sm_clock_mhz", "power_w", "temperature_c")
+        return {name: getattr(self, name) for name in (*names, "clock_source")}
+
 
 TIMING_METHODS = {
     "cuda_event_per_call": "CUDA events around each call, the GPU ahead of the host",

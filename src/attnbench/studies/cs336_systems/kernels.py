@@ -108,7 +108,7 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
             )
             row.update(status="ok" if check.ok else "incorrect", reason=check.reason, rel_l2=check.rel_l2,
                        ms=result.ms_median, tflops=tflops(attention_flops(workload, "fwd"), result.ms_median),
-                       **_kernel_resources(kernel))  # fmt: skip
+                       **_kernel_resources(kernel), **result.conditions())  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
             row.update(
                 status="oom" if timing.is_oom(exc) else "error",
@@ -152,7 +152,7 @@ def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
                 result = timing.measure(call, device=device, **timing_options)
                 row.update(status="ok" if worst.ok else "incorrect", reason=worst.reason, rel_l2=worst.rel_l2,
                            ms=result.ms_median, tflops=tflops(attention_flops(workload, "bwd"), result.ms_median),
-                           **_kernel_resources(kernel))  # fmt: skip
+                           **_kernel_resources(kernel), **result.conditions())  # fmt: skip
             except Exception as exc:  # noqa: BLE001
                 row.update(
                     status="oom" if timing.is_oom(exc) else "error",
