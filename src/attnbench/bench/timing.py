@@ -171,9 +171,8 @@ def measure(
     warmup_reps: at least this many warm-up calls; the warm-up also lasts at least `warmup_min_s`
     (default and floor on a GPU: WARMUP_MIN_S) and until settled. `before()`, if given, runs untimed
     ahead of each call (e.g. a forward whose graph the timed backward consumes) and its tuple is passed to
-    `fn`. `clock` (seconds, CPU path only)
-    exists so tests can drive the protocol deterministically. Exceptions (including
-    torch.OutOfMemoryError) propagate; the sweep turns them into rows.
+    `fn`. `clock` (seconds, CPU path only) exists so tests can drive the protocol deterministically.
+    Exceptions (including torch.OutOfMemoryError) propagate; the sweep turns them into rows.
     """
     _check_args(min_reps, min_time_ms, warmup_reps, max_reps)
     rule = {"min_reps": min_reps, "min_time_ms": min_time_ms, "max_reps": max_reps}
