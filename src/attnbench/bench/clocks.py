@@ -15,6 +15,7 @@ and the row says why.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import statistics
 import subprocess
@@ -140,6 +141,8 @@ def source_for(device) -> tuple[object | None, str | None]:
     index = nvml_index(device)
     if index not in _SOURCES:
         _SOURCES[index] = open_source(device)
+        if _SOURCES[index][0] is not None:
+            atexit.register(_SOURCES[index][0].close)  # a streaming nvidia-smi must not outlive us
     return _SOURCES[index]
 
 
