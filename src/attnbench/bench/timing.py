@@ -49,10 +49,11 @@ FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024  # when the L2 size is not reported
 WARMUP_MIN_S = 1.0  # the floor of the warm-up on a GPU: boost-to-power-limit takes about a second
 WARMUP_MAX_S = 5.0  # give up settling after this long (the row then says warmup_settled=False)
 WARMUP_BATCH_S = 0.1  # one warm-up batch; consecutive batches are compared
+WARMUP_BATCH_MAX = 2000  # calls in one warm-up batch (events are made per call)
 SETTLE_TOLERANCE = 0.03  # per-call time and SM clock agree within 3 % with those SETTLE_WINDOW_S earlier
 SETTLE_WINDOW_S = 0.5  # compared over half a second, so a slow drift (a clock sinking ~7 %/s) is seen
 LAUNCH_BOUND_SHARE = 0.5  # host enqueue time per call >= this share of GPU time: launch-bound
-QUEUED_BATCH_MAX = 100  # calls per batch behind one spin kernel (stays far below the launch queue depth)
+QUEUED_BATCH_MAX = 32  # calls per batch behind one spin kernel: their launches must fit the launch queue
 ASSUMED_MAX_MHZ = 2000.0  # converts spin milliseconds to cycles when the max clock is unknown (errs long)
 
 
@@ -269,7 +270,7 @@ def warm_up(
         if estimate is None:
             n = 1
         else:
-            n = max(1, min(QUEUED_BATCH_MAX * 10, math.ceil(batch_s * 1e3 / max(estimate, 1e-4))))
+            n = max(1, min(WARMUP_BATCH_MAX, math.ceil(batch_s * 1e3 / max(estimate, 1e-4))))
         n = max(n, min_calls - calls) if min_s == 0 else n
         mark = sampler.mark() if sampler is not None else 0
         estimate = statistics.median(backend.batch(n))
