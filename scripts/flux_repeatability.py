@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("flux_repeatability.json"))
     parser.add_argument("--providers", nargs="*", default=[], help="names or families (default: all)")
+    parser.add_argument("--seq-lens", nargs="*", type=int, default=list(FLUX_SEQ_LENS),
+                        help="a subset of the Flux lengths, to fit a time limit")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes: checks the plumbing only")
     args = parser.parse_args(argv)
 
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda and not args.smoke:
         print("no CUDA device: run on the GPU machine, or pass --smoke for the CPU plumbing check")
         return 2
-    shape = SMOKE if args.smoke else {"seq_lens": FLUX_SEQ_LENS, "heads": 24, "head_dim": 128,
+    shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": 24, "head_dim": 128,
                                       "providers": args.providers, "timing": FLUX_TIMING}  # fmt: skip
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         "power_limit_w": info.get("power_limit_w"),
         "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
         "timing": shape["timing"],
+        "seq_lens": list(shape["seq_lens"]),
+        "providers": [p.name for p in chosen],
         "run_seconds": seconds,
         **summary(pairs),
         "pairs": pairs,
