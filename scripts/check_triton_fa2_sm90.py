@@ -107,7 +107,7 @@ def main() -> int:
         for head_dim in args.head_dims:
             d_pad = 1 << (head_dim - 1).bit_length()
             for causal in (True,) if args.quick else (False, True):
-                base = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": causal, "UPCAST": False}
+                base = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": causal, "MMA_MODE": 0}
                 forward = configs.forward_candidates(SIZE[dtype], d_pad, causal)
                 backward = configs.backward_candidates(SIZE[dtype], d_pad)
                 if args.first:

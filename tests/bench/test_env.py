@@ -6,6 +6,7 @@ import re
 import socket
 import stat
 import sys
+import time
 
 import pytest
 
@@ -13,7 +14,9 @@ from attnbench.bench import env
 
 FAKE_SMI = """#!/bin/sh
 case "$*" in
+  *-lms*) echo "1500, 690.10, 61"; echo "1485, 691.00, 62"; sleep 5 ;;
   *clocks.sm*) echo "1980, 1980, 41, 120.50"; echo "1755, 1980, 45, [N/A]" ;;
+  *enforced.power.limit*) echo "700.00, 1980"; echo "700.00, 1980" ;;
   *driver_version*) echo "570.86.15, NVIDIA H200" ;;
   *name*) echo "NVIDIA H200" ;;
   *) echo "fake nvidia-smi table" ;;
@@ -125,3 +128,38 @@ def test_clock_report():
     assert (
         env.clock_report(before, after) == "SM clock 1980 -> 1755 MHz (max 1980), temperature 40.0 -> 61.0 C"
     )
+
+
+@pytest.mark.timeout(60)
+def test_power_limit_and_max_clock_are_run_facts(fake_smi, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no pynvml: nvidia-smi gives them, and says so
+    limits = env.gpu_limits()
+    assert limits == {
+        "power_limit_w": 700.0,
+        "max_sm_clock_mhz": 1980.0,
+        "source": "nvidia-smi",
+        "reason": None,
+    }
+    info = env.collect_env()
+    assert info["power_limit_w"] == 700.0 and info["limits_source"] == "nvidia-smi"
+
+
+def test_without_any_source_the_limits_say_why(no_smi, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    limits = env.gpu_limits()
+    assert limits["power_limit_w"] is None and "nvml" in limits["reason"] and "nvidia-smi" in limits["reason"]
+
+
+@pytest.mark.timeout(60)
+def test_streaming_nvidia_smi_source_gives_the_clock_while_timing(fake_smi):
+    from attnbench.bench.clocks import ClockReading, SmiStreamSource
+
+    source = SmiStreamSource(0)
+    try:
+        assert source.name == "nvidia-smi"
+        deadline = time.monotonic() + 5
+        while source.read() != ClockReading(1485.0, 691.0, 62.0) and time.monotonic() < deadline:
+            pass
+        assert source.read() == ClockReading(1485.0, 691.0, 62.0)  # the newest line
+    finally:
+        source.close()

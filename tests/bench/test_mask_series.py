@@ -71,7 +71,22 @@ def test_the_per_row_limit_stops_a_series_at_its_first_long_row(monkeypatch):
     monkeypatch.setitem(profiles.ASSUMED_TFLOPS, "sdpa_math", 1e-12)  # predicted: forever
     rows = _by(_run([([get("sdpa_math")], ["fwd"])], budget=series.Budget(row_limit_s=5.0)), "sdpa_math")
     assert [r.status for r in rows.values()] == ["skipped"] * 3
-    assert "per-row limit of 5 s" in rows[64].reason and rows[256].reason == rows[64].reason
+    assert all("per-row limit of 5 s" in r.reason for r in rows.values())
+    assert rows[256].reason != rows[64].reason  # each length carries its own prediction, not the first's
+
+
+def test_a_stopped_series_predicts_each_length_from_the_nearest_measured_one():
+    state = series._Series(last=(series.flops.attention_flops(Workload(1, 64, 64, 4, 2, 16), "fwd"), 2.0))
+    state.last_seqlen = 64  # 2 s per call at 64 tokens: 128 costs 4x, 256 costs 16x
+    budget = series.Budget(row_limit_s=10.0)
+    reasons = [
+        series._one(get("sdpa_math"), Workload(1, n, n, 4, 2, 16), "fwd", None, state, None, budget,
+                    {"min_reps": 1, "warmup_reps": 0, "min_time_ms": 0.0}, "t", None, None).reason
+        for n in (128, 256)
+    ]  # fmt: skip
+    # setup call + 1 s warm-up floor (a call is longer: the warm-up is one call) + one timed call
+    assert "predicted 24 s for this row (from the measured row at seqlen 64)" in reasons[0]
+    assert "predicted 96 s for this row (from the measured row at seqlen 64)" in reasons[1]
 
 
 def test_a_series_refused_at_run_time_stays_a_refusal_whatever_the_budget(monkeypatch):

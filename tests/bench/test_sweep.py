@@ -269,10 +269,10 @@ def test_without_reference_rows_are_marked_unchecked_and_not_best():
         env_id="x",
         progress=None,
         timing_options=FAST,
-        peak_tflops=1e-6,
+        peak_tflops={"tf32": 1.0, "fp32": 1.0},  # the peak of the row's math (a CPU fp32 row)
     )
     assert rows[0].status == "ok" and rows[0].ok is None and rows[0].reason.startswith("not checked")
-    assert rows[0].mfu == pytest.approx(rows[0].tflops / 1e-6)
+    assert rows[0].mfu == pytest.approx(rows[0].tflops / 1.0)
     assert best_by_workload(rows) == [] and best_by_workload(rows, require_checked=False) == rows
 
 

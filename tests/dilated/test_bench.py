@@ -109,16 +109,18 @@ def test_a_series_stops_after_a_point_over_the_budget_and_says_why():
     sweep = FakeSweep(config_with([128, 256, 512, 1024]), {128: 100.0, 256: 1500.0})
     sweep.run(SERIES, "fwd")
     rows = sweep.rows
-    assert [r.status for r in rows] == ["ok", "ok", "unsupported", "unsupported"]
+    assert [r.status for r in rows] == ["ok", "ok", "skipped", "skipped"]
     assert rows[2].reason.startswith("not run: 256 tokens took 1.50 s per call, over the 1 s budget")
+    assert "predicted 6.0 s per call here" in rows[2].reason and "24.0 s per call here" in rows[3].reason
     assert rows[3].extra["not_run"] and rows[3].extra["pattern"] == "dilated"
 
 
 def test_a_series_does_not_start_a_point_predicted_far_over_the_budget():
     sweep = FakeSweep(config_with([128, 256, 512]), {128: 600.0, 256: 900.0})
     sweep.run(scaling.Series("sdpa_math", "dense", None, "sdpa_math"), "fwd")
-    assert [r.status for r in sweep.rows] == ["ok", "unsupported", "unsupported"]
+    assert [r.status for r in sweep.rows] == ["ok", "skipped", "skipped"]
     assert "predicted 2.4 s per call" in sweep.rows[1].reason  # 0.6 s x (256/128)^2 > 2 x the 1 s budget
+    assert "predicted 9.6 s per call" in sweep.rows[2].reason  # its own length, not 256's number again
     assert sweep.rows[1].family == "sdpa"
 
 
@@ -146,7 +148,7 @@ def test_a_point_predicted_out_of_memory_is_never_started():
 def test_a_series_budget_ends_the_series():
     sweep = FakeSweep(config_with([128, 256]), {128: 10.0, 256: 10.0})
     sweep.run(scaling.Series("dilated_flex", "dilated", "flex", None, budget_s=0.0), "fwd")
-    assert sweep.rows[0].status == "unsupported" and "this series' time budget" in sweep.rows[0].reason
+    assert sweep.rows[0].status == "skipped" and "this series' time budget" in sweep.rows[0].reason
 
 
 def test_breakdown_measures_the_kernel_share():

@@ -166,3 +166,16 @@ def test_given_tiles_match_the_reference(tiles, causal, head_dim):
         checks[name] = compare(got, ref, workload.dtype, grad=True, what=name)
     failed = {name: c.reason for name, c in checks.items() if not c.ok}
     assert not failed, failed
+
+
+def test_input_precision_is_checked_and_ieee_matches_the_reference():
+    from attnbench.kernels.flash_attention2.launch import mma_mode
+
+    assert mma_mode(torch.float32, "ieee") == 2 and mma_mode(torch.float32, "tf32") == 0
+    assert mma_mode(torch.float16, "ieee") == 0  # 16-bit inputs: the option does not apply
+    q = torch.randn(1, 2, 20, 16, device=DEVICE)
+    with pytest.raises(ValueError, match="input_precision"):
+        flash_attention(q, q, q, input_precision="fp64")
+    out = flash_attention(q, q, q, input_precision="ieee")
+    ref = reference_attention(q, q, q, Workload(1, 20, 20, 2, 2, 16, "float32", "full"))
+    assert torch.allclose(out.double(), ref.double(), atol=1e-5, rtol=1e-5)

@@ -15,7 +15,7 @@ FAST = {"min_reps": 1, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 1}
 def test_registered_with_its_family():
     provider = providers.get("triton_fa2")
     assert provider.family == "attnbench_triton"
-    assert providers.select(["attnbench_triton"]) == [provider]
+    assert providers.select(["attnbench_triton"]) == [provider, providers.get("triton_fa2_ieee")]
     assert provider.unavailable() is None  # triton imports here (the interpreter runs it without a GPU)
 
 
@@ -45,3 +45,19 @@ def test_unsupported_workloads_have_reasons():
     for workload, reason in cases.items():
         status = provider.why_not(workload, "fwd")
         assert status is not None and status[0] == "unsupported" and reason in status[1], status
+
+
+def test_true_fp32_is_its_own_provider_and_fp32_rows_say_which_math_they_ran():
+    from attnbench.bench import flops
+
+    tf32, ieee = providers.get("triton_fa2"), providers.get("triton_fa2_ieee")
+    assert (tf32.tf32, ieee.tf32) == (True, False)
+    assert flops.row_math("float32", tf32=tf32.tf32) == "tf32"
+    assert flops.row_math("float32", tf32=ieee.tf32) == "fp32"
+    assert "float32" in ieee.unsupported(Workload(1, 16, 16, 1, 1, 16, "bfloat16"), "fwd")  # fp32 only
+    rows = run_sweep([ieee], [Workload(1, 24, 40, 2, 1, 16, "float32", "full")],
+                     ["fwd", "bwd"], progress=None, timing_options=FAST)  # fmt: skip
+    for row in rows:
+        assert row.status == "ok" and row.ok, (row.pass_, row.reason)
+        assert "fp32 inputs multiplied as ieee" in row.extra["note"]
+        assert row.math == "fp32"

@@ -89,10 +89,11 @@ def test_kernel_rows_are_checked_or_explained(smoke_run):
     _, run_dir = smoke_run
     rows = read_jsonl(_artifacts(run_dir, "kernels_bf16") / "table_bfloat16.jsonl")
     rows += read_jsonl(_artifacts(run_dir, "kernels_fp32") / "table_float32.jsonl")
-    assert {r.provider for r in rows} == {"torch_eager", "triton_fa2", "sdpa_cudnn", "flash_attn3"}
+    ours_and_compared = {"torch_eager", "triton_fa2", "triton_fa2_ieee", "sdpa_cudnn", "flash_attn3"}
+    assert {r.provider for r in rows} == ours_and_compared
     for row in rows:
         assert row.status == "ok" or row.reason, row
-        if row.provider in ("torch_eager", "triton_fa2"):
+        if row.provider in ("torch_eager", "triton_fa2", "triton_fa2_ieee"):
             assert row.status == "ok" and row.ok, (row.provider, row.pass_, row.workload.label(), row.reason)
     leaderboard = read_jsonl(_artifacts(run_dir, "leaderboard") / "leaderboard.jsonl")
     ours = [r for r in leaderboard if r.provider.startswith("triton_fa2")]

@@ -108,6 +108,29 @@ def clock_report(before: dict[str, Any], after: dict[str, Any]) -> str:
     )
 
 
+def gpu_limits(index: int = 0) -> dict[str, Any]:
+    """The power limit the driver enforces (W) and the maximum SM clock (MHz) of GPU `index`, with the
+    source that gave them (nvml, else nvidia-smi) or the reason neither could: a row's clock and power
+    mean little without the ceiling they ran under."""
+    limits: dict[str, Any] = {"power_limit_w": None, "max_sm_clock_mhz": None, "source": None, "reason": None}
+    try:
+        from attnbench.bench.clocks import NvmlSource
+
+        return {**limits, **NvmlSource(index).limits(), "source": "nvml"}
+    except Exception as exc:  # noqa: BLE001 - pynvml missing or failing: ask nvidia-smi instead
+        nvml_problem = f"nvml: {type(exc).__name__}: {exc}"
+    rows, reason = _query(("enforced.power.limit", "clocks.max.sm"))
+    if rows is None or index >= len(rows):
+        return {**limits, "reason": f"{nvml_problem}; nvidia-smi: {reason or 'no such GPU'}"}
+    row = rows[index]
+    return {
+        **limits,
+        "power_limit_w": _number(row["enforced.power.limit"]),
+        "max_sm_clock_mhz": _number(row["clocks.max.sm"]),
+        "source": "nvidia-smi",
+    }
+
+
 def _package_version(name: str) -> str | None:
     for candidate in (name, name.replace("_", "-")):
         try:
@@ -189,6 +212,12 @@ def collect_env(providers: Iterable[Any] | None = None) -> dict[str, Any]:
     info["max_sm_clock_mhz"] = clocks["max_sm_mhz"][0] if clocks["max_sm_mhz"] else None
     if clocks["reason"]:
         reasons["sm_clock_mhz"] = reasons["max_sm_clock_mhz"] = clocks["reason"]
+    limits = gpu_limits()
+    info["power_limit_w"] = limits["power_limit_w"]
+    info["max_sm_clock_mhz"] = limits["max_sm_clock_mhz"] or info["max_sm_clock_mhz"]
+    info["limits_source"] = limits["source"]
+    if limits["reason"]:
+        reasons["power_limit_w"] = limits["reason"]
     info["packages"] = {name: _package_version(name) for name in VERSION_PACKAGES}
     info["providers"] = _provider_versions(providers) if providers is not None else None
     info["machine_id"] = machine_id(info.get("gpu"))

@@ -13,9 +13,10 @@ GQA counts query heads. Backward = 2.5x forward, forward+backward = 3.5x (the us
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from attnbench.bench import masks
-from attnbench.bench.results import PASSES, Workload
+from attnbench.bench.results import PASSES, Result, Workload
 
 PASS_MULTIPLIER = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
 assert set(PASS_MULTIPLIER) == set(PASSES)
@@ -87,48 +88,185 @@ def datasheet_peak(gpu_name: str | None) -> float | None:
     return None
 
 
+# Dense FLOP per SM clock cycle per SM, by compute capability and math: the peak at the clock a row ran
+# at is SMs x this x its median SM clock. Hopper: 989.4 TFLOP/s bf16 (datasheet) = 132 SMs x 4096 x
+# 1.83 GHz; fp8 doubles it, tf32 halves it; fp32 without tensor cores is 128 FMA lanes x 2 = 256
+# (66.9 TFLOP/s = 132 x 256 x 1.98 GHz). Ampere (A100): 312 TFLOP/s bf16 = 108 x 2048 x 1.41 GHz.
+FLOP_PER_CLOCK_PER_SM: dict[tuple[int, int], dict[str, int]] = {
+    (9, 0): {"bf16": 4096, "fp16": 4096, "fp8": 8192, "tf32": 2048, "fp32": 256},
+    (8, 0): {"bf16": 2048, "fp16": 2048, "tf32": 1024, "fp32": 128},
+}
+MATHS = ("bf16", "fp16", "fp8", "tf32", "fp32")
+MATMUL_PEAK_SHAPES = ((8192, 8192, 8192), (16384, 16384, 8192))  # (m, n, k): large enough to saturate
+
+
+def row_math(dtype: str, *, tf32: bool | None = None, quantized: bool = False) -> str | None:
+    """The tensor math a row ran: bf16 | fp16 | fp8 | tf32 | fp32 (None: mixed/quantised, no peak).
+
+    fp32 rows ran tf32 when `tf32` (the kernel's input_precision, or torch's allow_tf32 for torch-built
+    kernels; None reads torch's flag): they are compared with the tf32 peak, true fp32 with the fp32 one.
+    """
+    if quantized:
+        return None
+    if dtype in ("bfloat16", "float16"):
+        return "bf16" if dtype == "bfloat16" else "fp16"
+    if dtype.startswith("float8"):
+        return "fp8"
+    if dtype == "float32":
+        if tf32 is None:
+            import torch
+
+            tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        return "tf32" if tf32 else "fp32"
+    return None
+
+
+def math_ratio(math: str, capability: tuple[int, int] | None = (9, 0)) -> float | None:
+    """FLOP/clk of `math` relative to bf16 on this architecture (tf32 0.5 on Hopper)."""
+    table = FLOP_PER_CLOCK_PER_SM.get(tuple(capability) if capability else None)
+    return table[math] / table["bf16"] if table and math in table else None
+
+
+def peak_at_clock(math: str, sm_count: int | None, capability, sm_clock_mhz: float | None) -> float | None:
+    """TFLOP/s the GPU could do in `math` at the SM clock it ran at (None when not known)."""
+    table = FLOP_PER_CLOCK_PER_SM.get(tuple(capability) if capability else None)
+    if not table or math not in table or not sm_count or not sm_clock_mhz:
+        return None
+    return sm_count * table[math] * sm_clock_mhz * 1e6 / 1e12
+
+
+def over_peak(achieved_tflops: float | None, peaks: dict[str, float | None]) -> str | None:
+    """A reason when a row is above 100 % of any of its peaks (a measurement error), else None."""
+    if achieved_tflops is None:
+        return None
+    over = [(name, peak) for name, peak in peaks.items() if peak and achieved_tflops > peak]
+    if not over:
+        return None
+    return "above peak, a measurement error: " + "; ".join(
+        f"{achieved_tflops:.1f} TFLOP/s is {achieved_tflops / peak:.0%} of the {name} {peak:.1f} TFLOP/s"
+        for name, peak in over
+    )
+
+
 def measure_matmul_peak(
     device="cuda",
     dtype="bfloat16",
-    sizes: tuple[int, ...] = (8192, 16384),
-    reps: int = 20,
-    warmup_s: float = 0.5,
+    shapes: tuple[tuple[int, int, int], ...] = MATMUL_PEAK_SHAPES,
+    *,
+    tf32: bool = False,
+    sizes: tuple[int, ...] | None = None,
 ) -> float:
-    """Achieved TFLOP/s of square torch.mm in `dtype`: the best median over `sizes`.
+    """Achieved TFLOP/s of torch.mm in `dtype` (float32: tf32 or true fp32): the best median over `shapes`.
 
-    This is the realistic ceiling on this machine now (clocks, power), the MFU denominator. The GPU
-    idles at a low SM clock and needs a few hundred ms of load to reach its boost clock, so each size is
-    first run untimed for `warmup_s` seconds; without that the "peak" is measured partly at idle clocks
-    (a first H200 run measured 673 TFLOP/s that way, against ~790 once warm).
+    The realistic ceiling on this machine, the MFU denominator: timed with the same steady-state protocol
+    as every row (timing.measure: >= 1 s of load until the clock settles, then >= 100 ms timed), so a
+    row's share compares two sustained numbers, never a burst with a sustained one. `sizes` (n, ...)
+    asks for n x n x n shapes instead.
     """
-    return max(_matmul_tflops(n, device, dtype, reps, warmup_s) for n in sizes)
-
-
-def _matmul_tflops(n: int, device, dtype, reps: int, warmup_s: float) -> float:
-    """Median TFLOP/s of an n x n x n torch.mm after `warmup_s` seconds of untimed load (no L2 flush:
-    the operands are far larger than L2 and are reused by design)."""
-    import time
-
     import torch
 
-    from attnbench.bench.timing import measure, synchronize
+    if sizes is not None:
+        shapes = tuple((n, n, n) for n in sizes)
 
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        return max(_matmul_tflops(shape, device, dtype) for shape in shapes)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def _matmul_tflops(shape: tuple[int, int, int], device, dtype) -> float:
+    """Median TFLOP/s of an [m, k] x [k, n] torch.mm (no L2 flush: the operands are far larger than
+    L2 and are reused by design)."""
+    import torch
+
+    from attnbench.bench.timing import measure
+
+    m, n, k = shape
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
-    b = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
-    out = torch.empty(n, n, device=device, dtype=torch_dtype)
-    start = time.perf_counter()
-    while time.perf_counter() - start < warmup_s:
-        torch.mm(a, b, out=out)
-        synchronize(device)
-    timing = measure(
-        lambda: torch.mm(a, b, out=out),
-        device=device,
-        min_reps=reps,
-        min_time_ms=200.0,
-        warmup_reps=3,
-        max_reps=max(reps, 500),
-        flush_l2=False,
-    )
-    return tflops(2.0 * n**3, timing.ms_median) or 0.0
+    a = torch.randn(m, k, generator=gen, device=device).to(torch_dtype)
+    b = torch.randn(k, n, generator=gen, device=device).to(torch_dtype)
+    out = torch.empty(m, n, device=device, dtype=torch_dtype)
+    timing = measure(lambda: torch.mm(a, b, out=out), device=device, flush_l2=False)
+    return tflops(2.0 * m * n * k, timing.ms_median) or 0.0
+
+
+class MeasuredPeaks(dict):
+    """{math: measured matmul TFLOP/s}, each measured on first use (bf16, fp16, tf32, fp32; fp8: None)."""
+
+    DTYPES: ClassVar[dict[str, tuple[str, bool]]] = {
+        "bf16": ("bfloat16", False),
+        "fp16": ("float16", False),
+        "tf32": ("float32", True),
+        "fp32": ("float32", False),
+    }
+
+    def __init__(self, device, progress: bool = True):
+        super().__init__()
+        self.device, self.progress = device, progress
+
+    def __missing__(self, math: str) -> float | None:
+        if math not in self.DTYPES:
+            self[math] = None
+            return None
+        dtype, tf32 = self.DTYPES[math]
+        self[math] = measure_matmul_peak(self.device, dtype, tf32=tf32)
+        if self.progress:
+            print(f"[sweep] measured {math} matmul peak: {self[math]:.1f} TFLOP/s", flush=True)
+        return self[math]
+
+    def get(self, math, default=None):
+        return self[math]
+
+
+def matching_peak(peak_tflops, math: str | None) -> float | None:
+    """The measured peak for a row's math: a {math: TFLOP/s} mapping, or one number that is a bf16 peak
+    (never used for tf32/fp32/fp8 rows: a mismatched denominator is how a 279 % share happened)."""
+    if math is None or not peak_tflops:
+        return None
+    if isinstance(peak_tflops, dict):
+        return peak_tflops.get(math)
+    return peak_tflops if math in ("bf16", "fp16") else None
+
+
+def _gpu_shape(device) -> tuple[int | None, tuple[int, int] | None]:
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return None, None
+    props = torch.cuda.get_device_properties(torch.device(device))
+    return props.multi_processor_count, (props.major, props.minor)
+
+
+def score(
+    row: Result, provider, peak_tflops, datasheet_tflops: float | None, device, work_flops: float | None = None
+) -> None:
+    """TFLOP/s and its share of each peak matching the row's math; a row above any peak becomes an error.
+
+    work_flops: the FLOPs of one call when not the dense-mask count (a dilated pattern's own)."""
+    w = row.workload
+    row.tflops = tflops(work_flops if work_flops is not None else attention_flops(w, row.pass_), row.ms_median)
+    tf32 = getattr(provider, "tf32", None)
+    row.math = row_math(w.dtype, tf32=tf32, quantized=bool(getattr(provider, "quantized", False)))
+    if row.math is None or row.tflops is None:
+        return
+    sm_count, capability = _gpu_shape(device)
+    ratio = math_ratio(row.math, capability or (9, 0)) if datasheet_tflops else None
+    peaks = {
+        f"measured {row.math} matmul peak": matching_peak(peak_tflops, row.math),
+        f"datasheet {row.math} peak": datasheet_tflops * ratio if ratio else None,
+        f"{row.math} peak at {row.sm_clock_mhz} MHz": peak_at_clock(
+            row.math, sm_count, capability, row.sm_clock_mhz
+        ),
+    }
+    measured, sheet, at_clock = peaks.values()
+    row.mfu, row.mfu_datasheet, row.mfu_at_clock = (mfu(row.tflops, p) for p in (measured, sheet, at_clock))
+    if measured:
+        row.extra["peak_tflops"] = measured
+    if row.mfu_datasheet is not None:
+        row.extra["mfu_datasheet"] = row.mfu_datasheet  # where reports read it before the field existed
+    row.over_peak = over_peak(row.tflops, peaks)
+    if row.over_peak and row.status == "ok":
+        row.status, row.reason = "error", row.over_peak

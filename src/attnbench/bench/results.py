@@ -5,7 +5,8 @@ Schema (README "Result rows" documents it for readers):
   workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens,
   block), the mask a name from the registry in masks.py,
   pass (fwd | bwd | fwd_bwd), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
-  timer (cuda_event | perf_counter), correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
+  timer (cuda_event | perf_counter), timing_method, warmup_s, warmup_settled, sm_clock_mhz, power_w,
+  temperature_c, clock_source, math, mfu_datasheet, mfu_at_clock, over_peak, correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
 
 Ranking helpers (`best_by_workload`, `speedup_over`) live here, not in sweep.py, so a report cell can rank
 rows from a results file without importing torch.
@@ -85,6 +86,21 @@ class Result:
     peak_mem_bytes: int | None = None
     setup_ms: float | None = None
     timer: str | None = None
+    # How the row was timed and at what clock (bench/timing.py protocol, bench/clocks.py), and its share of
+    # the peaks that match its math: mfu above is of the measured matmul peak, mfu_datasheet of the
+    # datasheet, mfu_at_clock of SMs x FLOP/clk/SM x sm_clock_mhz. over_peak: the reason a row above 100 %
+    # of any peak is a measurement error (such a row has status error and is never shown as a result).
+    timing_method: str | None = None
+    warmup_s: float | None = None
+    warmup_settled: bool | None = None
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    clock_source: str | None = None
+    math: str | None = None
+    mfu_datasheet: float | None = None
+    mfu_at_clock: float | None = None
+    over_peak: str | None = None
     max_abs: float | None = None
     mean_abs: float | None = None
     rel_l2: float | None = None

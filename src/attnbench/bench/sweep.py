@@ -47,6 +47,7 @@ def print_progress(row: Result) -> None:
         text += f" {row.ms_median:9.4f} ms"
         text += f" {row.tflops:8.4g} TFLOP/s" if row.tflops is not None else ""
         text += f" MFU {row.mfu:5.1%}" if row.mfu is not None else ""
+        text += f" @{row.sm_clock_mhz:.0f} MHz" if row.sm_clock_mhz is not None else ""
     if row.rel_l2 is not None:
         text += f" rel_l2 {row.rel_l2:.2e}"
     if row.reason:
@@ -293,13 +294,27 @@ def _measure_row(
 
         result = timing.measure(step, device=device, **timing_options)
 
-    row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
-    row.reps, row.timer = result.reps, result.timer
-    row.extra["timed_total_ms"], row.extra["flush_bytes"] = result.total_ms, result.flush_bytes
+    record_timing(row, result)
     if result.peak_mem_bytes is not None:
         memory["mem_timed_delta_bytes"] = result.peak_mem_bytes
         row.peak_mem_bytes = sum(memory.values())
         row.extra.update(memory)
+
+
+TIMING_FIELDS = ("timing_method", "warmup_s", "warmup_settled", "sm_clock_mhz", "power_w", "temperature_c")
+TIMING_EXTRA = ("warmup_calls", "host_ms_per_call", "clock_samples", "clock_reason")
+
+
+def record_timing(row: Result, result: timing.Timing) -> None:
+    """Copy a timing.measure result into a row: statistics, how it was timed, the clock it ran at."""
+    row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
+    row.reps, row.timer, row.clock_source = result.reps, result.timer, result.clock_source
+    for name in TIMING_FIELDS:
+        setattr(row, name, getattr(result, name))
+    row.extra["timed_total_ms"], row.extra["flush_bytes"] = result.total_ms, result.flush_bytes
+    row.extra.update(
+        {name: getattr(result, name) for name in TIMING_EXTRA if getattr(result, name) is not None}
+    )
 
 
 def run_one(
@@ -347,12 +362,7 @@ def run_one(
     finally:
         timing.release_memory(ws.device, collect=row.status in ("error", "oom"))
     if row.ms_median is not None:
-        row.tflops = flops.tflops(flops.attention_flops(workload, pass_), row.ms_median)
-        row.mfu = flops.mfu(row.tflops, peak_tflops)
-        if peak_tflops:
-            row.extra["peak_tflops"] = peak_tflops
-        if datasheet_tflops and row.tflops is not None:
-            row.extra["mfu_datasheet"] = row.tflops / datasheet_tflops
+        flops.score(row, provider, peak_tflops, datasheet_tflops, ws.device)
     return row
 
 
@@ -390,9 +400,7 @@ def run_sweep(
         raise ValueError(f"unknown passes {bad}; known: {PASSES}")
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     if peak_tflops == "measure":
-        peak_tflops = flops.measure_matmul_peak(device) if timing.is_cuda(device) else None
-        if peak_tflops and progress is not None:
-            print(f"[sweep] measured bf16 matmul peak: {peak_tflops:.1f} TFLOP/s", flush=True)
+        peak_tflops = flops.MeasuredPeaks(device, progress is not None) if timing.is_cuda(device) else None
     env_id = env_id or machine_id()
     availability = {id(p): _availability(p) for p in providers}
     rows: list[Result] = []

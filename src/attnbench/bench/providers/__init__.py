@@ -70,6 +70,7 @@ _REGISTRY: list[Provider] = [
     XFormers("xformers_fa3", op="fa3"),
     XFormers("xformers_fa3_compiled", op="fa3", compiled=True),
     TritonFlashAttention2("triton_fa2"),
+    TritonFlashAttention2("triton_fa2_ieee", input_precision="ieee"),
 ]
 
 

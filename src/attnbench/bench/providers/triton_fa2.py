@@ -39,9 +39,15 @@ class TritonFlashAttention2(Provider):
     head_dims = tuple(range(16, 129, 8))
     causal_any_lengths = False  # causal needs seqlen_q == seqlen_k
 
-    def __init__(self, name: str, *, dq_mode: str = "recompute"):
+    def __init__(self, name: str, *, dq_mode: str = "recompute", input_precision: str = "tf32"):
         self.name = name
         self.dq_mode = dq_mode
+        self.input_precision = input_precision
+        # fp32 rows: "tf32" multiplies on TF32 tensor cores (tl.dot's default) and is judged against the
+        # tf32 peak; "ieee" is true fp32, a row of its own (only fp32: 16-bit inputs ignore the option)
+        self.tf32 = input_precision == "tf32"
+        if input_precision == "ieee":
+            self.dtypes = ("float32",)
 
     @property
     def needs_cuda(self) -> bool:  # the interpreter runs it on a CPU-only machine
@@ -66,12 +72,14 @@ class TritonFlashAttention2(Provider):
 
         q, k, v = (leaf(t, backward) for t in (q, k, v))
         causal = workload.mask == "causal"
-        dq_mode = self.dq_mode
+        dq_mode, precision = self.dq_mode, self.input_precision
 
         def run():
-            return flash_attention(q, k, v, causal=causal, dq_mode=dq_mode)
+            return flash_attention(q, k, v, causal=causal, dq_mode=dq_mode, input_precision=precision)
 
         note = INTERPRETER_NOTE if interpreting() else ""
         if dq_mode != "recompute":
             note = "; ".join(filter(None, [note, f"dq_mode={dq_mode}"]))
+        if workload.dtype == "float32":
+            note = "; ".join(filter(None, [note, f"fp32 inputs multiplied as {precision}"]))
         return Prepared(run=run, to_canonical=lambda out: out, inputs=(q, k, v), note=note)

@@ -92,7 +92,7 @@ def _bwd_dkdv(
     BLOCK_M1: tl.constexpr,
     MASK: tl.constexpr,
     DQ_ATOMIC: tl.constexpr,
-    UPCAST: tl.constexpr,
+    MMA_MODE: tl.constexpr,
     BLOCK_N1: tl.constexpr,
 ):
     """Accumulate dK, dV of one key block over query blocks [lo, hi) (transposed tiles: keys are rows)."""
@@ -102,18 +102,18 @@ def _bwd_dkdv(
         offs_m = start_m + offs_base
         q = desc_q.load([start_m, 0])
         lse = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
-        qk_t = mma(k, q.T, tl.zeros([k.shape[0], BLOCK_M1], tl.float32), UPCAST)
+        qk_t = mma(k, q.T, tl.zeros([k.shape[0], BLOCK_M1], tl.float32), MMA_MODE)
         p_t = tl.math.exp2(qk_t * qk_scale - lse[None, :])
         if MASK == CAUSAL_MASK:
             p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         do = desc_do.load([start_m, 0])
-        dv = mma(p_t.to(do.dtype), do, dv, UPCAST)
+        dv = mma(p_t.to(do.dtype), do, dv, MMA_MODE)
         delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
-        dp_t = mma(v, do.T, tl.zeros([v.shape[0], BLOCK_M1], tl.float32), UPCAST)
+        dp_t = mma(v, do.T, tl.zeros([v.shape[0], BLOCK_M1], tl.float32), MMA_MODE)
         ds_t = p_t * (dp_t - delta[None, :])
-        dk = mma(ds_t.to(q.dtype), q, dk, UPCAST)
+        dk = mma(ds_t.to(q.dtype), q, dk, MMA_MODE)
         if DQ_ATOMIC:
-            dq = mma(ds_t.T.to(k.dtype), k, tl.zeros([BLOCK_M1, D_PAD], tl.float32), UPCAST) * sm_scale
+            dq = mma(ds_t.T.to(k.dtype), k, tl.zeros([BLOCK_M1, D_PAD], tl.float32), MMA_MODE) * sm_scale
             offs_d = tl.arange(0, D_PAD)
             tl.atomic_add(
                 dq_ptr + offs_m[:, None] * D_PAD + offs_d[None, :],
@@ -140,7 +140,7 @@ def _bwd_dq(
     seqlen_k,
     BLOCK_N2: tl.constexpr,
     MASK: tl.constexpr,
-    UPCAST: tl.constexpr,
+    MMA_MODE: tl.constexpr,
 ):
     """Accumulate dQ (unscaled) of one query block over key blocks [lo, hi)."""
     offs_base = tl.arange(0, BLOCK_N2)
@@ -149,15 +149,15 @@ def _bwd_dq(
         offs_n = start_n + offs_base
         k = desc_k.load([start_n, 0])
         v = desc_v.load([start_n, 0])
-        qk = mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N2], tl.float32), UPCAST)
+        qk = mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N2], tl.float32), MMA_MODE)
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if MASK == CAUSAL_MASK:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
         elif MASK == KEY_TAIL_MASK:
             p = tl.where(offs_n[None, :] < seqlen_k, p, 0.0)
-        dp = mma(do, v.T, tl.zeros([do.shape[0], BLOCK_N2], tl.float32), UPCAST)
+        dp = mma(do, v.T, tl.zeros([do.shape[0], BLOCK_N2], tl.float32), MMA_MODE)
         ds = p * (dp - delta[:, None])
-        dq = mma(ds.to(k.dtype), k, dq, UPCAST)
+        dq = mma(ds.to(k.dtype), k, dq, MMA_MODE)
     return dq
 
 
@@ -196,7 +196,7 @@ def flash_bwd_dkdv_kernel(
     BLOCK_M1: tl.constexpr,
     BLOCK_N1: tl.constexpr,
     DQ_ATOMIC: tl.constexpr,
-    UPCAST: tl.constexpr = False,
+    MMA_MODE: tl.constexpr = 0,
 ):
     """dK, dV of key block `program_id(0)` (grid: key blocks, batch * kv_heads). With a causal mask key
     block 0 sees every query block: program 0 is the heaviest, so the launch order is heaviest first.
@@ -235,16 +235,16 @@ def flash_bwd_dkdv_kernel(
             # query block starting at start_n (not a multiple of BLOCK_M1: descriptors take any offset)
             dk, dv = _bwd_dkdv(
                 dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + DIAG,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
             dk, dv = _bwd_dkdv(
                 dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + DIAG, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
         else:
             dk, dv = _bwd_dkdv(
                 dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, UPCAST, BLOCK_N1,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
     desc_dk = _head_descriptor(
         DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD
@@ -287,7 +287,7 @@ def flash_bwd_dq_kernel(
     CAUSAL: tl.constexpr,
     BLOCK_M2: tl.constexpr,
     BLOCK_N2: tl.constexpr,
-    UPCAST: tl.constexpr = False,
+    MMA_MODE: tl.constexpr = 0,
 ):
     """dQ of one query block of one query head (grid: query blocks, batch * heads), recomputing P and dP
     over its key blocks; causal query blocks are launched heaviest (last) first. DQ has Q's strides."""
@@ -320,21 +320,21 @@ def flash_bwd_dq_kernel(
         # key blocks strictly left of the diagonal (no mask), then the diagonal ones (masked)
         dq = _bwd_dq(
             dq, q, do, lse, delta, desc_k, desc_v, 0, start_m, offs_m, qk_scale, seqlen_k,
-            BLOCK_N2, NO_MASK, UPCAST,
+            BLOCK_N2, NO_MASK, MMA_MODE,
         )  # fmt: skip
         dq = _bwd_dq(
             dq, q, do, lse, delta, desc_k, desc_v, start_m, start_m + BLOCK_M2, offs_m, qk_scale,
-            seqlen_k, BLOCK_N2, CAUSAL_MASK, UPCAST,
+            seqlen_k, BLOCK_N2, CAUSAL_MASK, MMA_MODE,
         )  # fmt: skip
     else:
         full_end = (seqlen_k // BLOCK_N2) * BLOCK_N2
         dq = _bwd_dq(
             dq, q, do, lse, delta, desc_k, desc_v, 0, full_end, offs_m, qk_scale, seqlen_k,
-            BLOCK_N2, NO_MASK, UPCAST,
+            BLOCK_N2, NO_MASK, MMA_MODE,
         )  # fmt: skip
         dq = _bwd_dq(
             dq, q, do, lse, delta, desc_k, desc_v, full_end, seqlen_k, offs_m, qk_scale, seqlen_k,
-            BLOCK_N2, KEY_TAIL_MASK, UPCAST,
+            BLOCK_N2, KEY_TAIL_MASK, MMA_MODE,
         )  # fmt: skip
     desc_dq = _head_descriptor(
         DQ + b * stride_qb + h * stride_qh, seqlen_q, stride_qs, HEAD_DIM, BLOCK_M2, D_PAD

@@ -28,12 +28,21 @@ CAUSAL_MASK = tl.constexpr(1)  # key j allowed for query i when j <= i (seqlen_q
 KEY_TAIL_MASK = tl.constexpr(2)  # key j allowed when j < seqlen_k (the last, partial key block)
 
 
+# How mma multiplies (a constexpr, so each mode compiles its own kernel):
+MMA_NATIVE = tl.constexpr(0)  # tl.dot's default: tensor cores in the input dtype; fp32 inputs run TF32
+MMA_UPCAST = tl.constexpr(1)  # 16-bit inputs multiplied in fp32: only for the Triton interpreter (below)
+MMA_IEEE = tl.constexpr(2)  # true fp32 (input_precision="ieee"): no TF32 rounding of fp32 inputs
+
+
 @triton.jit
-def mma(a, b, acc, UPCAST: tl.constexpr):
-    """acc + a @ b with fp32 accumulation. UPCAST: multiply in fp32 instead (exact for 16-bit inputs, whose
-    products fit an fp32 mantissa); only for the Triton interpreter, whose dot misreads bfloat16 as integers."""
-    if UPCAST:
+def mma(a, b, acc, MMA_MODE: tl.constexpr):
+    """acc + a @ b with fp32 accumulation. MMA_UPCAST: multiply in fp32 instead (exact for 16-bit inputs,
+    whose products fit an fp32 mantissa); only for the Triton interpreter, whose dot misreads bfloat16 as
+    integers. MMA_IEEE: fp32 inputs multiplied in full fp32 (slower: no TF32 tensor-core rounding)."""
+    if MMA_MODE == 1:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    if MMA_MODE == 2:
+        return tl.dot(a, b, acc, input_precision="ieee")
     return tl.dot(a, b, acc)
 
 
@@ -53,14 +62,14 @@ def _fwd_inner(
     BLOCK_N: tl.constexpr,
     MASK: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-    UPCAST: tl.constexpr,
+    MMA_MODE: tl.constexpr,
 ):
     """Online softmax over key blocks [lo, hi): returns the updated (acc, l_i, m_i)."""
     offs_n = tl.arange(0, BLOCK_N)
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([start_n, 0])
-        qk = mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N], tl.float32), UPCAST)
+        qk = mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N], tl.float32), MMA_MODE)
         if MASK == NO_MASK:
             m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             qk = qk * qk_scale - m_ij[:, None]
@@ -77,7 +86,7 @@ def _fwd_inner(
         l_ij = tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = desc_v.load([start_n, 0])
-        acc = mma(p.to(v.dtype), v, acc, UPCAST)
+        acc = mma(p.to(v.dtype), v, acc, MMA_MODE)
         l_i = l_i * alpha + l_ij  # updated after the dot: keeps fewer values live across it
         m_i = m_ij
     return acc, l_i, m_i
@@ -123,7 +132,7 @@ def flash_fwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-    UPCAST: tl.constexpr = False,
+    MMA_MODE: tl.constexpr = 0,
 ):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest causal blocks first
     bh = tl.program_id(1)
@@ -158,34 +167,34 @@ def flash_fwd_kernel(
             hi = (start_m + 1) * BLOCK_M  # keys past the end read as zeros and are masked for every real row
             acc, l_i, m_i = _fwd_inner(
                 acc, l_i, m_i, q, desc_k, desc_v, 0, hi, offs_m, qk_scale, seqlen_k,
-                BLOCK_N, CAUSAL_MASK, True, UPCAST,
+                BLOCK_N, CAUSAL_MASK, True, MMA_MODE,
             )  # fmt: skip
         else:
             acc, l_i, m_i = _fwd_inner(
                 acc, l_i, m_i, q, desc_k, desc_v, 0, seqlen_k, offs_m, qk_scale, seqlen_k,
-                BLOCK_N, KEY_TAIL_MASK, True, UPCAST,
+                BLOCK_N, KEY_TAIL_MASK, True, MMA_MODE,
             )  # fmt: skip
     elif CAUSAL:
         # keys strictly left of this block's diagonal: every (query, key) pair allowed, no mask
         diagonal = start_m * BLOCK_M
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, desc_k, desc_v, 0, diagonal, offs_m, qk_scale, seqlen_k,
-            BLOCK_N, NO_MASK, False, UPCAST,
+            BLOCK_N, NO_MASK, False, MMA_MODE,
         )  # fmt: skip
         diagonal_end = diagonal + BLOCK_M  # keys past the end: zeros, masked for every real row
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, desc_k, desc_v, diagonal, diagonal_end, offs_m, qk_scale, seqlen_k,
-            BLOCK_N, CAUSAL_MASK, False, UPCAST,
+            BLOCK_N, CAUSAL_MASK, False, MMA_MODE,
         )  # fmt: skip
     else:
         full_end = (seqlen_k // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, desc_k, desc_v, 0, full_end, offs_m, qk_scale, seqlen_k,
-            BLOCK_N, NO_MASK, False, UPCAST,
+            BLOCK_N, NO_MASK, False, MMA_MODE,
         )  # fmt: skip
         acc, l_i, m_i = _fwd_inner(
             acc, l_i, m_i, q, desc_k, desc_v, full_end, seqlen_k, offs_m, qk_scale, seqlen_k,
-            BLOCK_N, KEY_TAIL_MASK, False, UPCAST,
+            BLOCK_N, KEY_TAIL_MASK, False, MMA_MODE,
         )  # fmt: skip
 
     acc = acc / l_i[:, None]

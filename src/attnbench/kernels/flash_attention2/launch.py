@@ -15,6 +15,9 @@ from attnbench.kernels.flash_attention2.backward import (
 )
 from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
 
+# fp32 inputs: "tf32" (tl.dot's default, TF32 tensor cores) or "ieee" (true fp32). 16-bit inputs ignore it.
+INPUT_PRECISIONS = ("tf32", "ieee")
+
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 128
 PREPROCESS_BLOCK = 64
@@ -33,20 +36,20 @@ def _quick_bench(fn, quantiles):
 
 _forward_tuned = triton.autotune(
     configs=configs.ALL_FORWARD_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL"],
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
     prune_configs_by={"early_config_prune": configs.prune_forward},
     do_bench=_quick_bench,
 )(flash_fwd_kernel)
 _dkdv_tuned = triton.autotune(
     configs=configs.ALL_DKDV_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC"],
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC", "MMA_MODE"],
     prune_configs_by={"early_config_prune": configs.prune_dkdv},
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
     do_bench=_quick_bench,
 )(flash_bwd_dkdv_kernel)
 _dq_tuned = triton.autotune(
     configs=configs.ALL_DQ_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL"],
+    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
     prune_configs_by={"early_config_prune": configs.prune_dq},
     do_bench=_quick_bench,
 )(flash_bwd_dq_kernel)
@@ -64,6 +67,15 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
     if index not in _SIDE_STREAMS:
         _SIDE_STREAMS[index] = torch.cuda.Stream(device=index)
     return _SIDE_STREAMS[index]
+
+
+def mma_mode(dtype: torch.dtype, input_precision: str) -> int:
+    """The kernels' MMA_MODE constexpr (forward.py) for an input dtype and precision."""
+    if input_precision not in INPUT_PRECISIONS:
+        raise ValueError(f"input_precision must be one of {INPUT_PRECISIONS}, got {input_precision!r}")
+    if interpreting() and dtype == torch.bfloat16:
+        return 1  # MMA_UPCAST: the interpreter's dot misreads bfloat16
+    return 2 if dtype == torch.float32 and input_precision == "ieee" else 0
 
 
 def padded_head_dim(head_dim: int) -> int:
@@ -133,11 +145,19 @@ def _strides(t: torch.Tensor) -> tuple[int, int, int]:
 
 
 def attention_forward(
-    q, k, v, causal: bool = False, sm_scale: float | None = None, tile=None, return_kernel=False
+    q,
+    k,
+    v,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    tile=None,
+    return_kernel=False,
+    input_precision: str = "tf32",
 ):
     """(out [B, H, Sq, D] like q, lse [B, H, Sq] fp32, natural log). `tile`: a configs.ForwardTile to use
     instead of autotuning (the interpreter uses configs.interpreter_tiles). return_kernel: also return
-    Triton's compiled kernel (its n_regs, n_spills, metadata.shared), None under the interpreter."""
+    Triton's compiled kernel (its n_regs, n_spills, metadata.shared), None under the interpreter.
+    input_precision: for fp32 inputs, "tf32" (tl.dot's default) or "ieee" (true fp32)."""
     batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim = check_inputs(q, k, v, causal)
     q, k, v = tma_ready(q), tma_ready(k), tma_ready(v)
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
@@ -146,6 +166,7 @@ def attention_forward(
     args = (q, k, v, out, lse, scale, *_strides(q), *_strides(k), *_strides(v), *_strides(out))
     args += (heads, heads // kv_heads, seqlen_q, seqlen_k)
     meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": bool(causal)}
+    meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
 
     def grid(m):
         return (triton.cdiv(seqlen_q, m["BLOCK_M"]), batch * heads)
@@ -153,7 +174,6 @@ def attention_forward(
     _set_scratch_allocator(q.device)
     if interpreting():
         tile = tile or configs.interpreter_tiles(seqlen_q, seqlen_k)[0]
-        meta["UPCAST"] = q.dtype == torch.bfloat16
     if tile is None:
         kernel = _forward_tuned[grid](*args, **meta)
     else:
@@ -175,6 +195,7 @@ def attention_backward(
     dq_mode: str = "recompute",
     tile=None,
     return_kernel: bool = False,
+    input_precision: str = "tf32",
 ):
     """(dq, dk, dv) shaped like q, k, v. dq_mode: "recompute" (dQ in its own loop, no atomics) or "atomic".
     tile / return_kernel: as for attention_forward (the kernel returned is the dK/dV kernel)."""
@@ -203,6 +224,7 @@ def attention_backward(
     dkdv_args += (heads, kv_heads, heads // kv_heads, seqlen_q, seqlen_k)
     dq_args = (q, k, v, dout, dq, lse, delta, scale, *strides, heads, heads // kv_heads, seqlen_q, seqlen_k)
     meta = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": bool(causal)}
+    meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
 
     def dkdv_grid(m):
         return (triton.cdiv(seqlen_k, m["BLOCK_N1"]), batch * kv_heads)
@@ -213,7 +235,6 @@ def attention_backward(
     _set_scratch_allocator(q.device)
     if interpreting():
         tile = tile or configs.interpreter_tiles(seqlen_q, seqlen_k)[1]
-        meta["UPCAST"] = q.dtype == torch.bfloat16
 
     def launch_dkdv():
         if tile is None:

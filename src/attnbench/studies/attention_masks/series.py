@@ -16,9 +16,11 @@ Stop rules (each becomes a row with the reason, never a silent gap):
   - (the rules below make `skipped` rows)
   - a row whose predicted time exceeds `row_limit_s` stops its series (the next length costs ~4x more);
   - a row whose predicted time exceeds what is left of `budget_s` is skipped (cheaper rows still run).
-A row's prediction is its calls (setup + warm-up + repetitions) at the time per call of the previous row
-of its series scaled by the FLOP ratio (setup and compile excluded), or, for a series' first row, at the
-profile's assumed TFLOP/s.
+A row's prediction is what bench.timing's protocol spends on it (the setup call, a warm-up of at least
+timing.WARMUP_MIN_S on a GPU, the timed calls: min_reps and min_time_ms) at the time per call of the
+nearest measured (longest shorter) row of its series scaled by the FLOP ratio (setup and compile
+excluded), or, for a series' first row, at the profile's assumed TFLOP/s. Each skipped row carries its
+own prediction and says what it was predicted from.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from attnbench.bench import flops
+from attnbench.bench import flops, timing
 from attnbench.bench.providers.base import describe_exception
 from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import Workspace, print_progress, run_one
@@ -49,22 +51,23 @@ def availability(providers) -> dict[str, str | None]:
     return out
 
 
-def calls(pass_: str, timing_options: dict) -> tuple[float, float]:
-    """(forward calls, backward calls) one row makes: setup + warm-up + the minimum repetitions."""
-    reps = timing_options.get("warmup_reps", 0) + timing_options.get("min_reps", 1)
-    if pass_ == "fwd":
-        return 1 + reps, 0
-    if pass_ == "bwd":
-        return 1, 1 + reps
-    return 1 + reps, 1 + reps
+def protocol_seconds(call_s: float, timing_options: dict, gpu: bool = True) -> float:
+    """Seconds one row costs at `call_s` per call under bench.timing's protocol: the setup call, the
+    warm-up (at least timing.WARMUP_MIN_S on a GPU, and warmup_reps calls), the timed calls (min_reps,
+    and at least min_time_ms)."""
+    warm_calls = max(timing_options.get("warmup_reps", 0), 1 if gpu else 0)  # a GPU warms up >= 1 call
+    warm = max(timing.WARMUP_MIN_S if gpu else 0.0, warm_calls * call_s)
+    timed = max(timing_options.get("min_reps", 1) * call_s, timing_options.get("min_time_ms", 0.0) / 1e3)
+    return call_s + warm + timed
 
 
 def model_seconds(provider: str, workload: Workload, pass_: str, timing_options: dict) -> float:
-    """A row's time at the assumed TFLOP/s of its provider (profiles.ASSUMED_TFLOPS)."""
+    """A row's time on a GPU at the assumed TFLOP/s of its provider (profiles.ASSUMED_TFLOPS)."""
     rate = profiles.ASSUMED_TFLOPS.get(provider, profiles.FALLBACK_TFLOPS) * 1e12
     forward = flops.attention_flops(workload, "fwd")
-    n_fwd, n_bwd = calls(pass_, timing_options)
-    return n_fwd * forward / rate + n_bwd * 2.5 * forward / (rate * profiles.BACKWARD_RATE)
+    backward = 2.5 * forward / (rate * profiles.BACKWARD_RATE)
+    call_s = {"fwd": forward / rate, "bwd": backward, "fwd_bwd": forward / rate + backward}[pass_]
+    return protocol_seconds(call_s, timing_options)
 
 
 def estimate(tiers, plan: dict[str, list[Workload]], timing_options) -> dict[str, float]:
@@ -160,6 +163,7 @@ class _Series:
     stopped: str = ""  # why the rest of the series is not attempted
     stopped_status: str = "skipped"  # the status of those rows: `oom` after an out-of-memory
     last: tuple[float, float] | None = None  # (flops, seconds per timed call) of its last measured row
+    last_seqlen: int | None = None  # the length of that row (what a prediction is made from)
     refused: bool = False  # the kernel refused a shorter row at run time: the next costs no time either
 
 
@@ -232,13 +236,23 @@ def run_series(
     return rows
 
 
-def predict(provider: str, w: Workload, pass_: str, state: _Series, timing_options: dict) -> float:
-    """Seconds a row is expected to take: its calls at the series' last time per call scaled by FLOPs
-    (one call more for the setup), or the model before the series has a measurement."""
+def predict(
+    provider: str, w: Workload, pass_: str, state: _Series, timing_options: dict, gpu: bool = True
+) -> float:
+    """Seconds a row is expected to take: the protocol's cost at the series' last (nearest shorter)
+    measured time per call scaled by FLOPs, or the model before the series has a measurement."""
     if state.last:
-        n_fwd, n_bwd = calls(pass_, timing_options)
-        return (max(n_fwd, n_bwd) + 1) * state.last[1] * flops.attention_flops(w, pass_) / state.last[0]
+        call_s = state.last[1] * flops.attention_flops(w, pass_) / state.last[0]
+        return protocol_seconds(call_s, timing_options, gpu)
     return model_seconds(provider, w, pass_, timing_options)
+
+
+def _basis(state: _Series) -> str:
+    if state.last and state.last_seqlen:
+        return f"from the measured row at seqlen {state.last_seqlen}"
+    if state.last:
+        return "from the series' last measured row"
+    return "from the profile's assumed TFLOP/s"
 
 
 def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budget: Budget) -> dict:
@@ -280,26 +294,27 @@ def _native_covers(p, w: Workload, pass_: str, why: dict) -> bool:
 def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_options, env_id, peak, sheet):
     """One row of a series, or the `skipped` (or, after an out-of-memory, `oom`) row that says why it
     was not attempted."""
-    if state.stopped:
+    gpu = ws is None or timing.is_cuda(ws.device)
+    if state.stopped and state.stopped_status != "skipped":  # after an OOM: the same reason at every length
         return _skip(p, w, pass_, state.stopped, env_id, state.stopped_status)
     # rows that cost nothing run whatever the budget (a refusal is found before any kernel runs)
     declared = bool(unavailable or p.unsupported(w, pass_))
     cheap = declared or state.refused
     work = flops.attention_flops(w, pass_)
-    if not cheap:
-        predicted = predict(p.name, w, pass_, state, timing_options)
-        if budget.row_limit_s is not None and predicted > budget.row_limit_s:
+    if state.stopped or not cheap:
+        predicted = predict(p.name, w, pass_, state, timing_options, gpu)
+        if state.stopped or (budget.row_limit_s is not None and predicted > budget.row_limit_s):
             state.stopped = (
-                f"not attempted: predicted {predicted:.0f} s for this row, over the profile's per-row "
-                f"limit of {budget.row_limit_s:.0f} s (the series stops at its first such length)"
+                f"not attempted: predicted {predicted:.0f} s for this row ({_basis(state)}), over the "
+                f"profile's per-row limit of {budget.row_limit_s:.0f} s (the series stops at its first such length)"
             )
             return _skip(p, w, pass_, state.stopped, env_id)
         left = budget.left()
         if left is not None and predicted > left:
             return _skip(
                 p, w, pass_,
-                f"not attempted: predicted {predicted:.0f} s, {max(left, 0):.0f} s left of the profile's "
-                f"{budget.seconds:.0f} s budget",
+                f"not attempted: predicted {predicted:.0f} s ({_basis(state)}), {max(left, 0):.0f} s left "
+                f"of the profile's {budget.seconds:.0f} s budget",
                 env_id,
             )  # fmt: skip
     started = time.perf_counter()
@@ -311,6 +326,6 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
         state.stopped = f"not attempted: out of memory at seqlen {w.seqlen_q} (longer sequences need more)"
         state.stopped_status = "oom"  # the seed's E at every longer length, as the figures mark it
     elif row.ms_median is not None:
-        state.last = (work, row.ms_median / 1e3)
+        state.last, state.last_seqlen = (work, row.ms_median / 1e3), w.seqlen_q
     state.refused = row.status == "unsupported" and not declared  # refused by the library itself
     return row

@@ -11,11 +11,15 @@ Protocol for one row (`measure`):
      from a shorter length, would not fit.
   3. Warm-up: `warmup` real calls, the first with the cross-rank input check (its wall time is
      setup_ms: NCCL P2P connections are made lazily here). A failure of that first call on every
-     rank (e.g. an option PyTorch refuses) is agreed and becomes an `error`/`unsupported` row.
+     rank (e.g. an option PyTorch refuses) is agreed and becomes an `error`/`unsupported` row. Then
+     real calls until bench.timing.WARMUP_MIN_S has passed (on GPUs: the clock settles at the power
+     limit under load), the stop agreed after each call so every rank makes the same calls.
   4. Timed repetitions: ranks align (all_reduce + synchronize), each times its call with CUDA events
      (perf_counter on CPU), and the per-repetition MAX over ranks (all_reduce) is the sample: the
      slowest rank. Stop after min_reps and min_time_s, or max_reps, or max_time_s. No L2 flush: the
-     working set is gigabytes, hundreds of times the L2.
+     working set is gigabytes, hundreds of times the L2. A bench.clocks sampler on each rank reads the
+     SM clock and power during the timed calls: the row keeps the lowest clock and highest power over
+     ranks (the slowest GPU, as the time is the slowest rank's).
   5. TFLOP/s per GPU = FLOPs of the whole mask (bench.flops.attention_flops) / (median x world).
      Peak memory = max over ranks of torch.cuda.max_memory_allocated during the timed calls, inputs
      included.
@@ -28,6 +32,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from attnbench.bench import clocks, timing
 from attnbench.bench.flops import attention_flops, tflops
 from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import torch_dtype
@@ -125,6 +130,37 @@ def time_reps(
             return samples
         if len(samples) >= min_reps and total >= min_time_s * 1e3:
             return samples
+
+
+def steady_state(call: Call, group, device, min_s: float) -> float:
+    """Untimed real calls until the ranks have run for `min_s` (the decision agreed after each call, so
+    every rank makes the same calls and none waits alone in a collective); returns the seconds."""
+    began = time.perf_counter()
+    while True:
+        call.before(False)
+        call(False)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elapsed = agree_max(time.perf_counter() - began, group)
+        if elapsed >= min_s:
+            return elapsed
+
+
+def timed_with_clock(call: Call, group, device, **rule) -> tuple[list[float], dict]:
+    """time_reps with each rank's clock sampled; the row's clock fields: lowest SM clock and highest power
+    over ranks (every rank takes part in the agreement, with or without a clock source)."""
+    source = clocks.source_for(device)[0] if device.type == "cuda" else None
+    with clocks.ClockSampler(source) as sampler:
+        samples = time_reps(call, group, device, **rule)
+    mine = sampler.summary()
+    low_mhz = -agree_max(-(mine["sm_clock_mhz"] or float("inf")), group)
+    high_w = agree_max(mine["power_w"] if mine["power_w"] is not None else -1.0, group)
+    return samples, {
+        "sm_clock_mhz": None if low_mhz == float("inf") else low_mhz,
+        "power_w": None if high_w < 0 else high_w,
+        "clock_source": getattr(source, "name", None),
+        "timing_method": "cuda_event_per_call" if device.type == "cuda" else "perf_counter",
+    }
 
 
 def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
@@ -305,9 +341,10 @@ def measure(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
+        warmup_s = steady_state(call, group, device, timing.WARMUP_MIN_S if device.type == "cuda" else 0.0)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        samples = time_reps(
+        samples, conditions = timed_with_clock(
             call,
             group,
             device,
@@ -341,6 +378,8 @@ def measure(
         peak_mem_bytes=peak,
         setup_ms=setup_ms,
         timer="cuda_event" if device.type == "cuda" else "perf_counter",
+        warmup_s=warmup_s,
+        **conditions,
         env=env,
         extra=extra,
     )

@@ -21,11 +21,11 @@ S² term is everything, d_model barely matters.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 
 import torch
 
+from attnbench.bench import timing
 from attnbench.bench.timing import is_oom, release_memory
 from attnbench.models.attention import eager_attention
 
@@ -61,29 +61,12 @@ def compiled_attention(backend: str):
     return torch.compile(_noncausal_eager, backend=backend)
 
 
-def _timed(fn, n: int, device: torch.device, before=None) -> list[float]:
-    """Milliseconds of each of n calls of fn; `before()` (untimed) runs ahead of each call."""
-    times = []
-    for _ in range(n):
-        args = before() if before else ()
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(*args)
-            end.record()
-            times.append((start, end))
-        else:
-            t0 = time.perf_counter()
-            fn(*args)
-            times.append((time.perf_counter() - t0) * 1e3)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return [s.elapsed_time(e) for s, e in times]
-    return times
-
-
-def _stats(times: list[float]) -> dict:
-    return {"mean": statistics.fmean(times), "median": statistics.median(times), "n": len(times)}
+def _timed(fn, n: int, device: torch.device, before=None) -> dict:
+    """Mean, median and count of n calls of fn under bench.timing's protocol (steady-state warm-up, L2
+    flushed before each call), with the SM clock they ran at; `before()` (untimed) runs ahead of each call."""
+    t = timing.measure(fn, device=device, min_reps=n, max_reps=n, min_time_ms=0.0, before=before)
+    return {"mean": t.total_ms / t.reps, "median": t.ms_median, "n": t.reps, "timing_method": t.timing_method,
+            "sm_clock_mhz": t.sm_clock_mhz, "power_w": t.power_w, "warmup_s": t.warmup_s}  # fmt: skip
 
 
 def _affordable(call, iterations: int, budget_s: float, device: torch.device) -> int:
@@ -128,7 +111,7 @@ def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: tor
         for _ in range(warmup):
             fn(q, k, v)
         n = _affordable(lambda: fn(q, k, v), iterations, budget_s, device)
-        row["forward_ms"] = _stats(_timed(lambda: fn(q, k, v), n, device))
+        row["forward_ms"] = _timed(lambda: fn(q, k, v), n, device)
         if cuda:
             release_memory(device, collect=False)
             torch.cuda.reset_peak_memory_stats(device)
@@ -150,13 +133,8 @@ def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: tor
             lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), iterations, budget_s, device
         )
         # each backward gets a fresh graph from an untimed forward (a compiled backward may not be re-run)
-        row["backward_ms"] = _stats(
-            _timed(
-                lambda o: torch.autograd.grad(o, (q, k, v), dout),
-                n,
-                device,
-                before=lambda: (fn(q, k, v),),
-            )
+        row["backward_ms"] = _timed(
+            lambda o: torch.autograd.grad(o, (q, k, v), dout), n, device, before=lambda: (fn(q, k, v),)
         )
     except Exception as exc:  # noqa: BLE001 - an out-of-memory (or any failure) is a row; the scan goes on
         row["status"] = "oom" if is_oom(exc) else "error"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbench.bench import correctness, providers, timing
+from attnbench.bench import correctness, flops, providers, timing
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.results import Workload
@@ -72,7 +72,15 @@ def shape_workload(shape: dict) -> Workload:
 
 
 def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, progress) -> list:
-    return run_sweep(table_providers(), table_workloads(config, dtype), ["fwd", "bwd", "fwd_bwd"], device=device,
+    """The table's rows. fp32 adds our kernel in true fp32 (triton_fa2 multiplies fp32 as TF32); each row
+    is compared with the measured peak of the math it ran: the given peak is the dtype's own (bf16, or
+    true fp32), a tf32 one is measured when a row first needs it."""
+    chosen = table_providers() + ([providers.get("triton_fa2_ieee")] if dtype == "float32" else [])
+    if peak_tflops is not None and torch.device(device).type == "cuda":
+        peaks = flops.MeasuredPeaks(device)
+        peaks["bf16" if dtype == "bfloat16" else "fp32"] = peak_tflops
+        peak_tflops = peaks
+    return run_sweep(chosen, table_workloads(config, dtype), ["fwd", "bwd", "fwd_bwd"], device=device,
                      peak_tflops=peak_tflops, datasheet_tflops=datasheet_tflops, progress=progress,
                      timing_options=config["timing"])  # fmt: skip
 
@@ -108,7 +116,7 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
             )
             row.update(status="ok" if check.ok else "incorrect", reason=check.reason, rel_l2=check.rel_l2,
                        ms=result.ms_median, tflops=tflops(attention_flops(workload, "fwd"), result.ms_median),
-                       **_kernel_resources(kernel))  # fmt: skip
+                       **_kernel_resources(kernel), **result.conditions())  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
             row.update(
                 status="oom" if timing.is_oom(exc) else "error",
@@ -152,7 +160,7 @@ def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
                 result = timing.measure(call, device=device, **timing_options)
                 row.update(status="ok" if worst.ok else "incorrect", reason=worst.reason, rel_l2=worst.rel_l2,
                            ms=result.ms_median, tflops=tflops(attention_flops(workload, "bwd"), result.ms_median),
-                           **_kernel_resources(kernel))  # fmt: skip
+                           **_kernel_resources(kernel), **result.conditions())  # fmt: skip
             except Exception as exc:  # noqa: BLE001
                 row.update(
                     status="oom" if timing.is_oom(exc) else "error",

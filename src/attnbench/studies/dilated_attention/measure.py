@@ -25,7 +25,7 @@ import torch
 from attnbench.bench import correctness, flops, timing
 from attnbench.bench.providers.base import describe_exception
 from attnbench.bench.results import Result, Workload
-from attnbench.bench.sweep import fill_checks, make_dout, make_inputs
+from attnbench.bench.sweep import fill_checks, make_dout, make_inputs, record_timing
 from attnbench.dilated import kernels, pattern
 
 IMPLEMENTATIONS = ("gather", "flex")
@@ -60,10 +60,8 @@ def finish(row: Result, peak_tflops: float | None, datasheet_tflops: float | Non
     """TFLOP/s, MFU and tokens/s of a measured row."""
     if row.ms_median is None:
         return row
-    row.tflops = flops.tflops(row_flops(row), row.ms_median)
-    row.mfu = flops.mfu(row.tflops, peak_tflops)
-    if datasheet_tflops and row.tflops is not None:
-        row.extra["mfu_datasheet"] = row.tflops / datasheet_tflops
+    device = "cuda" if row.timer == "cuda_event" else "cpu"  # SMs and architecture for the at-clock peak
+    flops.score(row, None, peak_tflops, datasheet_tflops, device, work_flops=row_flops(row))
     row.extra["tokens_per_s"] = row.workload.batch * row.workload.seqlen_q / (row.ms_median * 1e-3)
     return row
 
@@ -200,8 +198,7 @@ def _measure(
     else:
         with torch.no_grad():
             result = timing.measure(lambda: fn(q, k, v), device=device, **timing_options)
-    row.ms_median, row.ms_p20, row.ms_p80 = result.ms_median, result.ms_p20, result.ms_p80
-    row.reps, row.timer = result.reps, result.timer
+    record_timing(row, result)
     if result.peak_mem_bytes is not None:
         row.peak_mem_bytes = result.peak_mem_bytes + inputs_bytes
         row.extra.update(mem_inputs_bytes=inputs_bytes, mem_timed_delta_bytes=result.peak_mem_bytes)

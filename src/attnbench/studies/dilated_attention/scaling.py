@@ -128,7 +128,9 @@ class Sweep:
             extra.update(measure.pattern_extra(branches_for(self.config, seq_len), w))
             extra.update(implementation=series.implementation, backend=series.backend)
         family = "dilated" if series.kind == "dilated" else _family(series.backend)
-        return Result(series.name, family, "oom" if oom else "unsupported", w, pass_, reason=reason,
+        # not attempted for time, budget or an earlier failure: skipped; an OOM (measured or predicted
+        # from the memory of a shorter length) marks the lengths beyond memory
+        return Result(series.name, family, "oom" if oom else "skipped", w, pass_, reason=reason,
                       env=self.env, extra=extra)  # fmt: skip
 
     def run(self, series: Series, pass_: str) -> None:
@@ -139,15 +141,21 @@ class Sweep:
         history: list[tuple[int, float]] = []
         memory: tuple[int, int] | None = None  # (length, peak bytes) of the last measured point
         stop, oom = None, False
+        timed_stop = ""  # set once a call was measured or predicted over the budget: re-predict each length
         for seq_len in sweep["seq_lens"]:
             if stop is None:
                 stop = self._budget_stop(series, began, cell_budget)
-            if stop is None:
+            if stop is None or timed_stop:
                 guess = predict(history, seq_len, series.kind)
-                if guess is not None and guess > PREDICT_FACTOR * budget:
+                if guess is not None and (timed_stop or guess > PREDICT_FACTOR * budget):
                     n, t = history[-1]
-                    stop = (f"not run: predicted {guess:.1f} s per call (from {t:.2f} s at {n} tokens), over "
-                            f"{PREDICT_FACTOR:g}x the {budget:g} s budget per call of this profile")  # fmt: skip
+                    if timed_stop.startswith("measured"):
+                        stop = (f"not run: {timed_stop.removeprefix('measured ')}; predicted {guess:.1f} s per "
+                                f"call here (from {t:.2f} s at {n} tokens)")  # fmt: skip
+                    else:
+                        stop = (f"not run: predicted {guess:.1f} s per call (from {t:.2f} s at {n} tokens), over "
+                                f"{PREDICT_FACTOR:g}x the {budget:g} s budget per call of this profile")  # fmt: skip
+                        timed_stop = "predicted"
             if stop is None:
                 stop = self._memory_stop(memory, seq_len)
                 oom = oom or stop is not None
@@ -169,9 +177,10 @@ class Sweep:
                 history.append((seq_len, seconds))
                 if row.peak_mem_bytes:
                     memory = (seq_len, row.peak_mem_bytes)
-                if seconds > budget:
-                    stop = (f"not run: {seq_len} tokens took {seconds:.2f} s per call, over the {budget:g} s "
-                            f"budget per call of this profile")  # fmt: skip
+                if seconds > budget:  # the next lengths are skipped, each with its own prediction
+                    stop = f"over the {budget:g} s budget per call"
+                    timed_stop = (f"measured {seq_len} tokens took {seconds:.2f} s per call, over the {budget:g} s "
+                                  f"budget per call of this profile")  # fmt: skip
 
     def free_bytes(self) -> int | None:
         """Bytes a point may allocate: free on the device plus what torch's cache holds unused (None on CPU)."""

@@ -1,0 +1,133 @@
+"""How repeatable is a Flux row? Run the Flux sweep twice in one process on one GPU and write the spread.
+
+The sweep is the Flux report's default profile (notebooks/flux_attention.md): batch 1, 24 heads, head dim
+128, bf16, non-causal, its six sequence lengths, forward and forward + backward, every registered
+provider (or those named), timed with bench.timing's protocol and its counts (>= 20 repetitions,
+>= 200 ms). Both runs share the process, the GPU and the measured matmul peak; the second starts right
+after the first, so what differs is run-to-run noise (clock, power, allocator, scheduling), not setup.
+
+Per row measured ok in both runs: spread = |a - b| / mean(a, b) of ms_median. Printed: the median and
+95th percentile of the spread; written (--out): those, every pair with both runs' clocks, the machine.
+
+    python scripts/flux_repeatability.py --out flux_repeatability.json            # on the GPU machine
+    python scripts/flux_repeatability.py --smoke --out /tmp/r.json                # CPU, tiny: the plumbing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+FLUX_SEQ_LENS = (4224, 4352, 4416, 4480, 4544, 4608)  # 4096 image tokens + 128 ... 512 text tokens
+FLUX_TIMING = {"min_reps": 20, "min_time_ms": 200.0, "warmup_reps": 3, "max_reps": 2000}
+SMOKE = {"seq_lens": (288, 320), "heads": 2, "head_dim": 64, "providers": ["sdpa_math"],
+         "timing": {"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 1, "max_reps": 20}}  # fmt: skip
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default), q in [0, 1]."""
+    from attnbench.bench.timing import quantile
+
+    return quantile(sorted(values), q)
+
+
+def row_key(row) -> tuple[str, str, str]:
+    return (row.provider, row.workload.label(), row.pass_)
+
+
+def pair_spreads(first: list, second: list) -> list[dict]:
+    """One entry per (provider, workload, pass) measured ok in both runs, with |a - b| / mean(a, b)."""
+    later = {row_key(r): r for r in second if r.status == "ok" and r.ms_median}
+    pairs = []
+    for a in first:
+        b = later.get(row_key(a))
+        if a.status != "ok" or not a.ms_median or b is None:
+            continue
+        pairs.append({
+            "provider": a.provider, "workload": a.workload.label(), "pass": a.pass_,
+            "ms_a": a.ms_median, "ms_b": b.ms_median,
+            "spread": abs(a.ms_median - b.ms_median) / ((a.ms_median + b.ms_median) / 2),
+            "sm_clock_mhz_a": a.sm_clock_mhz, "sm_clock_mhz_b": b.sm_clock_mhz,
+            "power_w_a": a.power_w, "power_w_b": b.power_w,
+        })  # fmt: skip
+    return pairs
+
+
+def summary(pairs: list[dict]) -> dict:
+    spreads = [p["spread"] for p in pairs]
+    if not spreads:
+        return {"rows": 0, "median_spread": None, "p95_spread": None, "max_spread": None}
+    return {
+        "rows": len(spreads),
+        "median_spread": statistics.median(spreads),
+        "p95_spread": percentile(spreads, 0.95),
+        "max_spread": max(spreads),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("flux_repeatability.json"))
+    parser.add_argument("--providers", nargs="*", default=[], help="names or families (default: all)")
+    parser.add_argument("--seq-lens", nargs="*", type=int, default=list(FLUX_SEQ_LENS),
+                        help="a subset of the Flux lengths, to fit a time limit")  # fmt: skip
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes: checks the plumbing only")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from attnbench.bench import env, flops, providers
+    from attnbench.bench.results import Workload
+    from attnbench.bench.sweep import run_sweep
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.smoke:
+        print("no CUDA device: run on the GPU machine, or pass --smoke for the CPU plumbing check")
+        return 2
+    shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": 24, "head_dim": 128,
+                                      "providers": args.providers, "timing": FLUX_TIMING}  # fmt: skip
+    workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
+                 for s in shape["seq_lens"]]  # fmt: skip
+    chosen = providers.select(shape["providers"])
+    device = "cuda" if cuda and not args.smoke else "cpu"
+    info = env.collect_env(chosen)
+    peaks = flops.MeasuredPeaks(device) if device == "cuda" else None
+    datasheet = flops.datasheet_peak(info.get("gpu"))
+    runs, seconds = [], []
+    for attempt in (1, 2):
+        started = time.perf_counter()
+        print(f"--- run {attempt} of 2 ---", flush=True)
+        runs.append(run_sweep(chosen, workloads, ("fwd", "fwd_bwd"), device=device, peak_tflops=peaks,
+                              datasheet_tflops=datasheet, timing_options=shape["timing"]))  # fmt: skip
+        seconds.append(round(time.perf_counter() - started, 1))
+    pairs = pair_spreads(*runs)
+    result = {
+        "what": "Flux sweep run twice in one process: per-row spread |a-b|/mean of ms_median",
+        "smoke": args.smoke,
+        "gpu": info.get("gpu"),
+        "machine_id": info.get("machine_id"),
+        "power_limit_w": info.get("power_limit_w"),
+        "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
+        "timing": shape["timing"],
+        "seq_lens": list(shape["seq_lens"]),
+        "providers": [p.name for p in chosen],
+        "run_seconds": seconds,
+        **summary(pairs),
+        "pairs": pairs,
+    }
+    args.out.write_text(json.dumps(result, indent=1))
+    if result["rows"]:
+        print(f"{result['rows']} rows: median spread {result['median_spread']:.2%}, "
+              f"95th percentile {result['p95_spread']:.2%}, max {result['max_spread']:.2%}")  # fmt: skip
+    else:
+        print("no row was measured ok in both runs")
+    print(f"wrote {args.out}")
+    return 0 if result["rows"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Peaks that match a row's math, the peak at the clock it ran at, and over-peak rows flagged."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from attnbench.bench import flops
+from attnbench.bench.results import Result, Workload
+
+H100 = (132, (9, 0))
+
+
+def test_hopper_peak_at_its_datasheet_clock_is_the_datasheet_peak():
+    assert flops.peak_at_clock("bf16", *H100, 1830.0) == pytest.approx(989.4, abs=0.1)
+    assert flops.peak_at_clock("fp8", *H100, 1830.0) == pytest.approx(2 * 989.4, abs=0.2)
+    assert flops.peak_at_clock("tf32", *H100, 1830.0) == pytest.approx(989.4 / 2, abs=0.1)
+    assert flops.peak_at_clock("fp32", *H100, 1980.0) == pytest.approx(66.9, abs=0.1)
+    assert flops.peak_at_clock("bf16", 132, (12, 0), 1830.0) is None  # unknown architecture: no guess
+    assert flops.peak_at_clock("bf16", *H100, None) is None
+
+
+def test_fp32_rows_say_whether_they_ran_tf32():
+    assert flops.row_math("float32", tf32=True) == "tf32"
+    assert flops.row_math("float32", tf32=False) == "fp32"
+    assert flops.row_math("bfloat16") == "bf16"
+    assert flops.row_math("bfloat16", quantized=True) is None
+
+
+def test_a_bf16_peak_is_never_the_denominator_of_an_fp32_row():
+    assert flops.matching_peak(700.0, "bf16") == 700.0
+    assert flops.matching_peak(700.0, "tf32") is None
+    assert flops.matching_peak({"bf16": 700.0, "fp32": 50.0}, "fp32") == 50.0
+
+
+def _row(dtype="bfloat16", ms=1.0, mhz=1500.0):
+    w = Workload(1, 4096, 4096, 16, 16, 128, dtype, "full")  # 4 * 128 * 16 * 4096^2 = 137.4 GFLOP
+    return Result("p", "f", "ok", w, ms_median=ms, sm_clock_mhz=mhz)
+
+
+def test_score_gives_each_share_of_the_matching_peaks(monkeypatch):
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: H100)
+    row = _row(ms=0.25)  # 549.8 TFLOP/s
+    flops.score(row, SimpleNamespace(), 700.0, 989.5, "cuda")
+    assert row.status == "ok" and row.over_peak is None and row.math == "bf16"
+    assert row.mfu == pytest.approx(549.8 / 700.0, rel=1e-3)
+    assert row.mfu_datasheet == pytest.approx(549.8 / 989.5, rel=1e-3)
+    assert row.mfu_at_clock == pytest.approx(549.8 / (132 * 4096 * 1.5e9 / 1e12), rel=1e-3)
+
+
+def test_a_row_above_a_peak_is_an_error_naming_the_share_and_the_peak(monkeypatch):
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: H100)
+    row = _row(ms=0.18, mhz=1400.0)  # 763.5 TFLOP/s: under the datasheet, over measured and at-clock (757)
+    flops.score(row, SimpleNamespace(), 680.0, 989.5, "cuda")
+    assert row.status == "error" and row.reason == row.over_peak
+    assert "112% of the measured bf16 matmul peak 680.0 TFLOP/s" in row.reason
+    assert "101% of the bf16 peak at 1400.0 MHz" in row.reason and "datasheet" not in row.reason
+
+
+def test_an_fp32_row_that_ran_tf32_is_judged_against_the_tf32_peak(monkeypatch):
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: H100)
+    row = _row("float32", ms=1.0)  # 137.4 TFLOP/s: 279 % of an ieee fp32 peak, fine for tf32
+    flops.score(row, SimpleNamespace(tf32=True), {"tf32": 400.0, "fp32": 49.0}, 989.5, "cuda")
+    assert row.math == "tf32" and row.status == "ok" and row.mfu == pytest.approx(137.4 / 400.0, rel=1e-3)
+    assert row.mfu_datasheet == pytest.approx(137.4 / (989.5 / 2), rel=1e-3)
+    ieee = _row("float32", ms=1.0)
+    flops.score(ieee, SimpleNamespace(tf32=False), {"tf32": 400.0, "fp32": 49.0}, 989.5, "cuda")
+    assert ieee.math == "fp32" and ieee.status == "error" and "280% of the measured fp32" in ieee.reason
