@@ -33,7 +33,7 @@ class Fake(Provider):
     backward = True
     gqa = True
     dtypes = ("bfloat16", "float32")
-    masks = ("full", "causal")
+    mask_features = ("causal",)
 
     def __init__(self, name, **attrs):
         self.name = name
@@ -120,7 +120,7 @@ PROVIDERS = [
     FakeBshd("good_bshd"),
     Fake("int8ish", quantized=True),
     Fake("missing", unavailable=lambda: "not installed (no module 'x')"),
-    Fake("causal_only", masks=("causal",)),
+    Fake("full_only", mask_features=()),  # declares no mask feature: full attention only
     Fake("fwd_only", backward=False),
     Raising("raises"),
     Wrong("wrong"),
@@ -184,8 +184,9 @@ def test_failure_rows_say_why(swept):
     w = WORKLOADS[0]
     assert t[("missing", w, "fwd")].status == "unavailable"
     assert "not installed" in t[("missing", w, "fwd")].reason
-    assert t[("causal_only", w, "fwd")].status == "unsupported"
-    assert t[("causal_only", WORKLOADS[1], "fwd")].status == "ok"
+    assert t[("full_only", w, "fwd")].status == "ok"
+    no_causal = t[("full_only", WORKLOADS[1], "fwd")]
+    assert no_causal.status == "unsupported" and "causal" in no_causal.reason
     assert t[("fwd_only", w, "fwd_bwd")].reason == "no backward"
     err = t[("raises", w, "fwd")]
     assert (err.status, err.reason, err.extra["stage"]) == (
