@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnbench.bench.results import Result, Workload
 from attnbench.dilated import pattern
-from attnbench.studies.dilated_attention import checks, measure, profiles, scaling
 from attnbench.report import dilated as report
+from attnbench.rows import Result, Workload
+from attnbench.studies.dilated_attention import checks, measure, profiles, scaling
 
 SMOKE = profiles.resolve("smoke", cuda=False)
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
-from attnbench.bench.results import Result, Workload
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
+from attnbench.rows import Result, Workload
 from attnbench.studies.cs336_systems import attention_scan, breakdown, memory, profiles, steps
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from attnbench.bench import masks
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 CHUNK_ELEMENTS = 1 << 27  # scores per query chunk: 512 MiB in fp32
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 
 from attnbench.bench import masks
-from attnbench.bench.results import PASSES, Workload
+from attnbench.rows import Pass, Workload
 
-PASS_MULTIPLIER = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
-assert set(PASS_MULTIPLIER) == set(PASSES)
+PASS_MULTIPLIER = {p.value: p.flop_multiplier for p in Pass}  # defined once, on Pass
 
 # Dense (non-sparse) bf16/fp16 tensor-core peaks from the vendors' datasheets, TFLOP/s.
 # Ordered: the first pattern that matches the lower-cased device name wins.
@@ -56,10 +55,9 @@ def density(workload: Workload) -> float:
 
 def attention_flops(workload: Workload, pass_: str = "fwd") -> float:
     """FLOPs of one call of `pass_` (fwd | bwd | fwd_bwd) on the whole batch."""
-    if pass_ not in PASS_MULTIPLIER:
-        raise ValueError(f"pass {pass_!r} is not one of {tuple(PASS_MULTIPLIER)}")
+    multiplier = Pass.parse(pass_).flop_multiplier  # a ValueError naming the known passes
     forward = 4 * workload.head_dim * workload.heads_q * workload.batch * allowed_pairs(workload)
-    return forward * PASS_MULTIPLIER[pass_]
+    return forward * multiplier
 
 
 def tflops(flops: float, ms: float | None) -> float | None:

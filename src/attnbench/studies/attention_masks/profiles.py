@@ -20,7 +20,7 @@ documents as the long sequences do. Every timed row carries the check's numbers 
 from __future__ import annotations
 
 from attnbench.bench import masks
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 from attnbench.studies.attention_masks import documents
 
 K = 1024

@@ -29,13 +29,13 @@ import torch
 import torch.distributed as dist
 
 from attnbench.bench.flops import attention_flops, tflops
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.double_ring import default_window
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.cp.usp import default_degrees
+from attnbench.rows import Result, Workload
 from attnbench.studies.context_parallel.agree import (
     OK,
     OOM,

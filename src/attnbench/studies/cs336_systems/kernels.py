@@ -17,9 +17,9 @@ import torch
 from attnbench.bench import correctness, providers, timing
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
-from attnbench.bench.results import Workload
 from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
 from attnbench.models.attention import eager_attention
+from attnbench.rows import Workload
 
 COMPARED = ("sdpa_cudnn", "flash_attn3")  # the kernels a reader compares ours against, from the registry
 

@@ -24,15 +24,23 @@ import torch
 import torch.distributed as dist
 
 from attnbench.bench import correctness
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.bench.timing import quantile
 from attnbench.cp import comm
-from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
-from attnbench.studies.context_parallel.measure import random_call, time_reps
 from attnbench.dilated.distributed import distributed_attention
 from attnbench.dilated.gathered import gathered_attention
 from attnbench.dilated.reference import chunked_reference
+from attnbench.rows import Result, Workload
+from attnbench.studies.context_parallel.agree import (
+    OK,
+    STATUS_NAMES,
+    AgreedFailure,
+    agree_max,
+    attempt,
+    outcome,
+    release,
+)
+from attnbench.studies.context_parallel.measure import random_call, time_reps
 from attnbench.studies.dilated_attention import measure as single
 from attnbench.studies.dilated_attention.profiles import branches_for
 
