@@ -28,6 +28,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from attnbench.bench.distributed import AgreedFailure, agree_max, attempt, random_call, release, time_reps
 from attnbench.bench.flops import attention_flops, tflops
 from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
@@ -35,98 +36,7 @@ from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.double_ring import default_window
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.cp.usp import default_degrees
-from attnbench.rows import Result, Workload
-from attnbench.studies.context_parallel.agree import (
-    OK,
-    OOM,
-    STATUS_NAMES,
-    AgreedFailure,
-    agree_max,
-    agree_sample,
-    align,
-    attempt,
-    outcome,
-    release,
-)
-
-
-class Call:
-    """One timed unit: fwd, fwd_bwd, or bwd (a fresh untimed forward precedes each timed backward)."""
-
-    def __init__(self, fn, pass_: str, q, k, v, dout):
-        self.fn, self.pass_, self.inputs, self.dout = fn, pass_, (q, k, v), dout
-        self.pending = None
-
-    def before(self, check_ranks: bool) -> None:
-        for t in self.inputs:
-            t.grad = None
-        if self.pass_ == "bwd":
-            self.pending = self.fn(*self.inputs, check_ranks)
-
-    def __call__(self, check_ranks: bool) -> None:
-        if self.pass_ == "fwd":
-            with torch.no_grad():
-                self.fn(*self.inputs, check_ranks)
-        elif self.pass_ == "fwd_bwd":
-            self.fn(*self.inputs, check_ranks).backward(self.dout)
-        else:
-            out, self.pending = self.pending, None
-            out.backward(self.dout)
-
-
-def time_once(call: Call, device) -> float:
-    """Milliseconds of one call on this rank (CUDA events; perf_counter on CPU)."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call(False)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-    t0 = time.perf_counter()
-    call(False)
-    return (time.perf_counter() - t0) * 1e3
-
-
-def time_reps(
-    call: Call, group, device, *, min_reps, max_reps, min_time_s, max_time_s, agree_failures=False
-) -> list[float]:
-    """Per repetition, the slowest rank's milliseconds; every rank returns the same list.
-
-    agree_failures, for calls with no communication inside (the single-GPU reference): a failure of one
-    rank's call is agreed together with the sample and AgreedFailure is raised on every rank, instead of
-    its peers waiting alone in the next collective. A CP call that fails mid-exchange leaves its peers
-    blocked before any agreement, so for CP the exception propagates (agree_failures=False).
-    """
-    samples: list[float] = []
-    while True:
-        status, message, ms = OK, "", 0.0
-        try:
-            call.before(False)
-        except Exception as exc:
-            if not agree_failures:
-                raise
-            status, message = outcome(exc)
-        align(group, device)
-        if status == OK:
-            try:
-                ms = time_once(call, device)
-            except Exception as exc:
-                if not agree_failures:
-                    raise
-                status, message = outcome(exc)
-        if agree_failures:
-            status, message, ms = agree_sample(status, message, ms, group)
-            if status != OK:
-                raise AgreedFailure(status, message)
-            samples.append(ms)
-        else:
-            samples.append(agree_max(ms, group))
-        total = sum(samples)
-        if len(samples) >= max_reps or total >= max_time_s * 1e3:
-            return samples
-        if len(samples) >= min_reps and total >= min_time_s * 1e3:
-            return samples
+from attnbench.rows import Result, Status, Workload
 
 
 def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
@@ -143,16 +53,6 @@ def row(provider, workload, pass_, status, reason="", **fields) -> Result:
     return Result(
         provider=provider, family="cp", status=status, workload=workload, pass_=pass_, reason=reason, **fields
     )
-
-
-def random_call(fn, pass_: str, shape, dtype: str, device, seed: int) -> Call:
-    gen = torch.Generator(device=device).manual_seed(seed)
-    q, k, v, dout = (
-        torch.randn(shape, generator=gen, device=device, dtype=torch_dtype(dtype)) for _ in range(4)
-    )
-    for t in (q, k, v):
-        t.requires_grad_(pass_ != "fwd")
-    return Call(fn, pass_, q, k, v, dout)
 
 
 # Kernels other than the default ones (cuDNN on GPUs, the math kernel on CPUs) are named in the row's
@@ -290,7 +190,7 @@ def measure(
     steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
     for step in steps:  # each step ends with an agreement, so no rank runs ahead into a collective
         status, message = attempt(step, group)
-        if status != OK:
+        if status != Status.OK:
             state.clear()
             release(device)
             where = (
@@ -298,11 +198,11 @@ def measure(
                     rehearse: " (in the communication-free rehearsal)",
                     first_real_call: " (in the first real call)",
                 }.get(step, "")
-                if status == OOM
+                if status == Status.OOM
                 else ""
             )
             return row(
-                provider, workload, pass_, STATUS_NAMES[status], f"{message}{where}", env=env, extra=extra
+                provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra
             )
     call = state["call"]
     try:
@@ -415,10 +315,10 @@ def measure_reference(
             torch.cuda.reset_peak_memory_stats(device)
 
     status, message = attempt(first_call, group)
-    if status != OK:
+    if status != Status.OK:
         state.clear()
         release(device)
-        return row(provider, workload, pass_, STATUS_NAMES[status], message, env=env, extra=extra)
+        return row(provider, workload, pass_, status, message, env=env, extra=extra)
     try:
         samples = time_reps(
             state["call"],
@@ -435,7 +335,7 @@ def measure_reference(
         )
     except AgreedFailure as failure:
         reason = f"{failure.message} (in the timed repetitions)"
-        return row(provider, workload, pass_, STATUS_NAMES[failure.status], reason, env=env, extra=extra)
+        return row(provider, workload, pass_, failure.status, reason, env=env, extra=extra)
     finally:
         state.clear()
         release(device)
