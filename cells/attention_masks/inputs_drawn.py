@@ -30,11 +30,12 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import json
 
 import attnbench
+from attnbench.bench.profiles import read_profile
 from attnbench.report.masks import plot_documents, plot_mask_pictures
 
 folder = attnbench.inputs("gpu")
 docs = json.loads((folder / "documents.json").read_text())
-config = json.loads((folder / "profile.json").read_text())
+config = read_profile(folder)
 plot_mask_pictures(json.loads((folder / "mask_pictures.json").read_text()), "masks.svg")
 packs = {int(s): lens for s, lens in docs["packs"].items()}
 plot_documents(packs, "documents.svg", note=config.get("label") or "")

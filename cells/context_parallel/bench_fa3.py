@@ -26,13 +26,12 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch.distributed as dist
 
 import attnbench
+from attnbench.bench.profiles import read_profile
 from attnbench.studies.context_parallel.sweep import notebook_sweep
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
+config = read_profile(attnbench.inputs("gpu"))
 rank, sweep = notebook_sweep(config, "flash_attn3")
 dist.destroy_process_group()

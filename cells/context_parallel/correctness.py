@@ -32,10 +32,11 @@ import torch
 import torch.distributed as dist
 
 import attnbench
+from attnbench.bench.profiles import read_profile
 from attnbench.studies.context_parallel import verify
 from attnbench.cp.launch import init_distributed
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
+config = read_profile(attnbench.inputs("gpu"))
 rank, world, device = init_distributed(timeout_s=600)
 if (device.type == "cuda") != (config["device"] == "cuda"):
     raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")

@@ -29,7 +29,7 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import json
 
 import attnbench
-from attnbench.bench.results import read_jsonl
+from attnbench.rows import read_jsonl
 from attnbench.report.cp_figures import plot_tflops
 from attnbench.report.figures import not_run_markdown
 

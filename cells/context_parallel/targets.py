@@ -31,10 +31,11 @@ import json
 import pandas as pd
 
 import attnbench
-from attnbench.bench.results import read_jsonl
+from attnbench.bench.profiles import read_profile
+from attnbench.rows import read_jsonl
 from attnbench.report.cp_tables import bench_table, markdown, target_text, targets
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
+config = read_profile(attnbench.inputs("gpu"))
 rows = read_jsonl(attnbench.inputs("bench") / "results.jsonl") + read_jsonl(
     attnbench.inputs("bench_fa3") / "results.jsonl")
 overlap = [json.loads(line) for line in (attnbench.inputs("overlap") / "overlap.jsonl").open()]

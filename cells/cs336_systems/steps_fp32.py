@@ -25,16 +25,12 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 
-import attnbench
+from attnbench.bench.profiles import gpu_profile
 from attnbench.studies.cs336_systems import profiles, steps
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
-if torch.cuda.is_available() != (config["device"] == "cuda"):
-    raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")
+config = gpu_profile()
 if config.get("label"):
     print(f"*** {config['label']} ***")
 rows = steps.run_grid(config, "fp32", torch.device(config["device"]))

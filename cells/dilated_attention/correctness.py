@@ -25,18 +25,14 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 
-import attnbench
 from attnbench.bench import env
-from attnbench.bench.results import write_jsonl
+from attnbench.bench.profiles import gpu_profile
+from attnbench.rows import write_jsonl
 from attnbench.studies.dilated_attention import checks
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
-if torch.cuda.is_available() != (config["device"] == "cuda"):
-    raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")
+config = gpu_profile()
 if config.get("label"):
     print(f"*** {config['label']} ***")
 machine = env.machine_id()

@@ -31,14 +31,12 @@ import time
 
 import torch
 
-import attnbench
 from attnbench.bench import env, flops, providers
-from attnbench.bench.results import Workload, write_jsonl
+from attnbench.bench.profiles import gpu_profile
+from attnbench.rows import Workload, write_jsonl
 from attnbench.bench.sweep import print_progress, run_sweep
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
-if torch.cuda.is_available() != (config["device"] == "cuda"):
-    raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")
+config = gpu_profile()
 if "label" in config:
     print(f"*** {config['label']} ***")
 workloads = [Workload(config["batch"], s, s, config["heads"], config["heads"], config["head_dim"],

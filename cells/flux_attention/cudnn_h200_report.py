@@ -30,7 +30,7 @@ import json
 
 import attnbench
 from attnbench.report.tables import markdown_table
-from attnbench.bench.results import read_jsonl
+from attnbench.rows import read_jsonl
 from attnbench.report.vendor_cudnn import SOURCE, comparison_table, gap_sentences
 
 folder = attnbench.inputs("cudnn_h200")
