@@ -34,8 +34,10 @@ class Row:
             value = getattr(self, f.name)
             if value is None and f.metadata.get("omit_if_none"):
                 continue
-            if isinstance(value, (Status, Pass)):
-                value = value.value
+            if f.name == "status":  # parsed again: a field may be set after construction
+                value = Status.parse(value).value
+            elif f.name == "pass_":
+                value = Pass.parse(value).value
             out[self.KEY_OF_FIELD.get(f.name, f.name)] = value
         return out
 

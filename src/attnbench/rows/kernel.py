@@ -111,10 +111,10 @@ class Result:
         return {
             "provider": self.provider,
             "family": self.family,
-            "status": self.status.value,
+            "status": Status.parse(self.status).value,  # also when set after construction
             "reason": self.reason,
             **work,
-            "pass": self.pass_.value,
+            "pass": Pass.parse(self.pass_).value,
             **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")},
         }
 
