@@ -26,8 +26,6 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 import torch.distributed as dist
 
@@ -35,6 +33,7 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.studies.context_parallel import verify
 from attnbench.cp.launch import init_distributed
+from attnbench.rows import CpCheckRow, write_jsonl_dicts
 
 config = read_profile(attnbench.inputs("gpu"))
 rank, world, device = init_distributed(timeout_s=600)
@@ -62,8 +61,7 @@ for kernel in [config["kernel"], *config.get("extra_kernels", [])]:
                                 dtype=getattr(torch, config["shape"]["dtype"]),
                                 strategy_options=config["strategy_options"], progress=progress)
 if rank == 0:
-    with open("correctness.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in results)
+    write_jsonl_dicts("correctness.jsonl", results, CpCheckRow)
     bad = [f"{r['strategy']} {r['mask']}: {r['status']} {r['reason']}" for r in results if r["status"] != "ok"]
     print(f"\n{sum(r['status'] == 'ok' for r in results)} of {len(results)} cases within tolerance")
     for line in bad:

@@ -28,11 +28,12 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import torch
 
 from attnbench.bench.profiles import gpu_profile
-from attnbench.studies.cs336_systems import profiles, steps
+from attnbench.rows import StepRow, write_jsonl_dicts
+from attnbench.studies.cs336_systems import steps
 
 config = gpu_profile()
 if config.get("label"):
     print(f"*** {config['label']} ***")
 rows = steps.run_grid(config, "fp32", torch.device(config["device"]))
-profiles.write_json_lines("steps_fp32.jsonl", rows)
+write_jsonl_dicts("steps_fp32.jsonl", rows, StepRow)
 print(f"{len(rows)} rows: " + ", ".join(f"{s} {sum(r['status'] == s for r in rows)}" for s in ("ok", "oom", "error")))

@@ -10,6 +10,7 @@ from attnbench.rows.jsonl import (
     read_jsonl_dicts,
     read_rows_document,
     write_jsonl,
+    write_jsonl_dicts,
     write_rows_document,
 )
 from attnbench.rows.kernel import (
@@ -48,5 +49,6 @@ __all__ = [
     "to_frame",
     "usable",
     "write_jsonl",
+    "write_jsonl_dicts",
     "write_rows_document",
 ]

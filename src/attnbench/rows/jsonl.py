@@ -38,6 +38,18 @@ def read_jsonl_dicts(path: Path | str, kind: type) -> list[dict[str, Any]]:
     return [row.to_dict() for row in read_jsonl(path, kind)]
 
 
+def write_jsonl_dicts(path: Path | str, rows: Iterable[dict[str, Any]], kind: type) -> None:
+    """Rows built as plain dicts, checked against `kind` (a bad one is a ValueError naming its index),
+    then written like typed rows."""
+    typed = []
+    for index, row in enumerate(rows):
+        try:
+            typed.append(kind.from_dict(row))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: row {index}: bad {kind.__name__} row: {exc}") from exc
+    write_jsonl(path, typed)
+
+
 def write_rows_document(path: Path | str, rows: Iterable, **about) -> None:
     """Rows that are not results to rank (e.g. correctness checks at a shorter length) as one JSON
     document {**about, "rows": [...]}: the site reads every *.jsonl of rows as results, never this."""

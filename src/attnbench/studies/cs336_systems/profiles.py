@@ -201,11 +201,3 @@ def estimate_seconds(config: dict) -> dict[str, float]:
     out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
-
-
-def write_json_lines(path, rows) -> None:
-    """Rows (dicts) as JSON lines."""
-    import json
-
-    with open(path, "w") as f:
-        f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
