@@ -19,7 +19,7 @@ from attnbench.bench.providers.base import Prepared, Provider, describe_exceptio
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
 from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
 from attnbench.models.attention import eager_attention
-from attnbench.rows import Workload
+from attnbench.rows import PASSES, Workload
 
 COMPARED = ("sdpa_cudnn", "flash_attn3")  # the kernels a reader compares ours against, from the registry
 
@@ -72,7 +72,7 @@ def shape_workload(shape: dict) -> Workload:
 
 
 def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, progress) -> list:
-    return run_sweep(table_providers(), table_workloads(config, dtype), ["fwd", "bwd", "fwd_bwd"], device=device,
+    return run_sweep(table_providers(), table_workloads(config, dtype), list(PASSES), device=device,
                      peak_tflops=peak_tflops, datasheet_tflops=datasheet_tflops, progress=progress,
                      timing_options=config["timing"])  # fmt: skip
 

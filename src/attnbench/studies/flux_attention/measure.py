@@ -11,7 +11,7 @@ import torch
 
 from attnbench.bench import env, flops, providers, timing, timing_methods
 from attnbench.bench.sweep import make_inputs, print_progress, run_sweep
-from attnbench.rows import Status, Workload, write_jsonl
+from attnbench.rows import PASSES, Status, Workload, write_jsonl
 
 # NVIDIA's published cuDNN 9.19 SDPA configuration on H200: batch 1, 64 query / 8 KV heads, head dim
 # 128, bf16, 16k tokens
@@ -151,7 +151,7 @@ def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
         p = H200_PUBLISHED
         shapes = [Workload(1, p["seq_len"], p["seq_len"], p["heads_q"], p["heads_kv"], p["head_dim"], p["dtype"],
                            mask) for mask in ("full", "causal")]  # fmt: skip
-        rows = run_sweep(providers.select(H200_PROVIDERS), shapes, ("fwd", "bwd", "fwd_bwd"), peak_tflops=None,
+        rows = run_sweep(providers.select(H200_PROVIDERS), shapes, PASSES, peak_tflops=None,
                          timing_options=config["timing"])  # fmt: skip
         for w in shapes:
             records += _timing_methods(w, config["timing"])
