@@ -7,6 +7,7 @@
 """
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,10 @@ def test_the_check_sees_every_spelling_of_a_cross_study_import():
         "def f():\n    from attnbench.report import tables\n",
     ):
         assert cross_study_imports(path, text), text
+
+
+@pytest.mark.parametrize("path", sources("studies", "rows", "bench"), ids=lambda p: str(p.relative_to(SRC)))
+def test_every_module_imports(path):
+    """A name moved between modules (say, into bench/distributed.py) breaks its importers here, not
+    first inside a multi-rank worker."""
+    importlib.import_module(module_name(path))

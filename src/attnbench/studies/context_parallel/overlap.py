@@ -21,7 +21,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench.distributed import align, attempt, release
+from attnbench.bench.distributed import align, attempt, random_call, release, time_once
 from attnbench.bench.sweep import torch_dtype
 from attnbench.cp import comm, get_strategy
 from attnbench.cp.circulate import make_topology
@@ -30,10 +30,8 @@ from attnbench.rows import Status
 from attnbench.studies.context_parallel.measure import (
     cp_function,
     precheck,
-    random_call,
     resolved_options,
     strategy_label,
-    time_once,
 )
 
 RING_STRATEGIES = ("ring", "zigzag", "double_ring", "burst")
