@@ -25,6 +25,15 @@ def resolve_name(profile: str, profiles: dict[str, dict], cuda: bool) -> str:
     return name
 
 
+def write_profile(config: dict, env_info: dict) -> None:
+    """The gpu cell's two files: profile.json (the resolved profile every later cell reads) and env.json
+    (the machine and providers it was resolved on)."""
+    with open("env.json", "w") as f:
+        json.dump(env_info, f, indent=2, default=str)
+    with open(PROFILE_FILE, "w") as f:
+        json.dump(config, f, indent=2)
+
+
 def read_profile(folder: Path | str) -> dict:
     """The resolved profile the gpu cell wrote into `folder`; a missing or unreadable file is an error
     naming it."""

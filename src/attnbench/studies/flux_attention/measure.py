@@ -10,6 +10,7 @@ import time
 import torch
 
 from attnbench.bench import env, flops, providers, timing, timing_methods
+from attnbench.bench.profiles import write_profile
 from attnbench.bench.sweep import make_inputs, print_progress, run_sweep
 from attnbench.rows import PASSES, Status, Workload, write_jsonl
 
@@ -27,10 +28,7 @@ def write_environment(config: dict) -> None:
     smi, why = env.nvidia_smi()
     print(smi if smi is not None else f"nvidia-smi: {why}")
     info = env.collect_env(providers.select(config["provider_filter"]))
-    with open("env.json", "w") as f:
-        json.dump(info, f, indent=2, default=str)
-    with open("profile.json", "w") as f:
-        json.dump(config, f, indent=2)
+    write_profile(config, info)
 
     print(f"profile: {config['profile']}" + (f"  ({config['label']})" if "label" in config else ""))
     print(f"GPU: {info.get('gpu') or 'none'}  SMs: {info.get('sm_count')}  driver: {info.get('driver')}  "
