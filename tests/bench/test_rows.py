@@ -61,6 +61,7 @@ def test_status_and_pass_keep_their_committed_spellings():
         "ok", "oom", "unsupported", "unavailable", "incorrect", "error", "skipped"
     ]  # fmt: skip
     assert Status.OK == "ok" and json.dumps(Status.OOM) == '"oom"' and f"{Status.ERROR}" == "error"
+    assert str([Status.OK, Pass.FWD_BWD]) == "['ok', 'fwd_bwd']"  # printed as the strings they replace
     assert {p.value: (p.title, p.flop_multiplier) for p in Pass} == {
         "fwd": ("forward", 1.0),
         "bwd": ("backward", 2.5),

@@ -20,6 +20,10 @@ class Status(StrEnum):
     # time budget); never a measurement
     SKIPPED = "skipped"
 
+    def __repr__(self) -> str:
+        # as the plain string it replaces, so printed lists and dicts of statuses read as before
+        return repr(self.value)
+
     @classmethod
     def parse(cls, value: str) -> Status:
         """The member spelled `value`, or a ValueError naming the known spellings."""
@@ -47,6 +51,9 @@ class Pass(StrEnum):
     FWD = "fwd"
     BWD = "bwd"
     FWD_BWD = "fwd_bwd"
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
     @classmethod
     def parse(cls, value: str) -> Pass:
