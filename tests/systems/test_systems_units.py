@@ -209,7 +209,9 @@ def test_training_setup_is_seeded_and_leaves_the_global_rng_alone():
     model_b, optimizer_b, inputs_b, _ = steps.training_setup(size, 16, 2, device=torch.device("cpu"), seed=5)
     _, _, inputs_c, _ = steps.training_setup(size, 16, 2, device=torch.device("cpu"), seed=6)
     assert torch.equal(before, after)  # the global RNG did not move
-    assert all(torch.equal(a, b) for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values())
+    )
     assert torch.equal(inputs_a, inputs_b) and not torch.equal(inputs_a, inputs_c)
     assert torch.equal(inputs_a[:, 1:], targets_a[:, :-1])  # targets are the inputs shifted by one
     assert optimizer_b.param_groups[0]["weight_decay"] == 0.01

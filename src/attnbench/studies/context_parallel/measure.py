@@ -201,9 +201,7 @@ def measure(
                 if status == Status.OOM
                 else ""
             )
-            return row(
-                provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra
-            )
+            return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
     call = state["call"]
     try:
         for _ in range(max(warmup, 1) - 1):

@@ -71,7 +71,9 @@ def run_bench(config: dict) -> list:
     # the MFU denominator, measured now on this GPU (CUDA only); again after the sweep to show any drift
     peak_before = flops.measure_matmul_peak("cuda") if cuda else None
     if peak_before:
-        print(f"bf16 matmul peak before the sweep: {peak_before:.1f} TFLOP/s (datasheet: {datasheet or 'unknown'})")
+        print(
+            f"bf16 matmul peak before the sweep: {peak_before:.1f} TFLOP/s (datasheet: {datasheet or 'unknown'})"
+        )
     started = time.perf_counter()
     rows = run_sweep(chosen, workloads(config), config["passes"], device=config["device"], progress=progress,
                      timing_options=config["timing"], peak_tflops=peak_before, datasheet_tflops=datasheet)  # fmt: skip
@@ -133,9 +135,15 @@ def trust_check(config: dict) -> dict:
         print(f"trust check skipped: {result['reason']}")
     else:
         print(f"SDPA cuDNN forward, {result['workload']} on {result['gpu']}")
-        print(f"  harness (timing.measure):      {result['harness_ms']:.4f} ms  rounds {result['harness_rounds_ms']}")
-        print(f"  bare CUDA-event loop + flush:  {result['bare_ms']:.4f} ms  rounds {result['bare_rounds_ms']}")
-        print(f"  difference {result['relative_difference']:.2%} (limit 3%): the trust check {result['verdict']}")
+        print(
+            f"  harness (timing.measure):      {result['harness_ms']:.4f} ms  rounds {result['harness_rounds_ms']}"
+        )
+        print(
+            f"  bare CUDA-event loop + flush:  {result['bare_ms']:.4f} ms  rounds {result['bare_rounds_ms']}"
+        )
+        print(
+            f"  difference {result['relative_difference']:.2%} (limit 3%): the trust check {result['verdict']}"
+        )
     return result
 
 
