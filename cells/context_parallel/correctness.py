@@ -30,15 +30,14 @@ import torch
 import torch.distributed as dist
 
 import attnbench
-from attnbench.bench.profiles import read_profile
+from attnbench.bench.profiles import read_profile, require_same_device
 from attnbench.studies.context_parallel import verify
 from attnbench.cp.launch import init_distributed
 from attnbench.rows import CpCheckRow, write_jsonl_dicts
 
 config = read_profile(attnbench.inputs("gpu"))
 rank, world, device = init_distributed(timeout_s=600)
-if (device.type == "cuda") != (config["device"] == "cuda"):
-    raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")
+require_same_device(config, device.type == "cuda")
 spec = config["correctness"]
 if rank == 0:
     print(f"*** {config['label']} ***" if config.get("label") else "", flush=True)

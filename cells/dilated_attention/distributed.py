@@ -46,16 +46,15 @@ if torch.cuda.is_available() and torch.cuda.device_count() < world_size:
 import torch.distributed as dist
 
 from attnbench.bench import env
-from attnbench.bench.profiles import read_profile
+from attnbench.bench.profiles import read_profile, require_same_device
 from attnbench.rows import write_jsonl
 from attnbench.cp.launch import init_distributed
-from attnbench.studies.context_parallel.warmup import warm_up
+from attnbench.bench.warmup import warm_up
 from attnbench.studies.dilated_attention import distributed
 
 config = read_profile(attnbench.inputs("gpu"))
 rank, world, device = init_distributed(timeout_s=600)
-if (device.type == "cuda") != (config["device"] == "cuda"):
-    raise SystemExit(f"profile.json was resolved for {config['device']}; rerun the gpu cell on this machine")
+require_same_device(config, device.type == "cuda")
 gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
 warm = warm_up(config["distributed"]["warmup_s"])
 records = distributed.check(config)

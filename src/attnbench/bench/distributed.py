@@ -19,7 +19,7 @@ from attnbench.bench.timing import is_oom
 from attnbench.rows import Status, status_of_severity
 
 
-def _control_device(group) -> torch.device:
+def control_device(group) -> torch.device:
     """Where small control tensors must live for this group's backend (as cp.comm.comm_device; bench
     does not import the cp package, whose import pulls in every strategy)."""
     if dist.get_backend(group) == "nccl":
@@ -28,7 +28,7 @@ def _control_device(group) -> torch.device:
 
 
 def agree_max(value: float, group) -> float:
-    t = torch.tensor([float(value)], dtype=torch.float64, device=_control_device(group))
+    t = torch.tensor([float(value)], dtype=torch.float64, device=control_device(group))
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return float(t.item())
 
@@ -70,7 +70,7 @@ def agree_status(status: Status, message: str, group) -> tuple[Status, str]:
 def agree_sample(status: Status, message: str, value: float, group) -> tuple[Status, str, float]:
     """Worst status and max of `value` over ranks in one all_reduce (the messages only if one failed)."""
     t = torch.tensor(
-        [float(status.severity), float(value)], dtype=torch.float64, device=_control_device(group)
+        [float(status.severity), float(value)], dtype=torch.float64, device=control_device(group)
     )
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     worst, value = status_of_severity(int(t[0].item())), float(t[1].item())

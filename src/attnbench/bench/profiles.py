@@ -58,8 +58,12 @@ def gpu_profile(*, same_device: bool = True) -> dict:
     if same_device:
         import torch
 
-        if torch.cuda.is_available() != (config.get("device") == "cuda"):
-            raise SystemExit(
-                f"{PROFILE_FILE} was resolved for {config.get('device')}; rerun the gpu cell on this machine"
-            )
+        require_same_device(config, torch.cuda.is_available())
     return config
+
+
+def require_same_device(config: dict, cuda: bool) -> None:
+    """SystemExit when `config` was resolved for another kind of machine than this one (`cuda`): a GPU
+    profile must not run on a CPU, nor a smoke profile's numbers pass for a GPU's."""
+    if cuda != (config.get("device") == "cuda"):
+        raise SystemExit(f"{PROFILE_FILE} was resolved for {config.get('device')}; rerun the gpu cell on this machine")
