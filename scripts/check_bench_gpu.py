@@ -19,7 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attnbench.bench import env, flops, sweep, timing
 from attnbench.bench.providers.base import Prepared, Provider
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 FLUX = Workload(1, 4352, 4352, 24, 24, 128)
 failures: list[str] = []

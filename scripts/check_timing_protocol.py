@@ -19,8 +19,8 @@ def main() -> int:
     import torch
 
     from attnbench.bench import clocks, env, flops, providers, timing
-    from attnbench.bench.results import Workload
     from attnbench.bench.sweep import run_sweep
+    from attnbench.rows import Workload
 
     if not torch.cuda.is_available():
         print("needs a CUDA device")

@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from attnbench.bench import env, flops, providers
-    from attnbench.bench.results import Workload
     from attnbench.bench.sweep import run_sweep
+    from attnbench.rows import Workload
 
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:

@@ -20,8 +20,8 @@ import sys
 import time
 
 from attnbench.bench import providers
-from attnbench.bench.results import Workload, write_jsonl
 from attnbench.bench.sweep import run_sweep
+from attnbench.rows import Workload, write_jsonl
 
 FLUX = Workload(1, 4352, 4352, 24, 24, 128, "bfloat16", "full")
 WORKLOADS = [

@@ -27,10 +27,9 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import attnbench
+from attnbench.bench.profiles import read_profile
 from attnbench.studies.attention_masks import measure
 
-config = json.loads((attnbench.inputs("gpu") / "profile.json").read_text())
+config = read_profile(attnbench.inputs("gpu"))
 measure.run_stage(config, "separate")

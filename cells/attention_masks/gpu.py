@@ -31,7 +31,9 @@ import json
 
 import torch
 
-from attnbench.bench import env, masks, providers
+from attnbench import masks
+from attnbench.bench import env, providers
+from attnbench.bench.profiles import write_profile
 from attnbench.studies.attention_masks import documents, profiles
 
 cuda = torch.cuda.is_available()
@@ -50,10 +52,7 @@ chosen = [providers.get(name) for name in config["providers"]]
 smi, why = env.nvidia_smi()
 print(smi if smi is not None else f"nvidia-smi: {why}")
 info = env.collect_env(chosen)
-with open("env.json", "w") as f:
-    json.dump(info, f, indent=2, default=str)
-with open("profile.json", "w") as f:
-    json.dump(config, f, indent=2)
+write_profile(config, info)
 
 # the documents of every length (and of the check), and each mask drawn small
 packs = {s: list(documents.pack(s, shrink=config["doc_shrink"])) for s in config["seq_lens"]}

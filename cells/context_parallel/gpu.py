@@ -26,11 +26,10 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 
 from attnbench.bench import env
+from attnbench.bench.profiles import write_profile
 from attnbench.cp import STRATEGIES
 from attnbench.studies.context_parallel import profiles
 
@@ -57,10 +56,7 @@ topology, why = env.nvidia_smi(["topo", "-m"])
 print(f"GPU topology (nvidia-smi topo -m):\n{topology}" if topology else f"GPU topology: {why}")
 info = env.collect_env()
 info["topology"] = topology
-with open("env.json", "w") as f:
-    json.dump(info, f, indent=2, default=str)
-with open("profile.json", "w") as f:
-    json.dump(config, f, indent=2)
+write_profile(config, info)
 
 print(f"profile: {config['profile']}" + (f"  ({config['label']})" if config.get("label") else ""))
 print(f"GPU: {info.get('gpu') or 'none'} x {torch.cuda.device_count() if cuda else 0} visible  driver: "

@@ -25,11 +25,10 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 
 from attnbench.bench import env, flops, providers
+from attnbench.bench.profiles import write_profile
 from attnbench.studies.cs336_systems import profiles
 
 cuda = torch.cuda.is_available()
@@ -61,10 +60,7 @@ config["measured_matmul_peak_tflops"] = config["peak_tflops"].get("bf16")
 config["datasheet_peak_tflops"] = config["datasheet_tflops"]
 if cuda:
     config["estimate_s"] = profiles.estimate_seconds(config)
-with open("env.json", "w") as f:
-    json.dump(info, f, indent=2, default=str)
-with open("profile.json", "w") as f:
-    json.dump(config, f, indent=2)
+write_profile(config, info)
 
 print(f"profile: {config['profile']}" + (f"  ({config['label']})" if config.get("label") else ""))
 memory_text = f"{config['device_bytes'] / 2**30:.1f} GiB" if config["device_bytes"] else "n/a"

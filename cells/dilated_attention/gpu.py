@@ -30,6 +30,7 @@ import json
 import torch
 
 from attnbench.bench import env, providers
+from attnbench.bench.profiles import write_profile
 from attnbench.dilated import kernels, pattern
 from attnbench.studies.dilated_attention import profiles
 
@@ -50,10 +51,7 @@ info = env.collect_env(providers.select(config["sweep"]["dense"]))
 device, dtype = torch.device(config["device"]), getattr(torch, config["shape"]["dtype"])
 config["backend_status"] = {name: kernels.get(name).unavailable(device, dtype, config["shape"]["head_dim"])
                             for name in kernels.BACKENDS}
-with open("env.json", "w") as f:
-    json.dump(info, f, indent=2, default=str)
-with open("profile.json", "w") as f:
-    json.dump(config, f, indent=2)
+write_profile(config, info)
 
 print(f"profile: {config['profile']}" + (f"  ({config['label']})" if config.get("label") else ""))
 print(f"GPU: {info.get('gpu') or 'none'} x {torch.cuda.device_count() if cuda else 0}  driver: {info.get('driver')}  "

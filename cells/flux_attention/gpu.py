@@ -26,49 +26,9 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import json
-
 import torch
 
-from attnbench.bench import env, providers
+from attnbench.studies.flux_attention import measure, profiles
 
-cuda = torch.cuda.is_available()
-resolved = profile if profile != "auto" else ("default" if cuda else "smoke")
-if resolved not in ("smoke", "default", "full"):
-    raise SystemExit(f"params.profile must be auto, smoke, default or full, got {profile!r}")
-if resolved != "smoke" and not cuda:
-    raise SystemExit(f"profile {resolved!r} needs a CUDA device; this machine has none (use profile=smoke)")
-
-PROFILES = {
-    # CPU, tiny: proves the pipeline end to end in seconds. Not a GPU measurement.
-    "smoke": {"seq_lens": [288, 320], "heads": 2, "head_dim": 64, "dtype": "bfloat16",
-              "timing": {"min_reps": 5, "min_time_ms": 20.0, "warmup_reps": 1, "max_reps": 50}},
-    # one GPU, a few minutes: >= 20 repetitions and >= 200 ms of timed GPU time per measurement
-    "default": {"seq_lens": list(seq_lens), "heads": 24, "head_dim": 128, "dtype": "bfloat16",
-                "timing": {"min_reps": 20, "min_time_ms": 200.0, "warmup_reps": 3, "max_reps": 2000}},
-    "full": {"seq_lens": list(range(4096, 5121, 64)), "heads": 24, "head_dim": 128, "dtype": "bfloat16",
-             "timing": {"min_reps": 50, "min_time_ms": 1000.0, "warmup_reps": 10, "max_reps": 10000}},
-}
-config = {"profile": resolved, "requested": profile, "device": "cuda" if cuda else "cpu",
-          "batch": 1, "mask": "full", "passes": ["fwd", "fwd_bwd"], "provider_filter": list(provider_filter),
-          **PROFILES[resolved]}
-if resolved == "smoke":
-    config["label"] = "smoke profile: not a GPU measurement"
-
-smi, why = env.nvidia_smi()
-print(smi if smi is not None else f"nvidia-smi: {why}")
-info = env.collect_env(providers.select(config["provider_filter"]))
-with open("env.json", "w") as f:
-    json.dump(info, f, indent=2, default=str)
-with open("profile.json", "w") as f:
-    json.dump(config, f, indent=2)
-
-print(f"profile: {resolved}" + (f"  ({config['label']})" if "label" in config else ""))
-print(f"GPU: {info.get('gpu') or 'none'}  SMs: {info.get('sm_count')}  driver: {info.get('driver')}  "
-      f"CUDA: {info.get('cuda')}  cuDNN: {info.get('cudnn')}  torch: {info.get('torch')}")
-print(f"shapes: batch 1, heads {config['heads']}, head_dim {config['head_dim']}, {config['dtype']}, "
-      f"non-causal, seq {config['seq_lens']}")
-print("\nproviders:")
-for name, entry in (info.get("providers") or {}).items():
-    state = entry["unavailable"] or f"available {entry['version'] or ''}".rstrip()
-    print(f"  {name:<30} {state}")
+config = profiles.resolve(profile, torch.cuda.is_available(), seq_lens, provider_filter)
+measure.write_environment(config)

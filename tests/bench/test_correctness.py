@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnbench.bench import correctness
-from attnbench.bench.masks import dense_mask
-from attnbench.bench.results import Workload
+from attnbench.masks import dense_mask
+from attnbench.rows import Workload
 
 CASES = [
     Workload(2, 16, 16, 4, 4, 8, dtype="float32"),

@@ -17,8 +17,8 @@ from attnbench.bench import providers
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
 from attnbench.bench.providers import base
 from attnbench.bench.providers.flash_attn3 import E4M3_MAX, fa3_window, quantize_e4m3
-from attnbench.bench.results import Workload
 from attnbench.cp.local import FlashAttn3Kernel, MathKernel
+from attnbench.rows import Workload
 
 
 def _dense_bshd(q, k, v, causal, left, right, scale=None, descales=None):

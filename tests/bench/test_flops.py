@@ -5,8 +5,9 @@ import random
 
 import pytest
 
-from attnbench.bench import flops, masks
-from attnbench.bench.results import Workload
+from attnbench import masks
+from attnbench.bench import flops
+from attnbench.rows import Workload
 
 
 def brute_pairs(w: Workload) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import read_jsonl
+from attnbench.rows import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "flux_attention.md"

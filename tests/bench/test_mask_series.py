@@ -10,7 +10,7 @@ from attnbench import masks
 from attnbench.bench import providers
 from attnbench.bench.providers import get
 from attnbench.bench.providers.sdpa import SdpaProvider
-from attnbench.bench.results import Result, Workload, read_jsonl, read_rows_document
+from attnbench.rows import Result, Workload, read_jsonl, read_rows_document
 from attnbench.studies.attention_masks import measure, profiles, series
 
 CONFIG = {**profiles.configure("smoke"), "seq_lens": [64, 128, 256]}
@@ -239,8 +239,8 @@ def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
 def test_the_report_reads_both_cells_as_one_sweep(tmp_path):
     import json
 
-    from attnbench.bench.results import Result, write_jsonl
     from attnbench.report.masks import read_stages
+    from attnbench.rows import Result, write_jsonl
 
     w = profiles.workload(profiles.configure("default"), "causal", 4096)
     for name, pass_, counts, seconds in (

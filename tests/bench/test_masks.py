@@ -7,8 +7,8 @@ import torch
 
 from attnbench import masks
 from attnbench.bench.correctness import reference_attention
-from attnbench.bench.results import Workload
 from attnbench.masks import mods, varlen_block_causal
+from attnbench.rows import Workload
 
 
 def test_causal_offset_is_bottom_right():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import read_jsonl, read_rows_document
+from attnbench.rows import read_jsonl, read_rows_document
 from attnbench.studies.attention_masks import profiles
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from attnbench.bench import flops
-from attnbench.bench.results import Result, Workload
+from attnbench.rows import Result, Workload
 
 H100 = (132, (9, 0))
 

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench.bench import masks, providers
+from attnbench import masks
+from attnbench.bench import providers
 from attnbench.bench.correctness import compare, reference_attention
 from attnbench.bench.providers import flash_attn4, flashinfer_prefill, magi_ffa, te, te_backends
 from attnbench.bench.providers.base import Unsupported
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 PEERS = ["te_flash", "te_fused", "te_unfused", "flash_attn4", "flash_attn4_compiled", "magi_ffa",
          "magi_ffa_default", "flashinfer"]  # fmt: skip

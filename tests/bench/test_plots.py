@@ -8,8 +8,8 @@ import re
 import pytest
 
 from attnbench.bench import providers
-from attnbench.bench.results import Result, Workload
 from attnbench.report.figures import CPU_NOTE, MID, family_hue, not_run, not_run_markdown, plot_sweep, styles
+from attnbench.rows import Result, Workload
 
 SEQS = (256, 288, 320)
 

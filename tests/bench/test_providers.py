@@ -12,7 +12,7 @@ from attnbench import masks
 from attnbench.bench import providers
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
 from attnbench.bench.providers import base, hf_kernels, sage
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 FAMILIES = {"sdpa", "flex", "flash_attn", "flash_attn3", "hf_kernels", "sage", "te", "xformers"}
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import Result, Workload
+from attnbench.rows import Result, Workload
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "flux_repeatability.py"
 spec = importlib.util.spec_from_file_location("flux_repeatability", SCRIPT)

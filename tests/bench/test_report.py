@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from attnbench.bench.results import Result, Workload
 from attnbench.report.tables import correctness_table, markdown_table, summary_table, tflops_pivot
+from attnbench.rows import Result, Workload
 
 SEQS = (4224, 4352)
 
@@ -122,7 +122,7 @@ def test_report_and_results_import_without_torch():
     """The summary and correctness cells declare only pandas: these modules must not need torch."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import attnbench.report.tables, attnbench.bench.results, attnbench.report.figures\n"
+        "import attnbench.report.tables, attnbench.rows, attnbench.report.figures\n"
         "print('ok')"
     )
     proc = subprocess.run(

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from attnbench.bench.results import (
+from attnbench.rows import (
     Result,
     Workload,
     best_by_workload,

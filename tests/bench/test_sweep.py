@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.bench import sweep
-from attnbench.bench.masks import dense_mask
 from attnbench.bench.providers.base import Prepared, Provider, Unsupported
-from attnbench.bench.results import (
+from attnbench.masks import dense_mask
+from attnbench.rows import (
     Result,
     Workload,
     best_by_workload,

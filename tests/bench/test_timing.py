@@ -129,9 +129,9 @@ def test_cuda_measure_and_bare_loop_agree():
 
 def test_pass_callables_time_what_the_sweep_times():
     from attnbench.bench import providers
-    from attnbench.bench.results import Workload
     from attnbench.bench.sweep import make_inputs
     from attnbench.bench.timing_methods import pass_callable
+    from attnbench.rows import Workload
 
     w = Workload(1, 32, 32, 2, 2, 16, "float32", "causal")
     q, k, v = make_inputs(w, "cpu")

@@ -12,13 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnbench.bench.results import Result, Workload
+from attnbench.bench.warmup import report_line
 from attnbench.cp import STRATEGIES, torch_cp
 from attnbench.cp.local import MathKernel
-from attnbench.studies.context_parallel import profiles
-from attnbench.studies.context_parallel.overlap import NoopKernel, TimedKernel
-from attnbench.studies.context_parallel.sweep import predicted_oom
-from attnbench.studies.context_parallel.warmup import report_line
 from attnbench.report.cp_figures import plot_tflops
 from attnbench.report.cp_tables import (
     bench_table,
@@ -28,6 +24,10 @@ from attnbench.report.cp_tables import (
     targets,
     text,
 )
+from attnbench.rows import Result, Workload
+from attnbench.studies.context_parallel import profiles
+from attnbench.studies.context_parallel.overlap import NoopKernel, TimedKernel
+from attnbench.studies.context_parallel.sweep import predicted_oom
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "context_parallel.md"
 GIB = 2**30

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import read_jsonl
 from attnbench.dilated.kernels import BACKENDS
+from attnbench.rows import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "dilated_attention.md"

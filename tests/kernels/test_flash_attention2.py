@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
-from attnbench.bench.results import Workload
 from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, flash_attention
 from attnbench.kernels.flash_attention2.configs import BackwardTile, ForwardTile
 from attnbench.kernels.flash_attention2.launch import tma_ready
+from attnbench.rows import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -6,8 +6,8 @@ import torch
 
 from attnbench.bench import providers
 from attnbench.bench.providers.triton_fa2 import INTERPRETER_NOTE, TritonFlashAttention2
-from attnbench.bench.results import Workload
 from attnbench.bench.sweep import run_sweep
+from attnbench.rows import Workload
 
 FAST = {"min_reps": 1, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 1}
 

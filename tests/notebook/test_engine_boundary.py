@@ -46,8 +46,8 @@ def test_the_check_sees_lazy_and_package_root_imports(tmp_path):
     engine = tmp_path / "notebook"
     engine.mkdir()
     (engine / "a.py").write_text("import attnbench\nfrom attnbench.notebook import x\n")
-    (engine / "b.py").write_text("def f():\n    from attnbench.bench.results import Workload\n")
+    (engine / "b.py").write_text("def f():\n    from attnbench.rows import Workload\n")
     assert outside_imports(engine) == [
         "notebook/a.py:1 imports attnbench",
-        "notebook/b.py:2 imports attnbench.bench.results",
+        "notebook/b.py:2 imports attnbench.rows",
     ]

@@ -3,8 +3,8 @@ kernel per mask and length, and published figures beside ours."""
 
 from __future__ import annotations
 
-from attnbench.bench.results import Result, Workload
 from attnbench.report.masks import best_table, plot_mask, published_table
+from attnbench.rows import Result, Workload
 
 
 def _w(seqlen, mask="causal"):

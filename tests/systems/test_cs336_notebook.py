@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.bench.results import read_jsonl
 from attnbench.report.systems import read_json_lines
+from attnbench.rows import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "cs336_systems.md"

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
-from attnbench.bench.results import Result, Workload
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
+from attnbench.rows import Result, Workload
 from attnbench.studies.cs336_systems import attention_scan, breakdown, memory, profiles, steps
 
 
@@ -190,10 +190,28 @@ def test_the_seed_tables_parse():
 
 def test_profiles_resolve_and_estimate():
     assert profiles.resolve("auto", cuda=False)["profile"] == "smoke"
-    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+    with pytest.raises(ValueError, match="needs CUDA"):
         profiles.resolve("default", cuda=False)
     with pytest.raises(ValueError, match="params.profile must be"):
         profiles.resolve("huge", cuda=True)
     estimate = profiles.estimate_seconds(profiles.resolve("default", cuda=True))
     assert 600 < estimate["total"] < 1200  # the default profile is designed for ~13 minutes on an H200
     assert all(v < 600 for k, v in estimate.items() if k != "total")  # every cell inside one 10-minute call
+
+
+def test_training_setup_is_seeded_and_leaves_the_global_rng_alone():
+    size = steps.ModelSize(32, 64, 1, 2)
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    model_a, _, inputs_a, targets_a = steps.training_setup(size, 16, 2, device=torch.device("cpu"), seed=5)
+    after = torch.rand(1)
+    model_b, optimizer_b, inputs_b, _ = steps.training_setup(size, 16, 2, device=torch.device("cpu"), seed=5)
+    _, _, inputs_c, _ = steps.training_setup(size, 16, 2, device=torch.device("cpu"), seed=6)
+    assert torch.equal(before, after)  # the global RNG did not move
+    assert all(
+        torch.equal(a, b) for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values())
+    )
+    assert torch.equal(inputs_a, inputs_b) and not torch.equal(inputs_a, inputs_c)
+    assert torch.equal(inputs_a[:, 1:], targets_a[:, :-1])  # targets are the inputs shifted by one
+    assert optimizer_b.param_groups[0]["weight_decay"] == 0.01

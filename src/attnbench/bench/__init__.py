@@ -1,7 +1,8 @@
-"""Measuring attention: timing (timing.py; the clock it ran at: clocks.py), FLOPs/MFU and peaks (flops.py),
-masks (masks.py), the fp32 reference (correctness.py), the environment (env.py), result rows and their
-ranking (results.py), providers (providers/), the sweep that ties them together (sweep.py), and what a
-report shows: tables (report.py) and figures (plots.py).
+"""Measuring attention: timing (timing.py; the clock it ran at: clocks.py), FLOPs/MFU and peaks (flops.py), masks, the fp32 reference
+(correctness.py), the environment (env.py), providers (providers/), the sweep that ties them together
+(sweep.py), and what several studies share: profile resolution and the resolved profile.json
+(profiles.py), agreement and timing across ranks (distributed.py). Row types and their JSONL files are
+`attnbench.rows` (results.py only re-exports it).
 
-Nothing is imported here, so env, results, report and plots work without torch.
+Nothing is imported here, so env, profiles and the rows work without torch.
 """

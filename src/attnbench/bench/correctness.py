@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from attnbench.bench import masks
-from attnbench.bench.results import Workload
+from attnbench import masks
+from attnbench.rows import Workload
 
 CHUNK_ELEMENTS = 1 << 27  # scores per query chunk: 512 MiB in fp32
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from attnbench.bench import masks
-from attnbench.bench.results import PASSES, Result, Workload
+from attnbench import masks
+from attnbench.rows import Pass, Result, Workload
 
-PASS_MULTIPLIER = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
-assert set(PASS_MULTIPLIER) == set(PASSES)
+PASS_MULTIPLIER = {p.value: p.flop_multiplier for p in Pass}  # defined once, on Pass
 
 # Dense (non-sparse) bf16/fp16 tensor-core peaks from the vendors' datasheets, TFLOP/s.
 # Ordered: the first pattern that matches the lower-cased device name wins.
@@ -57,10 +56,9 @@ def density(workload: Workload) -> float:
 
 def attention_flops(workload: Workload, pass_: str = "fwd") -> float:
     """FLOPs of one call of `pass_` (fwd | bwd | fwd_bwd) on the whole batch."""
-    if pass_ not in PASS_MULTIPLIER:
-        raise ValueError(f"pass {pass_!r} is not one of {tuple(PASS_MULTIPLIER)}")
+    multiplier = Pass.parse(pass_).flop_multiplier  # a ValueError naming the known passes
     forward = 4 * workload.head_dim * workload.heads_q * workload.batch * allowed_pairs(workload)
-    return forward * PASS_MULTIPLIER[pass_]
+    return forward * multiplier
 
 
 def tflops(flops: float, ms: float | None) -> float | None:
@@ -241,13 +239,20 @@ def _gpu_shape(device) -> tuple[int | None, tuple[int, int] | None]:
 
 
 def score(
-    row: Result, provider, peak_tflops, datasheet_tflops: float | None, device, work_flops: float | None = None
+    row: Result,
+    provider,
+    peak_tflops,
+    datasheet_tflops: float | None,
+    device,
+    work_flops: float | None = None,
 ) -> None:
     """TFLOP/s and its share of each peak matching the row's math; a row above any peak becomes an error.
 
     work_flops: the FLOPs of one call when not the dense-mask count (a dilated pattern's own)."""
     w = row.workload
-    row.tflops = tflops(work_flops if work_flops is not None else attention_flops(w, row.pass_), row.ms_median)
+    row.tflops = tflops(
+        work_flops if work_flops is not None else attention_flops(w, row.pass_), row.ms_median
+    )
     tf32 = getattr(provider, "tf32", None)
     row.math = row_math(w.dtype, tf32=tf32, quantized=bool(getattr(provider, "quantized", False)))
     if row.math is None or row.tflops is None:

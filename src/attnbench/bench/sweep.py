@@ -35,7 +35,7 @@ import torch
 
 from attnbench.bench import correctness, flops, timing
 from attnbench.bench.providers.base import Unsupported, describe_exception
-from attnbench.bench.results import PASSES, Result, Workload
+from attnbench.rows import PASSES, Result, Workload
 
 Progress = Callable[[Result], None]
 

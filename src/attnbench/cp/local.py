@@ -242,7 +242,7 @@ class FlashAttn3Kernel(_ProbedKernel):
                 "build it from flash-attention's hopper/ folder (no PyPI wheel)"
             )[:400]
         from attnbench.bench.providers.flash_attn3 import build_leaves_out
-        from attnbench.bench.results import Workload
+        from attnbench.rows import Workload
 
         # a call outside what this build holds can crash the process instead of raising: ask first
         dtype_name = str(dtype).removeprefix("torch.")

@@ -38,7 +38,7 @@ from attnbench.masks.mods import (
 )
 
 if TYPE_CHECKING:
-    from attnbench.bench.results import Workload
+    from attnbench.rows import Workload
 
 __all__ = [
     "ALIASES",

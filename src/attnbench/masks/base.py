@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from attnbench.masks.mods import MaskMod
 
 if TYPE_CHECKING:
-    from attnbench.bench.results import Workload
+    from attnbench.rows import Workload
 
 DENSE_LIMIT = 1 << 28  # elements; a dense mask bigger than this is refused (use query chunks instead)
 

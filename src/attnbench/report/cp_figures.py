@@ -16,7 +16,6 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.bench.results import Result
 from attnbench.report.cp_tables import is_reference, strategy_of, verdicts
 from attnbench.report.figures import (
     CPU_NOTE,
@@ -28,6 +27,7 @@ from attnbench.report.figures import (
     style_rc,
     styles,
 )
+from attnbench.rows import Result
 
 MASKS = ("causal", "full")
 

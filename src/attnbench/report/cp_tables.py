@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attnbench.bench.results import Result
 from attnbench.report.cp_published import A800_BF16_PEAK_TFLOPS, FIGURES, WORLD_SIZE
 from attnbench.report.tables import formatted, markdown_table, tflops_text
+from attnbench.rows import Result
 
 GIB = 2**30
 RATIO_TARGET = 0.90  # zigzag and Ulysses forward+backward vs single-GPU cuDNN at equal per-GPU tokens

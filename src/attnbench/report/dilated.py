@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attnbench.bench.results import Result, usable
+from attnbench.rows import Result, usable
 
 GIB = 2**30
 PASS_NAMES = {"fwd": "forward", "fwd_bwd": "forward+backward", "bwd": "backward"}

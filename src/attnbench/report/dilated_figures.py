@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.bench.results import Result
 from attnbench.report.dilated import GIB, PASS_NAMES, is_dilated, ns_per_token, stops, tokens_per_s
 from attnbench.report.figures import CPU_NOTE
+from attnbench.rows import Result
 
 METRICS = {  # metric -> (axis label, value of a row, log scale)
     "ns_per_token": ("cost per token (ns, median; band p20-p80)", ns_per_token, True),

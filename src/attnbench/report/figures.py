@@ -20,13 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnbench.bench.results import Result, is_quantized
+from attnbench.rows import PASS_TITLES, Result, is_quantized
 
 METRICS = {  # metric -> (axis label, higher is better)
     "ms_median": ("latency (ms, median; band p20-p80)", False),
     "tflops": ("TFLOP/s (band p20-p80)", True),
 }
-PASS_TITLES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 CPU_NOTE = "CPU timing (perf_counter): not a GPU measurement"
 MID = "#768390"  # text, axes and grid: readable on white and on a dark page
 INCORRECT = "#9a9a9a"

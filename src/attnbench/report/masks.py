@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.bench.results import Result, best_by_workload, read_jsonl, usable
 from attnbench.report.figures import INCORRECT, PASS_TITLES, style_rc, styles
+from attnbench.rows import Result, best_by_workload, read_jsonl, usable
 
 LETTERS = {"oom": "E", "unsupported": "X", "skipped": "S", "error": "!"}
 LETTER_TEXT = {"E": "out of memory", "X": "unsupported", "S": "skipped", "!": "error"}

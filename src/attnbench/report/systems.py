@@ -12,7 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from attnbench.bench.results import Result, usable
+from attnbench.rows import Result, usable
 
 PHASES = ("forward", "backward", "optimizer")
 GIB, MIB = 2**30, 2**20

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from attnbench.bench.results import Result, usable
 from attnbench.report.systems import GIB, MIB, PHASES, mean_std, step_times, window
+from attnbench.rows import Result, usable
 
 PHASE_COLORS = {
     "forward": "#4C72B0",

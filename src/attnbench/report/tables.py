@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from attnbench.bench.results import PASSES, Result, best_by_workload, is_quantized, speedup_over, usable
+from attnbench.rows import PASSES, Result, best_by_workload, is_quantized, speedup_over, usable
 
 
 def _rel_l2_key(row: Result) -> tuple[bool, float]:

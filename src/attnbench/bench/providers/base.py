@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from attnbench.bench import masks
-from attnbench.bench.results import Workload
+from attnbench import masks
+from attnbench.rows import Workload
 
 
 class Unsupported(Exception):

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -35,7 +35,7 @@ from attnbench.bench.providers.base import (
     import_failure,
     module_version,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 E4M3_MAX = 448.0
 

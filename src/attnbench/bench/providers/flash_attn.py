@@ -7,7 +7,7 @@ causal aligned bottom-right) is shared by FlashAttention 3 and 4 and the HF `ker
 
 from __future__ import annotations
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -22,7 +22,7 @@ from attnbench.bench.providers.base import (
     module_version,
     to_bshd,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 
 class FlashStyleProvider(Provider):

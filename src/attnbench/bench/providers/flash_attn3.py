@@ -21,7 +21,7 @@ at most 3 argument(s) but received 32".
 
 from __future__ import annotations
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     bshd_to_canonical,
@@ -31,7 +31,7 @@ from attnbench.bench.providers.base import (
     to_bshd,
 )
 from attnbench.bench.providers.flash_attn import FlashStyleProvider
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn
 FP8_NOTE = (

@@ -14,7 +14,7 @@ sweep's setup_ms holds (prepare + first call).
 
 from __future__ import annotations
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Unsupported,
@@ -24,7 +24,7 @@ from attnbench.bench.providers.base import (
     to_bshd,
 )
 from attnbench.bench.providers.flash_attn import FlashStyleProvider, canonical_grad_thd
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 _OP = None
 

@@ -10,9 +10,9 @@ bf16 head-dim-128 ones in the background on our GPU machine).
 
 from __future__ import annotations
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import Prepared, Provider, cuda_missing, import_failure, module_version
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 NO_BACKWARD = "FlashInfer's prefill API has no backward"
 

@@ -9,7 +9,7 @@ implementation that also runs on CPU); the compiled one is the kernel people dep
 
 from __future__ import annotations
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -19,7 +19,7 @@ from attnbench.bench.providers.base import (
     leaf,
     mark_seq_dynamic,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 CHUNK_ELEMENTS = 1 << 28  # dense mask elements evaluated at once while building a BlockMask
 

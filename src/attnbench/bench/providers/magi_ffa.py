@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -28,7 +28,7 @@ from attnbench.bench.providers.base import (
     import_failure,
     module_version,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 FULL, CAUSAL, INV_CAUSAL, BI_CAUSAL = 0, 1, 2, 3
 MODULE = "magi_attention.api"

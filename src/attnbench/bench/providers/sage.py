@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -27,7 +27,7 @@ from attnbench.bench.providers.base import (
     import_failure,
     module_version,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 TIMED_NOTE = (
     "timed call = the sageattn API: K-mean subtraction, V cast to fp16 (bf16 inputs), int8 "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -21,7 +21,7 @@ from attnbench.bench.providers.base import (
     leaf,
     mark_seq_dynamic,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 # mode="max-autotune" also turns on inductor's CUDA graphs. A replay first copies every input that is not a
 # static address of the graph (here q, k, v, and dout in the backward) into the graph's own buffers, so the

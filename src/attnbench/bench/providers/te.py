@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import Prepared, Provider, cuda_missing, import_failure, module_version
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 # Pinning TE to one backend (te_backends.py's rows): the NVTE_* variables and TE's backend cache.
 BACKENDS = {"flash": "NVTE_FLASH_ATTN", "fused": "NVTE_FUSED_ATTN", "unfused": "NVTE_UNFUSED_ATTN"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from attnbench.bench.providers.base import Prepared, describe_exception
 from attnbench.bench.providers.te import TransformerEngine, backend_env, picked_backend, pin_backend
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 
 class TransformerEngineBackend(TransformerEngine):

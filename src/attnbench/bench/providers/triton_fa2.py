@@ -14,7 +14,7 @@ from attnbench.bench.providers.base import (
     leaf,
     module_version,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 INTERPRETER_NOTE = (
     "Triton interpreter on the CPU (no GPU visible): a correctness run, not a GPU kernel; the interpreter "

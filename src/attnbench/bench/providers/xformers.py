@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 
-from attnbench.bench import masks
+from attnbench import masks
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -34,7 +34,7 @@ from attnbench.bench.providers.base import (
     mark_seq_dynamic,
     module_version,
 )
-from attnbench.bench.results import Workload
+from attnbench.rows import Workload
 
 # our op key -> the xformers.ops.fmha submodule holding its FwOp/BwOp pair
 OP_MODULES = {"cutlass": "cutlass", "fa2": "flash", "fa3": "flash3"}

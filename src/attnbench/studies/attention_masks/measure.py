@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from attnbench.bench import env, flops, providers
-from attnbench.bench.results import Result, read_rows_document, write_jsonl, write_rows_document
 from attnbench.bench.sweep import print_progress
+from attnbench.rows import Result, read_rows_document, write_jsonl, write_rows_document
 from attnbench.studies.attention_masks import profiles, series
 
 STAGES = {"separate": tuple(profiles.SEPARATE), "fwd_bwd": tuple(profiles.BOTH)}

@@ -21,7 +21,8 @@ documents as the long sequences do. Every timed row carries the check's numbers 
 from __future__ import annotations
 
 from attnbench import masks
-from attnbench.bench.results import Workload
+from attnbench.bench.profiles import NOT_GPU, resolve_name
+from attnbench.rows import Workload
 from attnbench.studies.attention_masks import documents
 
 K = 1024
@@ -30,7 +31,6 @@ K = 1024
 # mask registered with attnbench.masks.register runs on CPU before anyone spends GPU time on it.
 PUBLISHED_MASKS = ("full", "causal", "sliding_window", "varlen_full", "varlen_causal", "varlen_block_causal")
 EVERY_REGISTERED_MASK = "every registered mask"
-NOT_GPU = "smoke profile: not a GPU measurement"
 
 # The kernels the report is about first: the budget runs out in the last tier.
 FIRST = ["flash_attn3", "magi_ffa", "cudnn_frontend", "sdpa_cudnn", "flex"]
@@ -142,13 +142,7 @@ for _config in PROFILES.values():
 
 def resolve(profile: str, cuda: bool) -> str:
     """auto -> default with CUDA, smoke without; a bad name or a GPU profile without CUDA is an error."""
-    resolved = profile if profile != "auto" else ("default" if cuda else "smoke")
-    if resolved not in PROFILES:
-        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
-    if PROFILES[resolved]["device"] == "cuda" and not cuda:
-        raise ValueError(
-            f"profile {resolved!r} needs a CUDA device; this machine has none (use profile=smoke)"
-        )
+    resolved = resolve_name(profile, PROFILES, cuda)
     return resolved
 
 

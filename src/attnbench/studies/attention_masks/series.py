@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from attnbench.bench import flops, timing
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import Workspace, print_progress, run_one
+from attnbench.rows import Result, Workload
 from attnbench.studies.attention_masks import profiles
 
 CHECK_TIMING = {"min_reps": 1, "min_time_ms": 0.0, "warmup_reps": 0, "max_reps": 1}

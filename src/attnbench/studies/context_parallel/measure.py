@@ -32,135 +32,23 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench import clocks, timing
+from attnbench.bench import timing
+from attnbench.bench.distributed import (
+    AgreedFailure,
+    agree_max,
+    attempt,
+    random_call,
+    release,
+    steady_state,
+    time_reps,
+    timed_with_clock,
+)
 from attnbench.bench.flops import attention_flops, tflops
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
-from attnbench.studies.context_parallel.agree import (
-    OK,
-    OOM,
-    STATUS_NAMES,
-    AgreedFailure,
-    agree_max,
-    agree_sample,
-    align,
-    attempt,
-    outcome,
-    release,
-)
-
-
-class Call:
-    """One timed unit: fwd, fwd_bwd, or bwd (a fresh untimed forward precedes each timed backward)."""
-
-    def __init__(self, fn, pass_: str, q, k, v, dout):
-        self.fn, self.pass_, self.inputs, self.dout = fn, pass_, (q, k, v), dout
-        self.pending = None
-
-    def before(self, check_ranks: bool) -> None:
-        for t in self.inputs:
-            t.grad = None
-        if self.pass_ == "bwd":
-            self.pending = self.fn(*self.inputs, check_ranks)
-
-    def __call__(self, check_ranks: bool) -> None:
-        if self.pass_ == "fwd":
-            with torch.no_grad():
-                self.fn(*self.inputs, check_ranks)
-        elif self.pass_ == "fwd_bwd":
-            self.fn(*self.inputs, check_ranks).backward(self.dout)
-        else:
-            out, self.pending = self.pending, None
-            out.backward(self.dout)
-
-
-def time_once(call: Call, device) -> float:
-    """Milliseconds of one call on this rank (CUDA events; perf_counter on CPU)."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call(False)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-    t0 = time.perf_counter()
-    call(False)
-    return (time.perf_counter() - t0) * 1e3
-
-
-def time_reps(
-    call: Call, group, device, *, min_reps, max_reps, min_time_s, max_time_s, agree_failures=False
-) -> list[float]:
-    """Per repetition, the slowest rank's milliseconds; every rank returns the same list.
-
-    agree_failures, for calls with no communication inside (the single-GPU reference): a failure of one
-    rank's call is agreed together with the sample and AgreedFailure is raised on every rank, instead of
-    its peers waiting alone in the next collective. A CP call that fails mid-exchange leaves its peers
-    blocked before any agreement, so for CP the exception propagates (agree_failures=False).
-    """
-    samples: list[float] = []
-    while True:
-        status, message, ms = OK, "", 0.0
-        try:
-            call.before(False)
-        except Exception as exc:
-            if not agree_failures:
-                raise
-            status, message = outcome(exc)
-        align(group, device)
-        if status == OK:
-            try:
-                ms = time_once(call, device)
-            except Exception as exc:
-                if not agree_failures:
-                    raise
-                status, message = outcome(exc)
-        if agree_failures:
-            status, message, ms = agree_sample(status, message, ms, group)
-            if status != OK:
-                raise AgreedFailure(status, message)
-            samples.append(ms)
-        else:
-            samples.append(agree_max(ms, group))
-        total = sum(samples)
-        if len(samples) >= max_reps or total >= max_time_s * 1e3:
-            return samples
-        if len(samples) >= min_reps and total >= min_time_s * 1e3:
-            return samples
-
-
-def steady_state(call: Call, group, device, min_s: float) -> float:
-    """Untimed real calls until the ranks have run for `min_s` (the decision agreed after each call, so
-    every rank makes the same calls and none waits alone in a collective); returns the seconds."""
-    began = time.perf_counter()
-    while True:
-        call.before(False)
-        call(False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = agree_max(time.perf_counter() - began, group)
-        if elapsed >= min_s:
-            return elapsed
-
-
-def timed_with_clock(call: Call, group, device, **rule) -> tuple[list[float], dict]:
-    """time_reps with each rank's clock sampled; the row's clock fields: lowest SM clock and highest power
-    over ranks (every rank takes part in the agreement, with or without a clock source)."""
-    source = clocks.source_for(device)[0] if device.type == "cuda" else None
-    with clocks.ClockSampler(source) as sampler:
-        samples = time_reps(call, group, device, **rule)
-    mine = sampler.summary()
-    low_mhz = -agree_max(-(mine["sm_clock_mhz"] or float("inf")), group)
-    high_w = agree_max(mine["power_w"] if mine["power_w"] is not None else -1.0, group)
-    return samples, {
-        "sm_clock_mhz": None if low_mhz == float("inf") else low_mhz,
-        "power_w": None if high_w < 0 else high_w,
-        "clock_source": getattr(source, "name", None),
-        "timing_method": "cuda_event_per_call" if device.type == "cuda" else "perf_counter",
-    }
+from attnbench.rows import Result, Status, Workload
 
 
 def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
@@ -172,16 +60,6 @@ def row(provider, workload, pass_, status, reason="", **fields) -> Result:
     return Result(
         provider=provider, family="cp", status=status, workload=workload, pass_=pass_, reason=reason, **fields
     )
-
-
-def random_call(fn, pass_: str, shape, dtype: str, device, seed: int) -> Call:
-    gen = torch.Generator(device=device).manual_seed(seed)
-    q, k, v, dout = (
-        torch.randn(shape, generator=gen, device=device, dtype=torch_dtype(dtype)) for _ in range(4)
-    )
-    for t in (q, k, v):
-        t.requires_grad_(pass_ != "fwd")
-    return Call(fn, pass_, q, k, v, dout)
 
 
 # Kernels other than the default ones (cuDNN on GPUs, the math kernel on CPUs) are named in the row's
@@ -319,7 +197,7 @@ def measure(
     steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
     for step in steps:  # each step ends with an agreement, so no rank runs ahead into a collective
         status, message = attempt(step, group)
-        if status != OK:
+        if status != Status.OK:
             state.clear()
             release(device)
             where = (
@@ -327,12 +205,10 @@ def measure(
                     rehearse: " (in the communication-free rehearsal)",
                     first_real_call: " (in the first real call)",
                 }.get(step, "")
-                if status == OOM
+                if status == Status.OOM
                 else ""
             )
-            return row(
-                provider, workload, pass_, STATUS_NAMES[status], f"{message}{where}", env=env, extra=extra
-            )
+            return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
     call = state["call"]
     try:
         for _ in range(max(warmup, 1) - 1):
@@ -447,10 +323,10 @@ def measure_reference(
             torch.cuda.reset_peak_memory_stats(device)
 
     status, message = attempt(first_call, group)
-    if status != OK:
+    if status != Status.OK:
         state.clear()
         release(device)
-        return row(provider, workload, pass_, STATUS_NAMES[status], message, env=env, extra=extra)
+        return row(provider, workload, pass_, status, message, env=env, extra=extra)
     try:
         samples = time_reps(
             state["call"],
@@ -467,7 +343,7 @@ def measure_reference(
         )
     except AgreedFailure as failure:
         reason = f"{failure.message} (in the timed repetitions)"
-        return row(provider, workload, pass_, STATUS_NAMES[failure.status], reason, env=env, extra=extra)
+        return row(provider, workload, pass_, failure.status, reason, env=env, extra=extra)
     finally:
         state.clear()
         release(device)

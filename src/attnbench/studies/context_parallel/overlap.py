@@ -21,18 +21,17 @@ import time
 import torch
 import torch.distributed as dist
 
+from attnbench.bench.distributed import align, attempt, random_call, release, time_once
 from attnbench.bench.sweep import torch_dtype
 from attnbench.cp import comm, get_strategy
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
-from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, align, attempt, release
+from attnbench.rows import Status
 from attnbench.studies.context_parallel.measure import (
     cp_function,
     precheck,
-    random_call,
     resolved_options,
     strategy_label,
-    time_once,
 )
 
 RING_STRATEGIES = ("ring", "zigzag", "double_ring", "burst")
@@ -220,8 +219,8 @@ def breakdown(
 
     status, message = attempt(measure_all, group)
     release(device)
-    if status != OK:
-        return [{**base, "rank": r, "status": STATUS_NAMES[status], "reason": message} for r in range(world)]
+    if status != Status.OK:
+        return [{**base, "rank": r, "status": status, "reason": message} for r in range(world)]
     everyone: list = [None] * world
     dist.all_gather_object(
         everyone,

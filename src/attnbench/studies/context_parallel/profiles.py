@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 
+from attnbench.bench.profiles import NOT_GPU, resolve_name
+
 K = 1024
 SEED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
-NOT_GPU = "smoke profile: not a GPU measurement"
 
 PROFILES: dict[str, dict] = {
     "smoke": {
@@ -80,12 +81,8 @@ PROFILES: dict[str, dict] = {
 
 def resolve(profile: str, cuda: bool) -> dict:
     """The profile's settings (a copy) with its name; auto = default with CUDA, else smoke."""
-    name = profile if profile != "auto" else ("default" if cuda else "smoke")
-    if name not in PROFILES:
-        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
+    name = resolve_name(profile, PROFILES, cuda)
     config = {"profile": name, "requested": profile, **PROFILES[name]}
-    if config["device"] == "cuda" and not cuda:
-        raise ValueError(f"profile {name!r} needs CUDA GPUs; this machine has none (use profile=smoke)")
     return config
 
 

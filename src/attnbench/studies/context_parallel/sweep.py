@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from attnbench.bench.results import Result, Workload, write_jsonl
+from attnbench.bench.warmup import warm_up
 from attnbench.cp import STRATEGIES, comm, get_strategy
 from attnbench.cp.launch import init_distributed
+from attnbench.rows import Result, Workload, write_jsonl
 from attnbench.studies.context_parallel.measure import measure, measure_reference, row, strategy_label
-from attnbench.studies.context_parallel.warmup import warm_up
 
 MEMORY_FRACTION = 0.9  # a strategy that cannot rehearse is not run where its predicted peak exceeds this
 REFERENCE_KEYS = {

@@ -16,9 +16,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from attnbench.bench.distributed import attempt
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
-from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, attempt
+from attnbench.rows import Status
 from attnbench.studies.context_parallel.measure import strategy_label
 
 METRICS = ("out", "dq", "dk", "dv")
@@ -148,8 +149,8 @@ def check_strategy(
         state.update(out=out.detach(), lse=lse, dq=leaves[0].grad, dk=leaves[1].grad, dv=leaves[2].grad)
 
     status, message = attempt(run, group)
-    if status != OK:
-        return {**result, "status": STATUS_NAMES[status], "ok": None, "reason": message}
+    if status != Status.OK:
+        return {**result, "status": status, "ok": None, "reason": message}
     ok = True
     for m in METRICS:
         expected = layout.shard(ref[m], rank)

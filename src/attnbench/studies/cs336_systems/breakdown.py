@@ -24,8 +24,8 @@ from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
 from attnbench.bench.timing import release_memory
-from attnbench.models.transformer import CausalSelfAttention, SwiGLU, build
-from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step
+from attnbench.models.transformer import CausalSelfAttention, SwiGLU
+from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step, training_setup
 
 MATMUL = re.compile(r"gemm|nvjet|xmma|cutlass|wgmma|matmul|aten::mm|aten::bmm|aten::addmm", re.IGNORECASE)
 SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
@@ -155,11 +155,7 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
     """Profile `steps` training steps after `warmup` unprofiled ones; the summary (and optionally a
     Chrome trace of the profiled steps)."""
     size = model_size(size_name, custom_sizes)
-    torch.manual_seed(0)
-    model = build(size, context, attention="eager", device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    data = torch.randint(0, model.vocab_size, (batch, context + 1), device=device)
-    inputs, targets = data[:, :-1], data[:, 1:]
+    model, optimizer, inputs, targets = training_setup(size, context, batch, device=device)
     where = [""]
     for _ in range(warmup):
         train_step(model, optimizer, inputs, targets, precision, device, where)

@@ -17,9 +17,9 @@ import torch
 from attnbench.bench import correctness, flops, providers, timing
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
-from attnbench.bench.results import Workload
 from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
 from attnbench.models.attention import eager_attention
+from attnbench.rows import PASSES, Workload
 
 COMPARED = ("sdpa_cudnn", "flash_attn3")  # the kernels a reader compares ours against, from the registry
 
@@ -80,7 +80,7 @@ def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, p
         peaks = flops.MeasuredPeaks(device)
         peaks["bf16" if dtype == "bfloat16" else "fp32"] = peak_tflops
         peak_tflops = peaks
-    return run_sweep(chosen, table_workloads(config, dtype), ["fwd", "bwd", "fwd_bwd"], device=device,
+    return run_sweep(chosen, table_workloads(config, dtype), list(PASSES), device=device,
                      peak_tflops=peak_tflops, datasheet_tflops=datasheet_tflops, progress=progress,
                      timing_options=config["timing"])  # fmt: skip
 

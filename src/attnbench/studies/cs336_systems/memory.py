@@ -15,8 +15,7 @@ import pickle
 import torch
 
 from attnbench.bench.timing import is_oom, release_memory
-from attnbench.models.transformer import build
-from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step
+from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step, training_setup
 
 MAX_ENTRIES = 200_000  # allocator events kept (a 2.7B-parameter step makes ~20k)
 MAX_POINTS = 20_000  # timeline points kept for the plot (evenly thinned beyond that)
@@ -100,16 +99,15 @@ def _record(name, context, precision, batch, steps, device, snapshot_path, custo
         torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES, context=None)
     try:
         marks.append((_now_us(), "build"))
-        model = build(model_size(name, custom_sizes), context, device=device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        data = torch.randint(0, model.vocab_size, (batch, context + 1), device=device)
+        model, optimizer, inputs, targets = training_setup(model_size(name, custom_sizes), context, batch,
+                                                           device=device)  # fmt: skip
         for step in range(steps):
             torch.cuda.synchronize(device)
 
             def mark(phase, step=step):
                 marks.append((_now_us(), f"step {step} {phase}"))
 
-            train_step(model, optimizer, data[:, :-1], data[:, 1:], precision, device, where, on_phase=mark)
+            train_step(model, optimizer, inputs, targets, precision, device, where, on_phase=mark)
         torch.cuda.synchronize(device)
         snapshot = torch.cuda.memory._snapshot()
         with open(snapshot_path, "wb") as f:

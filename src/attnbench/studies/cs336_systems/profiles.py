@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 
-NOT_GPU = "smoke profile: not a GPU measurement"
+from attnbench.bench.profiles import NOT_GPU, resolve_name
+
 SIZES = ["small", "medium", "large", "xl", "2.7B"]
 K = 1024
 
@@ -136,11 +137,7 @@ PROFILES["full"]["table"]["timing"] = {
 
 def resolve(profile: str, cuda: bool) -> dict:
     """The profile's settings (a deep copy) with its name; auto = default with CUDA, else smoke."""
-    name = profile if profile != "auto" else ("default" if cuda else "smoke")
-    if name not in PROFILES:
-        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
-    if PROFILES[name]["device"] == "cuda" and not cuda:
-        raise ValueError(f"profile {name!r} needs a CUDA GPU; this machine has none (use profile=smoke)")
+    name = resolve_name(profile, PROFILES, cuda)
     return {"profile": name, "requested": profile, **copy.deepcopy(PROFILES[name])}
 
 
@@ -204,11 +201,3 @@ def estimate_seconds(config: dict) -> dict[str, float]:
     out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
-
-
-def write_json_lines(path, rows) -> None:
-    """Rows (dicts) as JSON lines."""
-    import json
-
-    with open(path, "w") as f:
-        f.writelines(json.dumps(row, default=str) + "\n" for row in rows)

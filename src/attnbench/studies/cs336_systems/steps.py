@@ -36,6 +36,21 @@ def model_size(name: str, custom: dict | None = None) -> ModelSize:
     return NAMED_SIZES[name]
 
 
+def training_setup(size: ModelSize, context: int, batch: int, *, device: torch.device, attention: str = "eager",
+                   seed: int = 0):  # fmt: skip
+    """(model, optimizer, inputs, targets) of one training run: the one setup every CS336 measurement
+    (steps, profiler breakdown, memory timeline) uses. Weights and tokens both come from `seed`, without
+    touching the global RNG: the weights under a forked RNG, the tokens from their own generator."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        model = build(size, context, attention=attention, device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    data = torch.randint(0, VOCAB_SIZE, (batch, context + 1), generator=gen, device=device)
+    return model, optimizer, data[:, :-1], data[:, 1:]
+
+
 def autocast_for(precision: str, device: torch.device):
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -146,12 +161,9 @@ def profile_model(
     where = ["building the model"]
     model = optimizer = None
     try:
-        torch.manual_seed(seed)
-        model = build(size, context, attention=attention, device=device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-        gen = torch.Generator(device=device).manual_seed(seed)
-        data = torch.randint(0, VOCAB_SIZE, (batch, context + 1), generator=gen, device=device)
-        inputs, targets = data[:, :-1], data[:, 1:]
+        model, optimizer, inputs, targets = training_setup(
+            size, context, batch, device=device, attention=attention, seed=seed
+        )
         for step in range(steps):
             times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
             for phase, ms, peak in zip(PHASES, times, peaks):

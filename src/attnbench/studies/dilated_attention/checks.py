@@ -23,9 +23,9 @@ import torch
 
 from attnbench.bench import correctness, timing
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.dilated import gathered, kernels, pattern, reference
+from attnbench.rows import Result, Workload
 from attnbench.studies.dilated_attention import measure
 from attnbench.studies.dilated_attention.profiles import branches_for
 

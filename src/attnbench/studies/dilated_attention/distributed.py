@@ -24,15 +24,22 @@ import torch
 import torch.distributed as dist
 
 from attnbench.bench import correctness
-from attnbench.bench.results import Result, Workload
+from attnbench.bench.distributed import (
+    AgreedFailure,
+    agree_max,
+    attempt,
+    outcome,
+    random_call,
+    release,
+    time_reps,
+)
 from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.bench.timing import quantile
 from attnbench.cp import comm
-from attnbench.studies.context_parallel.agree import OK, STATUS_NAMES, AgreedFailure, agree_max, attempt, outcome, release
-from attnbench.studies.context_parallel.measure import random_call, time_reps
 from attnbench.dilated.distributed import distributed_attention
 from attnbench.dilated.gathered import gathered_attention
 from attnbench.dilated.reference import chunked_reference
+from attnbench.rows import Result, Status, Workload
 from attnbench.studies.dilated_attention import measure as single
 from attnbench.studies.dilated_attention.profiles import branches_for
 
@@ -61,7 +68,7 @@ def check(config: dict, *, group=None) -> list[dict]:
         w = _workload(config, n, mask)
         branches, causal = branches_for(config, n), mask == "causal"
         record = {"mask": mask, "seq_len": n, "world": world, "backend": backend, "dtype": w.dtype}
-        status, message = OK, ""
+        status, message = Status.OK, ""
         try:
             q, k, v = make_inputs(w, device)
             dout = make_dout(w, device)
@@ -89,7 +96,7 @@ def check(config: dict, *, group=None) -> list[dict]:
             release(device)
         everyone: list = [None] * world
         dist.all_gather_object(everyone, (status, message, mine), group=group)
-        failed = [f"rank {r}: {m}" for r, (s, m, _) in enumerate(everyone) if s != OK]
+        failed = [f"rank {r}: {m}" for r, (s, m, _) in enumerate(everyone) if s != Status.OK]
         if failed:
             record.update(status="error", reason="; ".join(failed)[:600])
         else:
@@ -146,10 +153,10 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
     steps.append(lambda: _first_call(state, device))
     for step in steps:
         status, message = attempt(step, group)
-        if status != OK:
+        if status != Status.OK:
             state.clear()
             release(device)
-            return _row(provider, w, pass_, STATUS_NAMES[status], message, env=env, extra=extra)
+            return _row(provider, w, pass_, status, message, env=env, extra=extra)
     try:
         samples = time_reps(state["call"], group, device, agree_failures=kind == "single",
                             **{k: v for k, v in spec["timing"].items() if k != "warmup"})  # fmt: skip
@@ -157,7 +164,7 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
             int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
         )
     except AgreedFailure as failure:
-        return _row(provider, w, pass_, STATUS_NAMES[failure.status], failure.message, env=env, extra=extra)
+        return _row(provider, w, pass_, failure.status, failure.message, env=env, extra=extra)
     finally:
         state.pop("call", None)
         release(device)

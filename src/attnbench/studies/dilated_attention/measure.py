@@ -24,9 +24,9 @@ import torch
 
 from attnbench.bench import correctness, flops, timing
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.results import Result, Workload
 from attnbench.bench.sweep import fill_checks, make_dout, make_inputs, record_timing
 from attnbench.dilated import kernels, pattern
+from attnbench.rows import Pass, Result, Workload
 
 IMPLEMENTATIONS = ("gather", "flex")
 
@@ -52,7 +52,7 @@ def pattern_extra(branches, workload: Workload) -> dict[str, Any]:
 def row_flops(row: Result) -> float:
     """FLOPs of one call of the row's pass: the sparse pattern's for dilated rows, the mask's otherwise."""
     if row.extra.get("pattern") == "dilated":
-        return row.extra["flops_fwd"] * flops.PASS_MULTIPLIER[row.pass_]
+        return row.extra["flops_fwd"] * Pass.parse(row.pass_).flop_multiplier
     return flops.attention_flops(row.workload, row.pass_)
 
 

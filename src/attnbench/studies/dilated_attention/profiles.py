@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import copy
 
+from attnbench.bench.profiles import NOT_GPU, resolve_name
 from attnbench.dilated import pattern
 
 K = 1024
 M = K * K
-NOT_GPU = "smoke profile: not a GPU measurement"
 SEED_BRANCHES = [[2048, 1], [4096, 2], [8192, 4]]  # the paper's first three branches: all fit in 8192
 
 PROFILES: dict[str, dict] = {
@@ -138,12 +138,8 @@ PROFILES["full"]["timing"] = {"min_reps": 10, "min_time_ms": 1000.0, "warmup_rep
 
 def resolve(profile: str, cuda: bool) -> dict:
     """The profile's settings (a copy) with its name; auto = default with CUDA, else smoke."""
-    name = profile if profile != "auto" else ("default" if cuda else "smoke")
-    if name not in PROFILES:
-        raise ValueError(f"params.profile must be auto, {', '.join(PROFILES)}; got {profile!r}")
+    name = resolve_name(profile, PROFILES, cuda)
     config = copy.deepcopy(PROFILES[name])
-    if config["device"] == "cuda" and not cuda:
-        raise ValueError(f"profile {name!r} needs a CUDA device; this machine has none (use profile=smoke)")
     config["profile"], config["requested"] = name, profile
     return config
 

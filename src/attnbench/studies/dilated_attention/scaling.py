@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from attnbench.bench.results import Result, Workload, write_jsonl
+from attnbench.rows import Result, Workload, write_jsonl
 from attnbench.studies.dilated_attention import measure
 from attnbench.studies.dilated_attention.profiles import branches_for
 

@@ -16,7 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.cp import comm
+from attnbench.bench.distributed import control_device
 
 MATMUL_SIZE = {"cuda": 8192, "cpu": 256}  # about 1.5 ms per bf16 matmul on an H200; tiny on a CPU
 QUEUED_WHILE_READING_S = 0.3  # work left in the queue while nvidia-smi reads the clock under load
@@ -50,7 +50,7 @@ def warm_up(seconds: float = 1.0, *, group=None) -> dict:
     Returns, the same on every rank: seconds and matmul TFLOP/s per rank, and the SM clocks of every
     node before the warm-up and under load at its end (`clock_snapshot` dicts, by node).
     """
-    device = comm.comm_device(group)
+    device = control_device(group)
     before = _clocks()
     a, b, out, flops = _operands(device)
     count, start = 0, time.perf_counter()
@@ -76,7 +76,7 @@ def warm_up(seconds: float = 1.0, *, group=None) -> dict:
         "before": before,
         "after": after,
     }
-    everyone: list = [None] * comm.group_size(group)
+    everyone: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(everyone, mine, group=group)
     nodes = [r for r in everyone if r["before"] is not None]
     return {

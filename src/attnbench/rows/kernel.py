@@ -1,32 +1,29 @@
-"""The Result row: one JSON object per line, one row per (provider, workload, pass).
+"""Kernel rows: the Workload (one attention problem) and the Result (one row per provider, workload and
+pass), as every kernel sweep writes them (attention masks, Flux, context parallel, dilated attention,
+the CS336 kernel tables).
 
 Schema (README "Result rows" documents it for readers):
-  provider, family, status (ok | oom | unsupported | unavailable | incorrect | error | skipped), reason,
+  provider, family, status (a Status), reason,
   workload fields (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, mask, window, doc_lens,
-  block), the mask a name from the registry in masks.py,
-  pass (fwd | bwd | fwd_bwd), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
+  block), the mask a name from the mask registry,
+  pass (a Pass), ms_median, ms_p20, ms_p80, reps, tflops, mfu, peak_mem_bytes, setup_ms,
   timer (cuda_event | perf_counter), timing_method, warmup_s, warmup_settled, sm_clock_mhz, power_w,
-  temperature_c, clock_source, math, mfu_datasheet, mfu_at_clock, over_peak, correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
+  temperature_c, clock_source, math, mfu_datasheet, mfu_at_clock, over_peak,
+  correctness (max_abs, mean_abs, rel_l2, ok), env (machine id), extra.
 
-Ranking helpers (`best_by_workload`, `speedup_over`) live here, not in sweep.py, so a report cell can rank
-rows from a results file without importing torch.
+Ranking helpers (`best_by_workload`, `speedup_over`) live here so a report cell can rank rows from a
+results file without importing torch.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-from attnbench.bench import masks as _masks
-
-# skipped: not attempted, with the reason (a series stopped after an OOM at a shorter length, or a
-# profile's time budget); never a measurement.
-STATUSES = ("ok", "oom", "unsupported", "unavailable", "incorrect", "error", "skipped")
-PASSES = ("fwd", "bwd", "fwd_bwd")
-MASKS = _masks.names()  # the mask registry (bench/masks.py) and the aliases rows already use
+# the mask registry imports no torch, and names Workload only for type checking: no cycle at run time
+from attnbench import masks
+from attnbench.rows.vocab import Pass, Status
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ class Workload:
     block: int | None = None  # block-causal masks inside documents: the block size
 
     def __post_init__(self):
-        mask = _masks.get(self.mask)  # a ValueError naming the known masks
+        mask = masks.get(self.mask)  # a ValueError naming the known masks
         if self.heads_q % self.heads_kv:
             raise ValueError(f"heads_q={self.heads_q} is not a multiple of heads_kv={self.heads_kv}")
         problem = mask.check(self)
@@ -73,9 +70,9 @@ class Workload:
 class Result:
     provider: str
     family: str
-    status: str
+    status: Status
     workload: Workload
-    pass_: str = "fwd"  # serialised as "pass"
+    pass_: Pass = Pass.FWD  # serialised as "pass"
     reason: str = ""
     ms_median: float | None = None
     ms_p20: float | None = None
@@ -109,10 +106,8 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
-        if self.pass_ not in PASSES:
-            raise ValueError(f"pass {self.pass_!r} is not one of {PASSES}")
+        self.status = Status.parse(self.status)
+        self.pass_ = Pass.parse(self.pass_)
 
     def to_dict(self) -> dict[str, Any]:
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("workload", "pass_")}
@@ -121,10 +116,10 @@ class Result:
         return {
             "provider": self.provider,
             "family": self.family,
-            "status": self.status,
+            "status": Status.parse(self.status).value,  # also when set after construction
             "reason": self.reason,
             **work,
-            "pass": self.pass_,
+            "pass": Pass.parse(self.pass_).value,
             **{k: v for k, v in row.items() if k not in ("provider", "family", "status", "reason")},
         }
 
@@ -141,43 +136,6 @@ class Result:
         if unknown:
             raise ValueError(f"unknown result fields: {sorted(unknown)}")
         return cls(workload=Workload(**work), **row)
-
-
-def write_jsonl(path: Path | str, rows: Iterable[Result], *, append: bool = False) -> None:
-    with open(path, "a" if append else "w") as f:
-        f.writelines(json.dumps(row.to_dict(), sort_keys=False) + "\n" for row in rows)
-
-
-def read_jsonl(path: Path | str) -> list[Result]:
-    rows = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(Result.from_dict(json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"{path}:{lineno}: bad result row: {exc}") from exc
-    return rows
-
-
-def write_rows_document(path: Path | str, rows: Iterable[Result], **about) -> None:
-    """Rows that are not results to rank (e.g. correctness checks at a shorter length) as one JSON
-    document {**about, "rows": [...]}: the site reads every *.jsonl of rows as results, never this."""
-    with open(path, "w") as f:
-        json.dump({**about, "rows": [row.to_dict() for row in rows]}, f, indent=1)
-
-
-def read_rows_document(path: Path | str) -> list[Result]:
-    with open(path) as f:
-        document = json.load(f)
-    rows = []
-    for index, row in enumerate(document.get("rows", [])):
-        try:
-            rows.append(Result.from_dict(row))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{path}: rows[{index}]: bad result row: {exc}") from exc
-    return rows
 
 
 def to_frame(rows: Iterable[Result]):

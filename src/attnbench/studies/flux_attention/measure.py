@@ -1,0 +1,186 @@
+"""What the Flux report's measuring cells run: each function writes the cell's files into the working
+directory and prints what the cell shows, exactly as the cells did inline."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import torch
+
+from attnbench.bench import env, flops, providers, timing, timing_methods
+from attnbench.bench.profiles import write_profile
+from attnbench.bench.sweep import make_inputs, print_progress, run_sweep
+from attnbench.rows import PASSES, Status, Workload, write_jsonl
+
+# NVIDIA's published cuDNN 9.19 SDPA configuration on H200: batch 1, 64 query / 8 KV heads, head dim
+# 128, bf16, 16k tokens
+H200_PUBLISHED = {"seq_len": 16384, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"}
+H200_PROVIDERS = ["sdpa_cudnn", "cudnn_frontend", "cudnn_frontend_fp8", "flash_attn3", "flash_attn3_fp8"]
+TIMING_METHOD_PROVIDERS = ["sdpa_cudnn", "cudnn_frontend"]  # the calls timed as NVIDIA's script times them
+TRUST_WORKLOAD = Workload(1, 4352, 4352, 24, 24, 128, "bfloat16")  # Flux with 256 text tokens
+TRUST_LIMIT = 0.03  # the harness and the bare loop must agree within 3 %
+
+
+def write_environment(config: dict) -> None:
+    """env.json and profile.json, and the machine, shapes and providers on stdout (the gpu cell)."""
+    smi, why = env.nvidia_smi()
+    print(smi if smi is not None else f"nvidia-smi: {why}")
+    info = env.collect_env(providers.select(config["provider_filter"]))
+    write_profile(config, info)
+
+    print(f"profile: {config['profile']}" + (f"  ({config['label']})" if "label" in config else ""))
+    print(f"GPU: {info.get('gpu') or 'none'}  SMs: {info.get('sm_count')}  driver: {info.get('driver')}  "
+          f"CUDA: {info.get('cuda')}  cuDNN: {info.get('cudnn')}  torch: {info.get('torch')}")  # fmt: skip
+    print(f"shapes: batch 1, heads {config['heads']}, head_dim {config['head_dim']}, {config['dtype']}, "
+          f"non-causal, seq {config['seq_lens']}")  # fmt: skip
+    print("\nproviders:")
+    for name, entry in (info.get("providers") or {}).items():
+        state = entry["unavailable"] or f"available {entry['version'] or ''}".rstrip()
+        print(f"  {name:<30} {state}")
+
+
+def workloads(config: dict) -> list[Workload]:
+    return [
+        Workload(config["batch"], s, s, config["heads"], config["heads"], config["head_dim"], config["dtype"],
+                 config["mask"])
+        for s in config["seq_lens"]
+    ]  # fmt: skip
+
+
+def run_bench(config: dict) -> list:
+    """Every chosen provider at every Flux shape and pass: results.jsonl and sweep.json (the bench cell)."""
+    if "label" in config:
+        print(f"*** {config['label']} ***")
+    chosen = providers.select(config["provider_filter"])
+    cuda = config["device"] == "cuda"
+    gpu_name = torch.cuda.get_device_name(0) if cuda else None
+    datasheet = flops.datasheet_peak(gpu_name)
+    reported: set[str] = set()
+
+    def progress(row):
+        """Every measured row; an unavailable provider once (its reason is the same everywhere)."""
+        if row.status == Status.UNAVAILABLE:
+            if row.provider in reported:
+                return
+            reported.add(row.provider)
+        print_progress(row)
+
+    clocks_before = env.clock_snapshot()
+    # the MFU denominator, measured now on this GPU (CUDA only); again after the sweep to show any drift
+    peak_before = flops.measure_matmul_peak("cuda") if cuda else None
+    if peak_before:
+        print(
+            f"bf16 matmul peak before the sweep: {peak_before:.1f} TFLOP/s (datasheet: {datasheet or 'unknown'})"
+        )
+    started = time.perf_counter()
+    rows = run_sweep(chosen, workloads(config), config["passes"], device=config["device"], progress=progress,
+                     timing_options=config["timing"], peak_tflops=peak_before, datasheet_tflops=datasheet)  # fmt: skip
+    elapsed = time.perf_counter() - started
+    peak_after = flops.measure_matmul_peak("cuda") if cuda else None
+    clocks_after = env.clock_snapshot()
+
+    write_jsonl("results.jsonl", rows)
+    summary = {"profile": config["profile"], "label": config.get("label"), "gpu": gpu_name,
+               "measured_matmul_peak_tflops": peak_before, "matmul_peak_after_tflops": peak_after,
+               "datasheet_peak_tflops": datasheet, "timing": config["timing"], "sweep_seconds": round(elapsed, 1),
+               "clocks_before": clocks_before, "clocks_after": clocks_after,
+               "clock_report": env.clock_report(clocks_before, clocks_after),
+               "status_counts": {str(s): sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}}  # fmt: skip
+    with open("sweep.json", "w") as f:
+        json.dump(summary, f, indent=2)
+    print(f"\n{len(rows)} rows in {elapsed:.1f} s: {summary['status_counts']}")
+    print(summary["clock_report"])
+    notes = {r.provider: r.extra["note"] for r in rows if r.extra.get("note")}
+    if notes:
+        print("\nprovider notes (what the timed call is, where it is more than one kernel call):")
+        for provider, note in notes.items():
+            print(f"  {provider}: {note}")
+    if peak_before and peak_after:
+        drift = peak_after / peak_before - 1
+        print(f"bf16 matmul peak after the sweep: {peak_after:.1f} TFLOP/s ({drift:+.1%} against before)"
+              + ("  <- the GPU sustained less by the end (clocks, power, temperature)" if drift < -0.05 else ""))  # fmt: skip
+    return rows
+
+
+def trust_check(config: dict) -> dict:
+    """The harness against a bare CUDA-event loop on SDPA cuDNN forward, three rounds each,
+    interleaved: trust.json and its verdict on stdout (the trust cell)."""
+    result = {"verdict": "skipped"}
+    if not torch.cuda.is_available():
+        result["reason"] = "needs CUDA: the trust check compares two CUDA-event timers"
+    else:
+        provider, workload = providers.get("sdpa_cudnn"), TRUST_WORKLOAD
+        why = provider.why_not(workload, "fwd")
+        if why:
+            result["reason"] = f"sdpa_cudnn {why[0]}: {why[1]}"
+        else:
+            with torch.no_grad():
+                q, k, v = make_inputs(workload, "cuda")
+                prepared = provider.prepare(q, k, v, workload)
+                prepared.run()
+                harness, bare = [], []
+                for _ in range(3):
+                    harness.append(timing.measure(prepared.run, device="cuda", **config["timing"]).ms_median)
+                    bare.append(timing.bare_event_loop(prepared.run, reps=200))
+            h, b = statistics.median(harness), statistics.median(bare)
+            diff = abs(h - b) / b
+            result = {"verdict": "holds" if diff <= TRUST_LIMIT else "FAILS", "harness_ms": h, "bare_ms": b,
+                      "relative_difference": diff, "harness_rounds_ms": harness, "bare_rounds_ms": bare,
+                      "workload": workload.label(), "gpu": torch.cuda.get_device_name(0)}  # fmt: skip
+    with open("trust.json", "w") as f:
+        json.dump(result, f, indent=2)
+    if result["verdict"] == "skipped":
+        print(f"trust check skipped: {result['reason']}")
+    else:
+        print(f"SDPA cuDNN forward, {result['workload']} on {result['gpu']}")
+        print(
+            f"  harness (timing.measure):      {result['harness_ms']:.4f} ms  rounds {result['harness_rounds_ms']}"
+        )
+        print(
+            f"  bare CUDA-event loop + flush:  {result['bare_ms']:.4f} ms  rounds {result['bare_rounds_ms']}"
+        )
+        print(
+            f"  difference {result['relative_difference']:.2%} (limit 3%): the trust check {result['verdict']}"
+        )
+    return result
+
+
+def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
+    """Every provider at NVIDIA's published H200 configuration, and each cuDNN call timed the ways
+    NVIDIA's benchmark times it: results.jsonl and timing_methods.json (the cudnn_h200 cell)."""
+    records, rows = [], []
+    if not torch.cuda.is_available():
+        print("skipped: this compares GPU timing methods at a 16k-token configuration (needs CUDA)")
+    else:
+        p = H200_PUBLISHED
+        shapes = [Workload(1, p["seq_len"], p["seq_len"], p["heads_q"], p["heads_kv"], p["head_dim"], p["dtype"],
+                           mask) for mask in ("full", "causal")]  # fmt: skip
+        rows = run_sweep(providers.select(H200_PROVIDERS), shapes, PASSES, peak_tflops=None,
+                         timing_options=config["timing"])  # fmt: skip
+        for w in shapes:
+            records += _timing_methods(w, config["timing"])
+            torch.cuda.empty_cache()
+    write_jsonl("results.jsonl", rows)
+    with open("timing_methods.json", "w") as f:
+        json.dump(records, f, indent=2)
+    return rows, records
+
+
+def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
+    records = []
+    q, k, v = make_inputs(w, "cuda")
+    for provider in providers.select(TIMING_METHOD_PROVIDERS):
+        for pass_ in ("fwd", "bwd"):
+            if provider.why_not(w, pass_):
+                continue
+            prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
+            fn = timing_methods.pass_callable(prepared, pass_)
+            ms = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
+            records.append({"provider": provider.name, "mask": w.mask, "pass": pass_,
+                            "flops": flops.attention_flops(w, pass_), "ms": ms, "workload": w.label()})  # fmt: skip
+            print(f"{provider.name:<16} {w.mask:<6} {pass_:<4} " + "  ".join(
+                f"{m} {records[-1]['flops'] / t / 1e9:6.1f}" for m, t in ms.items()) + "  TFLOP/s", flush=True)  # fmt: skip
+            del prepared, fn
+    return records
