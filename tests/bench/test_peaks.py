@@ -65,3 +65,24 @@ def test_an_fp32_row_that_ran_tf32_is_judged_against_the_tf32_peak(monkeypatch):
     ieee = _row("float32", ms=1.0)
     flops.score(ieee, SimpleNamespace(tf32=False), {"tf32": 400.0, "fp32": 49.0}, 989.5, "cuda")
     assert ieee.math == "fp32" and ieee.status == "error" and "280% of the measured fp32" in ieee.reason
+
+
+def test_the_measured_peak_is_scaled_to_the_clock_the_row_ran_at(monkeypatch):
+    """Seen on an H100: the GEMM peak (702.6 TFLOP/s) was measured at the power limit's clock, FA3 ran
+    at 1965 MHz and 747.9 TFLOP/s: 106 % of the unscaled number, 80 % of it at FA3's clock."""
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: H100)
+    gemm = flops.MeasuredPeak(702.6, sm_clock_mhz=1455.0)
+    row = _row(ms=137.4 / 747.9, mhz=1965.0)
+    flops.score(row, SimpleNamespace(), gemm, 989.5, "cuda")
+    assert row.status == "ok" and row.over_peak is None
+    assert row.mfu == pytest.approx(747.9 / (702.6 * 1965.0 / 1455.0), rel=1e-3)
+    assert row.extra["matmul_peak_measured"] == {"tflops": 702.6, "sm_clock_mhz": 1455.0}
+    slow_clock = _row(ms=137.4 / 650.0, mhz=1300.0)  # the same GEMM efficiency at 1300 MHz is 627.8
+    flops.score(slow_clock, SimpleNamespace(), gemm, 989.5, "cuda")
+    assert slow_clock.status == "error" and "measured bf16 matmul peak" in slow_clock.reason
+
+
+def test_a_measured_peak_without_a_clock_is_used_as_measured():
+    assert flops.MeasuredPeak(700.0).at_clock(1900.0) == 700.0
+    assert flops.MeasuredPeak(700.0, 1400.0).at_clock(None) == 700.0
+    assert flops.MeasuredPeak(700.0, 1400.0).at_clock(2100.0) == pytest.approx(1050.0)

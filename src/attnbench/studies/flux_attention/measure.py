@@ -84,6 +84,8 @@ def run_bench(config: dict) -> list:
     write_jsonl("results.jsonl", rows)
     summary = {"profile": config["profile"], "label": config.get("label"), "gpu": gpu_name,
                "measured_matmul_peak_tflops": peak_before, "matmul_peak_after_tflops": peak_after,
+               # the GEMM ran power-limited: rows are scored against it scaled to their own clock
+               "matmul_peak_sm_clock_mhz": getattr(peak_before, "sm_clock_mhz", None),
                "datasheet_peak_tflops": datasheet, "timing": config["timing"], "sweep_seconds": round(elapsed, 1),
                "clocks_before": clocks_before, "clocks_after": clocks_after,
                "clock_report": env.clock_report(clocks_before, clocks_after),
