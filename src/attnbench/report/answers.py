@@ -62,7 +62,7 @@ def dilated(data) -> page.Answer:
         dense = [r for r in mine if not (r.get("extra") or {}).get("pattern") and _good(r)]
         if not sparse or not dense:
             continue
-        by_len = lambda rs: {L: _fastest([r for r in rs if r.get("seqlen_q") == L])  # noqa: E731
+        by_len = lambda rs: {L: _fastest([r for r in rs if r.get("seqlen_q") == L])
                              for L in {r.get("seqlen_q") for r in rs}}  # fmt: skip
         s, d = by_len(sparse), by_len(dense)
         common = sorted(set(s) & set(d))
