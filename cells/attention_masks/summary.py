@@ -63,4 +63,4 @@ with pd.option_context("display.max_rows", None, "display.max_columns", None, "d
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("bench", "bench_fwd_bwd")
+write_headline_of("bench", "bench_fwd_bwd", notebook="attention_masks", key_figure="figures/causal.svg")

@@ -59,4 +59,5 @@ print(f"\n{table['verdict'].value_counts().to_dict() if len(table) else 'no targ
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("correctness", "bench", "bench_fa3", here="targets")
+write_headline_of("correctness", "bench", "bench_fa3", here="targets", notebook="context_parallel",
+                  key_figure="plot/tflops.svg")

@@ -81,4 +81,5 @@ figures.plot_kernels(rows, "kernels_fp32.svg", dtype="float32", note=label)
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("gpu", "kernels_bf16", "kernels_fp32", "leaderboard", here="kernels_report")
+write_headline_of("gpu", "kernels_bf16", "kernels_fp32", "leaderboard", "steps_bf16", "breakdown", here="kernels_report",
+                  notebook="cs336_systems", key_figure="kernels_report/kernels_bf16.svg")

@@ -85,4 +85,5 @@ print(SEED_CAVEATS)
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("gpu", "correctness", "scaling", "extras")
+write_headline_of("gpu", "correctness", "scaling", "extras", notebook="dilated_attention",
+                  key_figure="figures/tokens_per_s.svg")

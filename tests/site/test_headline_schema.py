@@ -31,7 +31,7 @@ def test_a_written_headline_loads_back_the_same(tmp_path):
     ("document", "problem"),
     [
         ([], "is list: expected a JSON object"),
-        ({"version": 2}, "version is 2: this engine reads version 1 and older"),
+        ({"version": 3}, "version is 3: this engine reads version 2 and older"),
         ({"schema": "other"}, "schema is 'other': expected 'attnbench.headline'"),
         ({"entries": {}}, "entries is dict: expected a list"),
         ({"targets": [{"name": "t", "verdict": "ok"}]}, "targets[0].verdict is 'ok': expected one of"),

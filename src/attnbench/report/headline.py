@@ -52,6 +52,7 @@ class Best:
     runner_up_slower: float | None = None  # runner-up ms / best ms (1.08 = 8% slower)
     quantised: str = ""  # a quantised kernel faster than `provider`: "sage (612 TFLOP/s)"
     candidates: int = 1
+    baseline: bool = False  # only references ran here (single GPU, dense on a sparse report, eager)
 
 
 @dataclass
@@ -91,6 +92,19 @@ class Headline:
 
 
 # ---- rows ----
+
+BASELINE_PREFIXES = ("single_gpu",)  # context parallel's one-GPU references
+BASELINE_PROVIDERS = {"torch_eager", "sdpa_math", "eager", "reference"}  # reference implementations
+
+
+def is_baseline(row: Mapping, sparse_report: bool = False) -> bool:
+    """A reference, never the winner: a single-GPU run on a multi-GPU report, an eager/reference
+    implementation, or (`sparse_report`) a dense row beside sparse-pattern rows."""
+    provider = str(row.get("provider", ""))
+    if provider.startswith(BASELINE_PREFIXES) or provider in BASELINE_PROVIDERS:
+        return True
+    return sparse_report and not (row.get("extra") or {}).get("pattern")
+
 
 
 def is_quantised(row: Mapping) -> bool:
@@ -184,8 +198,9 @@ def headline(
         groups[(str(row.get("pass")), shape_label(row, fields))].append(row)
     result = Headline(rows=len(rows), targets=list(targets))
     result.cpu = any(r.get("timer") == "perf_counter" for r in measured)
+    sparse = any((r.get("extra") or {}).get("pattern") for r in measured)
     for (pass_, shape), group in groups.items():
-        best = _best(pass_, shape, group, checks, peaks)
+        best = _best(pass_, shape, group, checks, peaks, sparse)
         if best is not None:
             result.bests.append(best)
     order = {s: i for i, s in enumerate(dict.fromkeys(shape_label(r, fields) for r in _by_shape(measured)))}
@@ -205,8 +220,9 @@ def _by_shape(rows: list[Mapping]) -> list[Mapping]:
                                             else f"{r.get(f):020}" for f in SHAPE_FIELDS))  # fmt: skip
 
 
-def _best(pass_, shape, group, checks, peaks) -> Best | None:
-    verdicts = [(r, _verdict(r, checks)) for r in group]
+def _best(pass_, shape, group, checks, peaks, sparse=False) -> Best | None:
+    contenders = [r for r in group if not is_baseline(r, sparse)]
+    verdicts = [(r, _verdict(r, checks)) for r in contenders or group]
     correct = [r for r, v in verdicts if v is True]
     checked = bool(correct)
     pool = correct or [r for r, v in verdicts if v is None]  # nothing checked ran: rank the unchecked
@@ -219,7 +235,7 @@ def _best(pass_, shape, group, checks, peaks) -> Best | None:
     share, peak = _peak(top, peaks)
     best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
                 tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
-                candidates=len(ranked))  # fmt: skip
+                candidates=len(ranked), baseline=not contenders)  # fmt: skip
     if len(ranked) > 1:
         second = ranked[1]
         best.runner_up = str(second.get("provider"))
@@ -237,7 +253,8 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
 
     Shapes where one provider alone ran (a single-GPU reference) are not a contest: left out here.
     """
-    bests = [b for b in all_bests if b.candidates > 1] or all_bests
+    bests = [b for b in all_bests if b.candidates > 1 and not b.baseline] or [
+        b for b in all_bests if not b.baseline] or all_bests
     wins = Counter(b.provider for b in bests)
     leaders = ", ".join(
         f"{name} at {n} of {len(bests)} shape{'s' if len(bests) > 1 else ''}"

@@ -33,6 +33,8 @@ class Artifacts:
     targets: list[Target] = field(default_factory=list)
     peaks: dict[str, float | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    records: dict[str, list[dict]] = field(default_factory=dict)  # every .jsonl's records, by cell
+    documents: dict[str, dict] = field(default_factory=dict)  # every .json object, by cell and by stem
 
 
 def read_artifacts(folders: dict[str, Path]) -> Artifacts:
@@ -60,6 +62,7 @@ def _read_records(data: Artifacts, path: Path, rel: str) -> None:
             except json.JSONDecodeError as err:
                 data.problems.append(f"{path}:{number}: not JSON ({err.msg}); left out of the headline")
     dicts = [r for r in records if isinstance(r, dict)]
+    data.records.setdefault(rel.split("/", 1)[0], []).extend(dicts)
     if dicts and len(dicts) == len(records) and all(RESULT_KEYS <= r.keys() for r in dicts):
         data.rows += dicts
         data.result_files.append(rel)
@@ -80,6 +83,8 @@ def _read_document(data: Artifacts, path: Path, cell: str, rel: str) -> None:
         return
     if not isinstance(document, dict):
         return
+    data.documents.setdefault(cell, document)
+    data.documents.setdefault(path.stem, document)
     source = rel if isinstance(document.get("targets"), list) else cell
     data.targets += targets_from(document, source)
     for key, name in (("measured_matmul_peak_tflops", "measured"), ("datasheet_peak_tflops", "datasheet")):
@@ -93,6 +98,10 @@ def _percent(value: float | None) -> str:
 
 def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
     """The engine's headline of an attention report's headline (report.headline)."""
+    if h.cpu:  # a CPU smoke run cannot meet or miss a GPU target: not applicable, never red
+        for t in h.targets:
+            if t.verdict != "not applicable":
+                t.said, t.verdict = t.said or t.verdict, "not applicable"
     entries = []
     for b in h.bests:
         notes = [] if b.checked else ["not checked"]
@@ -105,13 +114,17 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
             detail=f"{_percent(b.peak_share)} of the {b.peak} peak" if b.peak_share is not None else "",
             runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
             margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
+            baseline=b.baseline,
         ))  # fmt: skip
+    entries.sort(key=lambda e: e.baseline)  # references last, apart (stable: the order within each)
     note = ""
     if result_files:
         note = (f"From {', '.join(result_files)}. Correct: within its dtype's tolerance of the fp32 reference"
                 + (', or vouched for by the correctness cell; "not checked": nothing checked it'
                    if any(not b.checked for b in h.bests) else "")
-                + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes.")  # fmt: skip
+                + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
+        + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
+           " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
     return page.Headline(
         sentences=h.sentences,
         index_lines=index_lines(h),
@@ -135,16 +148,20 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     if targets:
         missed = sum(t.verdict == "missed" for t in targets)
         unchecked = sum(t.verdict == "not checked" for t in targets)
-        met = len(targets) - missed - unchecked
+        moot = sum(t.verdict == "not applicable" for t in targets)
+        met = len(targets) - missed - unchecked - moot
         text = f"targets: {met} of {len(targets)} met"
+        if moot == len(targets):
+            text = f"targets: not applicable ({CPU_WARNING})" if h.cpu else "targets: not applicable"
         text += f", {missed} missed" if missed else ""
         text += f", {unchecked} not checked" if unchecked else ""
-        tone = page.Tone.bad if missed else page.Tone.quiet if unchecked else page.Tone.good
+        tone = page.Tone.bad if missed else page.Tone.quiet if unchecked or moot else page.Tone.good
         title = "on a CPU smoke run the GPU targets cannot be met" if h.cpu and missed else ""
         badges.append(page.Badge(text, tone, title))
     for check in checks:
         tone = {"met": page.Tone.good, "missed": page.Tone.bad}.get(check.verdict, page.Tone.quiet)
-        word = {"met": "holds", "missed": "FAILS"}.get(check.verdict, check.said or "not checked")
+        word = {"met": "holds", "missed": "FAILS", "not applicable": "not applicable"}.get(
+            check.verdict, check.said or "not checked")
         badges.append(page.Badge(f"{check.name} check {word}", tone, check.detail))
     if h.incorrect:
         n = len(h.incorrect)
@@ -177,14 +194,27 @@ def index_lines(h: Headline) -> list[str]:
     return lines
 
 
-def headline_of(folders: dict[str, Path]) -> tuple[page.Headline, list[str]]:
-    """The page headline of the cells' artifact folders, and the problems met reading them."""
+def headline_of(
+    folders: dict[str, Path], notebook: str = "", key_figure: str = ""
+) -> tuple[page.Headline, list[str]]:
+    """The page headline of the cells' artifact folders, and the problems met reading them; with
+    `notebook` (a name in answers.ANSWERS) its question, answer and key numbers, and `key_figure`
+    ("<cell>/<artifact>") the figure shown under them."""
     data = read_artifacts(folders)
     h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
-    return page_headline(h, data.result_files), data.problems
+    result = page_headline(h, data.result_files)
+    if notebook:
+        from attnbench.report.answers import answer_for
+
+        result.with_answer(answer_for(notebook, data, key_figure))
+    elif key_figure:
+        result.key_figure = key_figure
+    return result, data.problems
 
 
-def write_headline_of(*cells: str, here: str = "", out: Path | None = None) -> Path:
+def write_headline_of(
+    *cells: str, here: str = "", out: Path | None = None, notebook: str = "", key_figure: str = ""
+) -> Path:
     """In a report cell: headline.json (in `out`, default the working directory) of the named upstream
     cells' artifacts (`attnbench.inputs(cell)` finds each; a cell that did not run on this machine is
     left out, with a warning) plus, with `here` (this cell's id), the files this cell wrote so far."""
@@ -199,7 +229,7 @@ def write_headline_of(*cells: str, here: str = "", out: Path | None = None) -> P
             print(f"warning: {cell} left out of the headline: {e}")
     if here:
         folders[here] = out
-    result, problems = headline_of({c: f for c, f in folders.items() if f.is_dir()})
+    result, problems = headline_of({c: f for c, f in folders.items() if f.is_dir()}, notebook, key_figure)
     for problem in problems:
         print(f"warning: {problem}")
     path = page.write_headline(result, out)

@@ -21,6 +21,20 @@ version 1 (every field optional except `entries[].key`, `entries[].winner`, `tar
                   "runner_up": "fa3", "runner_up_value": 540.1, "margin": "+5%",
                   "notes": ["not checked"]}]}
 
+Version 2 adds what answers the notebook's question, shown on the page's first lines, the key figure
+directly under them, and baselines kept apart from the ranking (a version-1 file reads unchanged):
+
+     "question": "How much faster is dilated attention than dense causal attention?",
+     "answer": ["forward: dilated_flex is 3.10× the speed of dense sdpa_cudnn at S 131072 ..."],
+     "numbers": [{"key": "fwd|speedup", "name": "forward speed-up at S 131072", "value": 3.1,
+                  "unit": "×", "per": "per GPU|total|wall time", "higher_is_better": true, "detail": "..."}],
+     "key_figure": "figures/tflops.svg",    # "<cell>/<artifact path>", shown under the answer
+     entries[].baseline: true               # a reference (single GPU, dense, eager): listed apart, never the winner
+     targets[].verdict: "not applicable"   # e.g. a GPU target on a CPU smoke run: never scored red
+
+`numbers[].key` names the same number on every run and machine: the comparison and history pages
+pair numbers by key, and compare a number only with one of the same unit and `per`.
+
 An entry's `key` names the same measurement on every machine: the comparison page pairs entries by
 key and shows value / base value (base / value where lower is better). A file of a newer version,
 or one whose fields do not fit, is reported by file and field and left off the page.
@@ -38,7 +52,7 @@ from attnbench.notebook.document.validate import FieldError, from_json
 
 HEADLINE_FILE = "headline.json"
 SCHEMA = "attnbench.headline"
-VERSION = 1
+VERSION = 2
 
 
 class Tone(StrEnum):
@@ -51,6 +65,7 @@ class Verdict(StrEnum):
     met = "met"
     missed = "missed"
     not_checked = "not checked"
+    not_applicable = "not applicable"
 
 
 @dataclass
@@ -76,6 +91,30 @@ class Entry:
     runner_up_value: float | None = None
     margin: str = ""
     notes: list[str] = field(default_factory=list)
+    baseline: bool = False  # a reference row: shown apart, never the winner (version 2)
+
+
+@dataclass
+class Number:
+    """One number that answers the question (version 2), e.g. a speed-up or a scaling efficiency."""
+
+    key: str  # the same number on every run and machine
+    name: str
+    value: float | None = None
+    unit: str = ""
+    per: str = ""  # what the unit is of: "per GPU", "total", "wall time"
+    higher_is_better: bool = True
+    detail: str = ""
+
+
+@dataclass
+class Answer:
+    """The question a notebook asks and what its rows answer (version 2 fields of Headline)."""
+
+    question: str = ""
+    answer: list[str] = field(default_factory=list)
+    numbers: list[Number] = field(default_factory=list)
+    key_figure: str = ""
 
 
 @dataclass
@@ -100,6 +139,15 @@ class Headline:
     entries_title: str = ""
     entries_note: str = ""
     entries: list[Entry] = field(default_factory=list)
+    question: str = ""
+    answer: list[str] = field(default_factory=list)
+    numbers: list[Number] = field(default_factory=list)
+    key_figure: str = ""
+
+    def with_answer(self, answer: Answer) -> Headline:
+        self.question, self.answer = answer.question, list(answer.answer)
+        self.numbers, self.key_figure = list(answer.numbers), answer.key_figure
+        return self
 
     @property
     def missed(self) -> list[Target]:
@@ -117,6 +165,10 @@ class Headline:
             entries_title=self.entries_title or other.entries_title,
             entries_note=" ".join(n for n in (self.entries_note, other.entries_note) if n),
             entries=self.entries + other.entries,
+            question=self.question or other.question,
+            answer=self.answer + other.answer,
+            numbers=self.numbers + other.numbers,
+            key_figure=self.key_figure or other.key_figure,
         )
 
 
@@ -126,7 +178,7 @@ class HeadlineError(ValueError):
         self.path, self.problem = path, problem
 
 
-_NESTED = {"badges": Badge, "targets": Target, "entries": Entry}
+_NESTED = {"badges": Badge, "targets": Target, "entries": Entry, "numbers": Number}
 
 
 def parse_headline(data: Any, path: Path) -> Headline:

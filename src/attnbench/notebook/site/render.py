@@ -27,7 +27,7 @@ from attnbench.notebook.run.store import (
     load_run,
 )
 from attnbench.notebook.site import artifacts as show
-from attnbench.notebook.site import compare, sitedata, summary
+from attnbench.notebook.site import compare, history, sitedata, summary
 from attnbench.notebook.site.artifacts import (
     MAX_TEXT_CHARS,
     MEASURE,
@@ -136,6 +136,11 @@ class _Renderer:
                     "missing": [label for label in all_labels if label not in by_label],
                 }
             )
+        for view in (v for nb in index for v in nb["runs"]):  # history pages: the git log of outputs/
+            view["history_href"] = history.write_history_page(
+                self.env, self.site, self.repo, self.outputs / view["name"] / view["label"], view["title"]
+            )
+            view["head"]["history_href"] = quote(view["history_href"])
         # the notebook pages are written last: they link the comparison page made above
         for view in (v for nb in index for v in nb["runs"]):
             page = self.site / view["name"] / f"{view['label']}.html"

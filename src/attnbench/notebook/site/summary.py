@@ -53,13 +53,24 @@ def _entry_row(e: Entry) -> dict[str, Any]:
     }
 
 
+def answer_view(h) -> dict[str, Any]:
+    """Headline version 2: the question, its answer, the key numbers and the key figure's path."""
+    def shown(v):  # lengths and counts as integers: 32,768 tokens, not 32768.0
+        return f"{int(v):,}" if isinstance(v, (int, float)) and v == int(v) and abs(v) >= 1000 else number_text(v)
+
+    numbers = [{"name": n.name, "value": shown(n.value), "unit": n.unit, "per": n.per, "detail": n.detail}
+               for n in h.numbers]  # fmt: skip
+    return {"question": h.question, "answer": h.answer, "numbers": numbers, "key_figure": h.key_figure}
+
+
 def headline_view(data: RunData) -> dict[str, Any]:
     """The headline block, from the run's headline.json (headline.py): badges, lead sentences, failures,
     missed targets, the table of entries; or the note that the run has none."""
     h = data.headline
     if h is None:
         return {"missing": NO_HEADLINE, "badges": [], "sentences": [], "rows": [], "failures": [],
-                "missed": [], "not_gpu": False, "index_lines": []}  # fmt: skip
+                "missed": [], "not_gpu": False, "index_lines": [],
+                "question": "", "answer": [], "numbers": [], "key_figure": ""}  # fmt: skip
     return {
         "missing": "",
         "not_gpu": h.not_gpu,
@@ -73,6 +84,7 @@ def headline_view(data: RunData) -> dict[str, Any]:
         "units": sorted({e.unit for e in h.entries if e.unit}),
         "rows": [_entry_row(e) for e in h.entries],
         "files": data.headline_files,
+        **answer_view(h),
     }
 
 

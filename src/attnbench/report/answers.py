@@ -1,0 +1,268 @@
+"""Each notebook's question and the one or two numbers that answer it, computed from its rows.
+
+`answer_for(name, data)` returns a `page.Answer` (question, answer sentences, key numbers) for the
+notebook `name` from the artifacts a report cell read (headline_data.Artifacts); headline.json
+carries it (schema version 2) and the site shows it on the page's first lines. Every function takes
+what it finds: a number whose rows did not run is left out, and the sentence says so.
+
+Units are always labelled: "per GPU" or "total" for context-parallel throughput, "wall" for times.
+Baselines (single-GPU references, dense kernels on sparse reports, eager/reference runs) are never
+the answer's winner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attnbench.notebook.site import headline as page
+
+FA3 = "flash_attn3"
+LEADERBOARD_BEST_MS = 5.364  # best public entry of the CS336 leaderboard (fwd+bwd, causal, S 16384, D 64)
+SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _good(row: Mapping) -> bool:
+    return row.get("status") == "ok" and row.get("ok") is not False and _num(row.get("ms_median")) is not None
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if abs(x) < 0.1 else f"{x:.0%}"
+
+
+def _x(ratio: float) -> str:
+    return f"{ratio:.2f}×"
+
+
+def _fastest(rows: list[Mapping]) -> Mapping | None:
+    return min(rows, key=lambda r: r["ms_median"]) if rows else None
+
+
+def _number(key, name, value, unit, per="", detail="", higher=True) -> page.Number:
+    return page.Number(key=key, name=name, value=value, unit=unit, per=per, detail=detail,
+                       higher_is_better=higher)  # fmt: skip
+
+
+# ---- dilated attention ----
+
+
+def dilated(data) -> page.Answer:
+    """Speed-up of the best dilated kernel over dense causal at the longest length both ran, the
+    crossover (first length where dilated wins), and the longest length each reached."""
+    answer = page.Answer(question="How much faster is dilated attention than dense causal attention, "
+                                  "from what length, and how long can it go?")  # fmt: skip
+    rows = [r for r in data.rows if r.get("mask") == "causal"]
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        mine = [r for r in rows if r.get("pass") == pass_]
+        sparse = [r for r in mine if (r.get("extra") or {}).get("pattern") and _good(r)]
+        dense = [r for r in mine if not (r.get("extra") or {}).get("pattern") and _good(r)]
+        if not sparse or not dense:
+            continue
+        by_len = lambda rs: {L: _fastest([r for r in rs if r.get("seqlen_q") == L])
+                             for L in {r.get("seqlen_q") for r in rs}}  # fmt: skip
+        s, d = by_len(sparse), by_len(dense)
+        common = sorted(set(s) & set(d))
+        longest_s, longest_d = max(s), max(d)
+        text = f"{word}:"
+        if common:
+            L = common[-1]
+            speedup = d[L]["ms_median"] / s[L]["ms_median"]
+            cross = next((n for n in common if d[n]["ms_median"] > s[n]["ms_median"]), None)
+            text += (f" {s[L]['provider']} is {_x(speedup)} the speed of dense {d[L]['provider']} at S {L} "
+                     f"(wall time); dilated wins from S {cross}" if cross else
+                     f" {s[L]['provider']} is {_x(speedup)} the speed of dense {d[L]['provider']} at S {L} "
+                     "(wall time); dilated never wins at the lengths run")  # fmt: skip
+            answer.numbers.append(_number(f"{pass_}|speedup", f"{word} speed-up over dense causal at S {L}",
+                                          speedup, "×", "wall time", s[L]["provider"]))  # fmt: skip
+            if cross:
+                answer.numbers.append(_number(f"{pass_}|crossover", f"{word} crossover length", cross,
+                                              "tokens", "", higher=False))  # fmt: skip
+        text += f"; longest length reached: dilated S {longest_s}, dense S {longest_d}."
+        answer.numbers.append(_number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens"))
+        answer.answer.append(text)
+    if not answer.answer:
+        answer.answer.append("No dilated and dense causal rows of one pass to compare.")
+    return answer
+
+
+# ---- context parallel ----
+
+
+def context_parallel(data) -> page.Answer:
+    """At each length: the best strategy's per-GPU share of single-GPU throughput (its scaling
+    efficiency), per GPU, labelled."""
+    answer = page.Answer(question="How much of one GPU's throughput does each GPU keep when attention is "
+                                  "split across GPUs?")  # fmt: skip
+    rows = [r for r in data.rows if _good(r) and r.get("pass") == "fwd_bwd"] or [
+        r for r in data.rows if _good(r)]  # fmt: skip
+    parts = []
+    for L in sorted({r.get("seqlen_q") for r in rows}):
+        at = [r for r in rows if r.get("seqlen_q") == L and _num(r.get("tflops"))]
+        single = [r for r in at if str(r.get("provider", "")).startswith("single_gpu")]
+        multi = [r for r in at if not str(r.get("provider", "")).startswith("single_gpu")]
+        if not single or not multi:
+            continue
+        ref = max(single, key=lambda r: r["tflops"])
+        best = max(multi, key=lambda r: r["tflops"])  # tflops of a cp row: per GPU (README)
+        share = best["tflops"] / ref["tflops"]
+        world = (best.get("extra") or {}).get("world_size")
+        parts.append(f"S {L}: {best['provider']} keeps {_pct(share)} per GPU of {ref['provider']}'s "
+                     f"{ref['tflops']:.0f} TFLOP/s ({best['tflops']:.0f} TFLOP/s per GPU"
+                     + (f" on {world} GPUs" if world else "") + ")")  # fmt: skip
+        answer.numbers.append(_number(f"{L}|efficiency", f"S {L} scaling efficiency ({best['provider']})",
+                                      share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
+    answer.answer.append("; ".join(parts) + "." if parts else
+                         "No single-GPU reference and multi-GPU strategy at one length to compare.")  # fmt: skip
+    return answer
+
+
+# ---- CS336 systems ----
+
+
+def cs336(data) -> page.Answer:
+    answer = page.Answer(question="How fast is our Triton FlashAttention-2 against FA3 and the leaderboard, "
+                                  "and where does the model's time go?")  # fmt: skip
+    board = [r for r in _records(data, "leaderboard") if _good(r) and r.get("pass") == "fwd_bwd"
+             and r.get("head_dim", 64) == 64]  # fmt: skip
+    ours = _fastest([r for r in board if str(r.get("provider", "")).startswith("triton_fa2")])
+    fa3 = _fastest([r for r in board if r.get("provider") == FA3])
+    if ours:
+        text = f"Leaderboard (fwd+bwd, wall time): {ours['provider']} {ours['ms_median']:.3f} ms against the " \
+               f"best public entry's {LEADERBOARD_BEST_MS} ms ({_x(ours['ms_median'] / LEADERBOARD_BEST_MS)})"
+        answer.numbers.append(_number("leaderboard|ms", "leaderboard time", ours["ms_median"], "ms", "wall time",
+                                      f"best public {LEADERBOARD_BEST_MS} ms", higher=False))  # fmt: skip
+        if fa3:
+            ratio = ours["ms_median"] / fa3["ms_median"]
+            text += f"; {_x(ratio)} FA3's time ({fa3['ms_median']:.3f} ms)"
+            answer.numbers.append(_number("leaderboard|vs_fa3", "our time / FA3's", ratio, "×", "wall time",
+                                          higher=False))  # fmt: skip
+        answer.answer.append(text + ".")
+    steps = [r for r in _records(data, "steps") if r.get("status") == "ok" and isinstance(r.get("times_ms"), dict)]
+    best_mfu = None
+    for r in steps:
+        t = r["times_ms"]
+        ms = sum(sum(v) / len(v) for k, v in t.items() if k in ("forward", "backward") and v)
+        flops, peak = (r.get("flops") or {}).get("train"), _num(r.get("peak_tflops"))
+        if ms and flops and peak:
+            mfu = flops / (ms / 1e3) / (peak * 1e12)
+            if best_mfu is None or mfu > best_mfu[0]:
+                best_mfu = (mfu, r)
+    sink = _time_sink(data.documents.get("breakdown"))
+    if best_mfu or sink:
+        text = ""
+        if best_mfu:
+            mfu, r = best_mfu
+            text = (f"Model: best MFU {_pct(mfu)} ({r.get('size')}, context {r.get('context')}, "
+                    f"{r.get('precision')}, forward + backward against the measured matmul peak)")  # fmt: skip
+            answer.numbers.append(_number("model|mfu", "model MFU", mfu * 100, "%", "",
+                                          f"{r.get('size')} · {r.get('context')}"))  # fmt: skip
+        if sink:
+            text += ("; " if text else "") + f"biggest time sink: {sink}"
+        answer.answer.append(text + ".")
+    if not answer.answer:
+        answer.answer.append("No leaderboard or model rows to answer from.")
+    return answer
+
+
+def _records(data, prefix: str) -> list[Mapping]:
+    return [r for cell, records in data.records.items() if cell.startswith(prefix) for r in records]
+
+
+def _time_sink(breakdown: Any) -> str:
+    phases = (breakdown or {}).get("phases") if isinstance(breakdown, Mapping) else None
+    if not isinstance(phases, Mapping):
+        return ""
+    timed = {k: v for k, v in phases.items() if isinstance(v, Mapping) and _num(v.get("us_per_step"))}
+    if not timed:
+        return ""
+    total = sum(v["us_per_step"] for v in timed.values())
+    name, phase = max(timed.items(), key=lambda kv: kv[1]["us_per_step"])
+    text = f"the {name} phase, {_pct(phase['us_per_step'] / total)} of the step"
+    top = (phase.get("top") or [None])[0]
+    if isinstance(top, Mapping) and _num(top.get("share")) is not None:
+        text += f" (top kernel {str(top.get('kernel'))[:48]}: {_pct(top['share'])} of it)"
+    return text
+
+
+# ---- Flux ----
+
+
+def flux(data) -> page.Answer:
+    answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
+                                  "does it beat PyTorch's default SDPA?")  # fmt: skip
+    from attnbench.report.headline import is_quantised
+
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)]
+        if not rows:
+            continue
+        L = max(r.get("seqlen_q") or 0 for r in rows)
+        at = [r for r in rows if (r.get("seqlen_q") or 0) == L]
+        best = _fastest(at)
+        default = _fastest([r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]) or _fastest(
+            [r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
+        text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
+        if default and default is not best:
+            lead = default["ms_median"] / best["ms_median"]
+            text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
+            answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
+                                          best["provider"]))  # fmt: skip
+        answer.answer.append(text + ".")
+    if not answer.answer:
+        answer.answer.append("No exact kernel rows to rank.")
+    return answer
+
+
+# ---- masks ----
+
+
+def masks(data) -> page.Answer:
+    answer = page.Answer(question="Per mask, which kernel is fastest, and how far are FFA (magi_ffa) and "
+                                  "FlexAttention from it?")  # fmt: skip
+    rows = [r for r in data.rows if _good(r)]
+    pass_ = "fwd_bwd" if any(r.get("pass") == "fwd_bwd" for r in rows) else "fwd"
+    parts = []
+    for mask in dict.fromkeys(str(r.get("mask")) for r in rows if r.get("pass") == pass_):
+        at = [r for r in rows if r.get("pass") == pass_ and str(r.get("mask")) == mask]
+        L = max(r.get("seqlen_q") or 0 for r in at)
+        at = [r for r in at if (r.get("seqlen_q") or 0) == L]
+        best = _fastest(at)
+        text = f"{mask}: {best['provider']}"
+        for name in ("magi_ffa", "flex"):
+            other = _fastest([r for r in at if r.get("provider") == name])
+            if other is None:
+                text += f", {name} did not run"
+            elif other is not best:
+                gap = other["ms_median"] / best["ms_median"] - 1
+                text += f", {name} +{_pct(gap)}"
+                answer.numbers.append(_number(f"{mask}|{name}", f"{mask}: {name} behind the best", gap * 100,
+                                              "%", "wall time", higher=False))  # fmt: skip
+        parts.append(text)
+    if parts:
+        answer.answer.append(f"Fastest per mask ({'forward + backward' if pass_ == 'fwd_bwd' else 'forward'}, "
+                             f"longest length, wall time; + is how much longer): " + "; ".join(parts) + ".")  # fmt: skip
+    else:
+        answer.answer.append("No mask rows to rank.")
+    return answer
+
+
+ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
+    "dilated_attention": dilated,
+    "context_parallel": context_parallel,
+    "cs336_systems": cs336,
+    "flux_attention": flux,
+    "attention_masks": masks,
+}
+
+
+def answer_for(name: str, data, key_figure: str = "") -> page.Answer:
+    """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so."""
+    answer = ANSWERS[name](data)
+    answer.key_figure = key_figure
+    if any(r.get("timer") == "perf_counter" for r in data.rows):
+        answer.answer.append("CPU smoke run: not a GPU measurement; the numbers only show the report works.")
+    return answer

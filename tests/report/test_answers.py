@@ -1,0 +1,107 @@
+"""report.answers: each notebook's question answered from its rows; baselines apart; smoke targets moot."""
+
+from __future__ import annotations
+
+import json
+
+from attnbench.notebook.site import headline as page
+from attnbench.report.answers import LEADERBOARD_BEST_MS, answer_for
+from attnbench.report.headline import headline, targets_from
+from attnbench.report.headline_data import Artifacts, headline_of, page_headline
+
+
+def row(provider: str, seq: int, ms: float, pass_: str = "fwd", **changes) -> dict:
+    base = {"provider": provider, "family": "x", "status": "ok", "reason": "", "batch": 1, "seqlen_q": seq,
+            "seqlen_k": seq, "heads_q": 8, "heads_kv": 8, "head_dim": 64, "dtype": "bfloat16", "mask": "causal",
+            "pass": pass_, "ms_median": ms, "tflops": 100.0 / ms, "timer": "cuda_event", "ok": True, "extra": {}}
+    return {**base, **changes}  # fmt: skip
+
+
+def sparse(provider, seq, ms, pass_="fwd"):
+    return row(provider, seq, ms, pass_, extra={"pattern": "dilated"})
+
+
+def numbers(answer) -> dict:
+    return {n.key: n.value for n in answer.numbers}
+
+
+def test_dilated_speedup_crossover_longest():
+    rows = [row("fa3", 1024, 1.0), sparse("dil", 1024, 2.0), row("fa3", 4096, 8.0), sparse("dil", 4096, 4.0),
+            sparse("dil", 16384, 9.0)]  # fmt: skip
+    a = answer_for("dilated_attention", Artifacts(rows=rows), "figures/tflops.svg")
+    n = numbers(a)
+    assert n == {"fwd|speedup": 2.0, "fwd|crossover": 4096, "fwd|longest": 16384}
+    assert "dil is 2.00× the speed of dense fa3 at S 4096" in a.answer[0] and "wins from S 4096" in a.answer[0]
+    assert a.key_figure == "figures/tflops.svg" and a.question
+
+
+def test_dense_rows_of_a_sparse_report_are_baselines_never_winners():
+    h = headline([row("fa3", 1024, 0.5), sparse("dil", 1024, 2.0), sparse("dil2", 1024, 3.0)])
+    assert {b.provider: b.baseline for b in h.bests} == {"fa3": True, "dil": False}
+    entries = page_headline(h).entries
+    assert [e.baseline for e in entries] == [False, True]  # references listed last, apart
+
+
+def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
+    rows = [row("single_gpu_cudnn", 8192, 1.0, "fwd_bwd", tflops=600.0),
+            row("cp_ring", 8192, 1.1, "fwd_bwd", tflops=540.0, extra={"world_size": 2}),
+            row("cp_ulysses", 8192, 1.2, "fwd_bwd", tflops=500.0)]  # fmt: skip
+    a = answer_for("context_parallel", Artifacts(rows=rows))
+    (n,) = a.numbers
+    assert n.value == 90.0 and n.per == "per GPU" and "cp_ring keeps 90% per GPU" in a.answer[0]
+    (best,) = headline(rows).bests
+    assert best.provider == "cp_ring" and not best.baseline  # the faster single-GPU reference never wins
+
+
+def test_cs336_leaderboard_fa3_mfu_and_time_sink():
+    board = [row("triton_fa2", 16384, 6.0, "fwd_bwd"), row("flash_attn3", 16384, 4.0, "fwd_bwd")]
+    step = {"status": "ok", "size": "xl", "context": 1024, "precision": "bf16", "peak_tflops": 1000.0,
+            "flops": {"train": 5e14}, "times_ms": {"forward": [400.0], "backward": [600.0]}}  # fmt: skip
+    breakdown = {"phases": {"forward": {"us_per_step": 1.0}, "backward": {"us_per_step": 3.0,
+                 "top": [{"kernel": "gemm", "share": 0.4}]}}}  # fmt: skip
+    data = Artifacts(rows=board, records={"leaderboard": board, "steps_bf16": [step]},
+                     documents={"breakdown": breakdown})  # fmt: skip
+    a = answer_for("cs336_systems", data)
+    n = numbers(a)
+    assert n["leaderboard|ms"] == 6.0 and n["leaderboard|vs_fa3"] == 1.5 and n["model|mfu"] == 50.0
+    assert f"{LEADERBOARD_BEST_MS} ms" in a.answer[0]
+    assert "backward phase, 75% of the step" in a.answer[1] and "gemm: 40%" in a.answer[1]
+
+
+def test_flux_fastest_exact_kernel_and_lead_over_sdpa():
+    rows = [row("flash_attn3", 4608, 1.0), row("sdpa_cudnn", 4608, 1.2),
+            row("sage", 4608, 0.5, extra={"quantized": True})]  # fmt: skip
+    a = answer_for("flux_attention", Artifacts(rows=rows))
+    assert "fastest exact kernel flash_attn3" in a.answer[0] and numbers(a)["fwd|lead"] == 1.2
+
+
+def test_masks_best_and_gaps_of_ffa_and_flex():
+    rows = [row("flash_attn3", 4096, 1.0), row("magi_ffa", 4096, 1.5), row("flex", 4096, 2.0)]
+    a = answer_for("attention_masks", Artifacts(rows=rows))
+    assert numbers(a) == {"causal|magi_ffa": 50.0, "causal|flex": 100.0}
+    assert "causal: flash_attn3, magi_ffa +50%, flex +100%" in a.answer[0]
+
+
+def test_smoke_run_targets_are_not_applicable_never_red(tmp_path):
+    cell = tmp_path / "bench"
+    cell.mkdir()
+    (cell / "results.jsonl").write_text(json.dumps(row("sdpa_flash", 64, 1.0, timer="perf_counter")) + "\n")
+    (cell / "targets.json").write_text(json.dumps({"targets": [{"target": ">= 400 TFLOP/s", "verdict": "missed"}]}))
+    h, problems = headline_of({"bench": cell}, "flux_attention", "plot/tflops.svg")
+    assert not problems and h.not_gpu and h.version == page.VERSION
+    assert [t.verdict for t in h.targets] == [page.Verdict.not_applicable] and not h.missed
+    assert all(b.tone != page.Tone.bad for b in h.badges)
+    assert h.answer[-1].startswith("CPU smoke run") and h.key_figure == "plot/tflops.svg"
+    # the file round-trips through the engine's schema
+    again = page.parse_headline(json.loads(page.headline_json(h)), tmp_path / "headline.json")
+    assert again.question == h.question and again.numbers == h.numbers and again.targets == h.targets
+
+
+def test_unchecked_rows_rank_only_alone_and_are_badged():
+    rows = [row("a", 64, 1.0, ok=None), row("b", 64, 2.0, ok=True)]
+    (best,) = headline(rows).bests
+    assert best.provider == "b" and best.checked
+    (alone,) = headline([row("a", 64, 1.0, ok=None)]).bests
+    assert not alone.checked and page_headline(headline([row("a", 64, 1.0, ok=None)])).entries[0].notes == [
+        "not checked"]
+    assert targets_from({"verdict": "holds"}, "trust.json")[0].verdict == "met"

@@ -1,0 +1,69 @@
+"""history.py: every committed run of a notebook and label, from a temporary git repo with two runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from attnbench.notebook.site import headline as page
+from attnbench.notebook.site.history import DEFAULT_SPREAD, history_view, run_history
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def commit_run(repo: Path, value: float, code: str, message: str) -> None:
+    run = repo / "outputs" / "nb" / "gpu-a"
+    art = run / "report" / "artifacts"
+    art.mkdir(parents=True, exist_ok=True)
+    head = page.Headline(question="q?", answer=["a"], numbers=[page.Number("fwd|speedup", "speed-up", value, "×",
+                         "wall time")])  # fmt: skip
+    page.write_headline(head, art)
+    (run / "report" / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+    (run / "run.json").write_text("{}")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q")
+    commit_run(tmp_path, 2.0, "aaaaaaa", "results: run of commit aaaaaaa")
+    commit_run(tmp_path, 2.5, "bbbbbbb", "results: run of commit bbbbbbb")
+    commit_run(tmp_path, 2.51, "", "results: re-run of commit ccccccc")
+    return tmp_path
+
+
+def test_every_committed_run_with_its_code_commit_and_flags(repo: Path):
+    h = run_history(repo, repo / "outputs" / "nb" / "gpu-a")
+    assert h is not None and (h.notebook, h.label) == ("nb", "gpu-a")
+    assert [r.numbers["fwd|speedup"] for r in h.runs] == [2.0, 2.5, 2.51]  # oldest first
+    assert [r.code for r in h.runs] == ["aaaaaaa", "bbbbbbb", "ccccccc"]  # result.json, else the subject
+    # +25% is over the default 2% spread; +0.4% is not
+    assert [bool(r.flagged) for r in h.runs] == [False, True, False] and h.spread == DEFAULT_SPREAD
+    view = history_view(h)
+    assert view["numbers"][0]["svg"].startswith("<svg") and view["numbers"][0]["moves"] == 1
+    assert view["runs"][1]["cells"][0][1] is True  # newest first: the flagged run is the second row
+
+
+def test_without_git_or_outside_a_repository_there_is_no_history(tmp_path: Path):
+    assert run_history(None, tmp_path) is None
+    assert run_history(tmp_path, tmp_path / "outputs" / "nb" / "x") is None  # not a repository
+
+
+def test_site_links_the_history_page(repo: Path):
+    from attnbench.notebook.site.render import build_site
+
+    build_site(repo / "outputs", repo / "site")
+    history = repo / "site" / "nb" / "gpu-a.history.html"
+    assert history.exists()
+    text = history.read_text()
+    assert "aaaaaaa" in text and "bbbbbbb" in text and "⚑" in text
+    assert "gpu-a.history.html" in (repo / "site" / "index.html").read_text()
