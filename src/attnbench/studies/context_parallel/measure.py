@@ -121,6 +121,14 @@ def _summary(samples: list[float]) -> dict:
     }
 
 
+def start(strategy: str, group, **case):
+    """(world, rank, device, strategy spec, precheck's refusal or None) of a run of `strategy` over
+    `group`; `case`: precheck's mask, seq_len, kernel, dtype and head_dim (measure and breakdown)."""
+    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
+    spec = get_strategy(strategy)
+    return world, rank, device, spec, precheck(spec, world=world, device=device, **case)
+
+
 def measure(
     strategy: str,
     *,
@@ -144,9 +152,10 @@ def measure(
 ) -> Result:
     """Time one strategy on `seq_len` total tokens over the group; the same Result on every rank."""
     options = dict(options or {})
-    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
+    world, rank, device, spec, refused = start(
+        strategy, group, mask=mask, seq_len=seq_len, kernel=kernel, dtype=dtype, head_dim=head_dim
+    )
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
-    spec = get_strategy(strategy)
     provider = f"cp_{strategy_label(strategy, kernel)}"
     extra = {
         "world_size": world,
@@ -158,16 +167,6 @@ def measure(
         "timing": "per repetition, max over ranks (slowest rank)",
         "peak_mem": "max over ranks of max_memory_allocated, inputs included",
     }
-    refused = precheck(
-        spec,
-        mask=mask,
-        seq_len=seq_len,
-        world=world,
-        device=device,
-        kernel=kernel,
-        dtype=dtype,
-        head_dim=head_dim,
-    )
     if refused:
         return row(provider, workload, pass_, *refused, env=env, extra=extra)
 
