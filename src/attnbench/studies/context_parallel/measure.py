@@ -36,7 +36,8 @@ from attnbench.bench import timing
 from attnbench.bench.distributed import (
     AgreedFailure,
     agree_max,
-    attempt,
+    agreed_peak_memory,
+    attempt_steps,
     random_call,
     release,
     steady_state,
@@ -194,20 +195,19 @@ def measure(
             torch.cuda.synchronize(device)
 
     steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
-    for step in steps:  # each step ends with an agreement, so no rank runs ahead into a collective
-        status, message = attempt(step, group)
-        if status != Status.OK:
-            state.clear()
-            release(device)
-            where = (
-                {
-                    rehearse: " (in the communication-free rehearsal)",
-                    first_real_call: " (in the first real call)",
-                }.get(step, "")
-                if status == Status.OOM
-                else ""
-            )
-            return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
+    # each step ends with an agreement, so no rank runs ahead into a collective
+    failed = attempt_steps(steps, group, state, device)
+    if failed:
+        status, message, step = failed
+        where = (
+            {
+                rehearse: " (in the communication-free rehearsal)",
+                first_real_call: " (in the first real call)",
+            }.get(step, "")
+            if status == Status.OOM
+            else ""
+        )
+        return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
     call = state["call"]
     try:
         for _ in range(max(warmup, 1) - 1):
@@ -228,9 +228,7 @@ def measure(
             min_time_s=min_time_s,
             max_time_s=max_time_s,
         )
-        peak = (
-            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-        )
+        peak = agreed_peak_memory(device, group)
     except Exception as exc:
         if is_oom(exc):
             raise RuntimeError(
@@ -321,11 +319,9 @@ def measure_reference(
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
 
-    status, message = attempt(first_call, group)
-    if status != Status.OK:
-        state.clear()
-        release(device)
-        return row(provider, workload, pass_, status, message, env=env, extra=extra)
+    failed = attempt_steps([first_call], group, state, device)
+    if failed:
+        return row(provider, workload, pass_, *failed[:2], env=env, extra=extra)
     try:
         samples = time_reps(
             state["call"],
@@ -337,9 +333,7 @@ def measure_reference(
             max_time_s=max_time_s,
             agree_failures=True,  # no communication inside the call: a failure on one rank is agreed
         )
-        peak = (
-            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-        )
+        peak = agreed_peak_memory(device, group)
     except AgreedFailure as failure:
         reason = f"{failure.message} (in the timed repetitions)"
         return row(provider, workload, pass_, failure.status, reason, env=env, extra=extra)

@@ -93,6 +93,19 @@ def _reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def phased_step(model, optimizer, inputs, targets, precision: str, device: torch.device, phase) -> None:
+    """One training step: forward (under autocast_for), backward, optimizer, each inside the context
+    manager `phase(name)` (train_step's clock, or the profiler's record_function)."""
+    with phase("forward"), autocast_for(precision, device):
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    with phase("backward"):
+        loss.backward()
+    with phase("optimizer"):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
 def train_step(
     model, optimizer, inputs, targets, precision: str, device: torch.device, where: list[str], on_phase=None
 ):
@@ -112,14 +125,7 @@ def train_step(
         clock.mark()
         peaks.append(_peak(device))
 
-    with phase("forward"), autocast_for(precision, device):
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    with phase("backward"):
-        loss.backward()
-    with phase("optimizer"):
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    phased_step(model, optimizer, inputs, targets, precision, device, phase)
     return clock.times_ms(), peaks
 
 
