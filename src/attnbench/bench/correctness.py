@@ -118,34 +118,17 @@ def compare(
     ref_norm, diff_norm = float(b.norm()), float((a - b).norm())
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     bound = tol.max_abs * (float(b.abs().max()) if b.numel() else 0.0)
+
+    def failed(detail: str) -> Comparison:
+        return Comparison(max_abs, mean_abs, rel_l2, False, tol, f"{what}: {detail}")
+
     if not finite:
         bad = int((~torch.isfinite(a)).sum())
-        return Comparison(
-            math.nan if math.isnan(max_abs) else max_abs,
-            mean_abs,
-            rel_l2,
-            False,
-            tol,
-            f"{what}: {bad} non-finite values (NaN/inf)",
-        )
+        return failed(f"{bad} non-finite values (NaN/inf)")
     if rel_l2 > tol.rel_l2:
-        return Comparison(
-            max_abs,
-            mean_abs,
-            rel_l2,
-            False,
-            tol,
-            f"{what}: rel_l2 {rel_l2:.3g} > {tol.rel_l2:g} ({tol.name})",
-        )
+        return failed(f"rel_l2 {rel_l2:.3g} > {tol.rel_l2:g} ({tol.name})")
     if max_abs > bound:
-        return Comparison(
-            max_abs,
-            mean_abs,
-            rel_l2,
-            False,
-            tol,
-            f"{what}: max_abs {max_abs:.3g} > {tol.max_abs:g} * max|ref| = {bound:.3g} ({tol.name})",
-        )
+        return failed(f"max_abs {max_abs:.3g} > {tol.max_abs:g} * max|ref| = {bound:.3g} ({tol.name})")
     return Comparison(max_abs, mean_abs, rel_l2, True, tol)
 
 

@@ -34,6 +34,11 @@ def agree_max(value: float, group) -> float:
     return float(t.item())
 
 
+def agreed_peak_memory(device, group) -> int | None:
+    """The largest max_memory_allocated over the group's ranks (None off CUDA)."""
+    return int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
+
+
 def align(group, device) -> None:
     """All ranks reach this point, and this rank's device has finished its queued work."""
     agree_max(0.0, group)
@@ -98,6 +103,18 @@ def attempt(step, group) -> tuple[Status, str]:
     except Exception as exc:  # noqa: BLE001 - classified, agreed across ranks, reported as a row
         status, message = outcome(exc)
     return agree_status(status, message, group)
+
+
+def attempt_steps(steps, group, state: dict, device):
+    """`attempt` each step in order; at the first that fails on any rank, clear `state` (the row's
+    tensors), release the device and return (status, message, the step). None when all succeed."""
+    for step in steps:
+        status, message = attempt(step, group)
+        if status != Status.OK:
+            state.clear()
+            release(device)
+            return status, message, step
+    return None
 
 
 def release(device) -> None:

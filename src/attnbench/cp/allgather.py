@@ -91,20 +91,8 @@ class AllGatherCore:
         return dq.to(q.dtype), mine[0].to(k.dtype), mine[1].to(v.dtype)
 
 
-def allgather_attention(
-    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
-):
-    """All-gather K/V attention. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout."""
-    kernel_obj, scale = prepare(
-        "allgather",
-        q,
-        k,
-        v,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        options={"causal": int(causal)},
-        requirements=ring_requirements("zigzag"),
-    )
-    return run_core(AllGatherCore(group, kernel_obj, causal, scale), q, k, v)
+def allgather_attention(q, k, v, **common):
+    """All-gather K/V attention. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout.
+    `common`: causal, group, kernel, scale, check_ranks, as cp.attention passes them."""
+    call = prepare("allgather", q, k, v, requirements=ring_requirements("zigzag"), **common)
+    return run_core(AllGatherCore(call.group, call.kernel, call.causal, call.scale), q, k, v)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import torch
 
 from attnbench.cp.circulate import circulate
-from attnbench.cp.double_ring import default_window
 from attnbench.cp.double_ring import defaults as double_ring_defaults
+from attnbench.cp.double_ring import windowed_ring_attention
 from attnbench.cp.local import accumulator_dtype
 from attnbench.cp.merge import rowdot, surrogate_out_
-from attnbench.cp.ring import kv_ring_attention
 
 
 def defaults(world: int, heads: int, given: dict) -> dict:
@@ -25,7 +24,7 @@ def defaults(world: int, heads: int, given: dict) -> dict:
 
 
 def q_backward(core, dout, q, k, v, out, lse):
-    topo, plan, kernel = core.topo, core.plan, core.kernel
+    topo, plan = core.topo, core.plan
     acc = accumulator_dtype(q.dtype)
     dk = torch.zeros(k.shape, dtype=acc, device=k.device)
     dv = torch.zeros(v.shape, dtype=acc, device=v.device)
@@ -39,15 +38,8 @@ def q_backward(core, dout, q, k, v, out, lse):
             surrogate_out_(surrogate, dout_src, delta_src)
         contributions = []
         for rows, keys, causal in blocks:
-            dq_b, dk_b, dv_b = kernel.backward(
-                dout_src[:, :, rows],
-                q_src[:, :, rows],
-                k[:, :, keys],
-                v[:, :, keys],
-                surrogate[:, :, rows],
-                lse_src[:, :, rows],
-                causal=causal,
-                scale=core.scale,
+            dq_b, dk_b, dv_b = core.block_backward(
+                rows, keys, causal, dout_src, q_src, k, v, surrogate, lse_src
             )
             dk[:, :, keys] += dk_b
             dv[:, :, keys] += dv_b
@@ -58,31 +50,6 @@ def q_backward(core, dout, q, k, v, out, lse):
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
-def burst_attention(
-    q,
-    k,
-    v,
-    *,
-    causal: bool = False,
-    group=None,
-    kernel=None,
-    scale=None,
-    check_ranks: bool = True,
-    window: int | None = None,
-):
-    """Burst-style attention. window: inner ring size (divides P; default: GPUs per node)."""
-    window = default_window(group) if window is None else int(window)
-    return kv_ring_attention(
-        q,
-        k,
-        v,
-        strategy="burst",
-        layout="zigzag",
-        causal=causal,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        window=window,
-        backward=q_backward,
-    )
+def burst_attention(q, k, v, **options):
+    """Burst-style attention. options: cp.attention's keywords and window (inner ring size)."""
+    return windowed_ring_attention(q, k, v, strategy="burst", backward=q_backward, **options)

@@ -26,30 +26,15 @@ def defaults(world: int, heads: int, given: dict) -> dict:
     return {"window": window_for(world)} if given.get("window") is None else {}
 
 
-def double_ring_attention(
-    q,
-    k,
-    v,
-    *,
-    causal: bool = False,
-    group=None,
-    kernel=None,
-    scale=None,
-    check_ranks: bool = True,
-    window: int | None = None,
-):
-    """Double ring attention. window: inner ring size (divides P; default: GPUs per node)."""
+def windowed_ring_attention(q, k, v, *, strategy: str, window: int | None = None, group=None, **common):
+    """The zigzag ring over an inner window (double ring, burst): window divides P; default: GPUs per
+    node. `common`: the other keywords of cp.attention, and burst's backward."""
     window = default_window(group) if window is None else int(window)
     return kv_ring_attention(
-        q,
-        k,
-        v,
-        strategy="double_ring",
-        layout="zigzag",
-        causal=causal,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        window=window,
+        q, k, v, strategy=strategy, layout="zigzag", window=window, group=group, **common
     )
+
+
+def double_ring_attention(q, k, v, **options):
+    """Double ring attention. options: cp.attention's keywords and window (inner ring size)."""
+    return windowed_ring_attention(q, k, v, strategy="double_ring", **options)

@@ -8,6 +8,7 @@ Ulysses wraps a local core (plain Ulysses) or a ring core (USP) in all-to-alls.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -45,20 +46,33 @@ class LocalCore:
         return self.kernel.backward(dout, q, k, v, out, lse, causal=self.causal, scale=self.scale)
 
 
+@dataclass(frozen=True)
+class Call:
+    """A strategy call after `prepare`: the resolved kernel and scale, and the caller's causal and group."""
+
+    kernel: LocalKernel
+    scale: float
+    causal: bool
+    group: object
+
+
 def prepare(
     strategy: str,
     q,
     k,
     v,
     *,
-    group,
-    kernel,
-    scale,
-    check_ranks: bool,
     requirements: Requirements,
     options: Mapping[str, int] | None = None,
-):
-    """Validate (one tiny collective) and resolve the kernel and scale. Returns (kernel, scale)."""
+    causal: bool = False,
+    group=None,
+    kernel=None,
+    scale=None,
+    check_ranks: bool = True,
+) -> Call:
+    """The shared front end of every strategy: its keywords (causal, group, kernel, scale, check_ranks)
+    are the ones `cp.attention` passes. Validates (one tiny collective; `options` go after causal in the
+    check) and resolves the kernel (a name, None or a LocalKernel) and scale."""
     kernel_obj = get_kernel(kernel, q.device if isinstance(q, torch.Tensor) else None)
     validate(
         q,
@@ -68,10 +82,10 @@ def prepare(
         strategy=strategy,
         kernel=kernel_obj,
         requirements=requirements,
-        options=options,
+        options={"causal": int(causal), **(options or {})},
         check_ranks=check_ranks,
     )
-    return kernel_obj, (default_scale(q.shape[-1]) if scale is None else float(scale))
+    return Call(kernel_obj, default_scale(q.shape[-1]) if scale is None else float(scale), causal, group)
 
 
 def run_core(core, q, k, v) -> tuple[torch.Tensor, torch.Tensor]:

@@ -38,23 +38,14 @@ def ring_forward(core: RingCore, q, k, v):
 
 def kv_backward(core: RingCore, dout, q, k, v, out, lse):
     """dQ stays; K/V travel again and carry their dK/dV accumulators home."""
-    topo, plan, kernel = core.topo, core.plan, core.kernel
+    topo, plan = core.topo, core.plan
     dq = torch.zeros(q.shape, dtype=accumulator_dtype(q.dtype), device=q.device)
 
     def step(source: int, data):
         k_src, v_src = data
         contributions = []
         for rows, keys, causal in plan(topo.position, source):
-            dq_b, dk_b, dv_b = kernel.backward(
-                dout[:, :, rows],
-                q[:, :, rows],
-                k_src[:, :, keys],
-                v_src[:, :, keys],
-                out[:, :, rows],
-                lse[:, :, rows],
-                causal=causal,
-                scale=core.scale,
-            )
+            dq_b, dk_b, dv_b = core.block_backward(rows, keys, causal, dout, q, k_src, v_src, out, lse)
             dq[:, :, rows] += dq_b
             contributions.append((keys, (dk_b, dv_b)))
         return contributions
@@ -75,6 +66,13 @@ class RingCore:
 
     def backward(self, dout, saved):
         return self._backward(self, dout, *saved)
+
+    def block_backward(self, rows, keys, causal, dout, q, k, v, out, lse):
+        """The kernel's backward of one planned block: query-side tensors at `rows`, K/V at `keys`."""
+        r, c = (slice(None), slice(None), rows), (slice(None), slice(None), keys)
+        return self.kernel.backward(
+            dout[r], q[r], k[c], v[c], out[r], lse[r], causal=causal, scale=self.scale
+        )
 
 
 def ring_requirements(layout: str, window: int | None = None):
@@ -99,46 +97,21 @@ def kv_ring_attention(
     *,
     strategy: str,
     layout: str,
-    causal: bool,
-    group,
-    kernel,
-    scale,
-    check_ranks: bool,
     window: int | None = None,
     backward: Callable = kv_backward,
+    **common,
 ):
-    """The shared entry of ring, zigzag, double ring and burst."""
-    options = {"causal": int(causal)} | ({"window": window} if window is not None else {})
-    kernel_obj, scale = prepare(
-        strategy,
-        q,
-        k,
-        v,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        requirements=ring_requirements(layout, window),
-        options=options,
+    """The shared entry of ring, zigzag, double ring and burst; `common`: the keywords of cp.attention."""
+    options = {"window": window} if window is not None else {}
+    call = prepare(
+        strategy, q, k, v, requirements=ring_requirements(layout, window), options=options, **common
     )
-    topo = make_topology(group, window)
-    core = RingCore(topo, PLANS[layout](causal, q.shape[2]), kernel_obj, scale, backward)
+    topo = make_topology(call.group, window)
+    core = RingCore(topo, PLANS[layout](call.causal, q.shape[2]), call.kernel, call.scale, backward)
     return run_core(core, q, k, v)
 
 
-def ring_attention(
-    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
-):
-    """Ring attention, contiguous layout. q/k/v: [batch, heads, seq_local, head_dim]. -> (out, lse)."""
-    return kv_ring_attention(
-        q,
-        k,
-        v,
-        strategy="ring",
-        layout="contiguous",
-        causal=causal,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-    )
+def ring_attention(q, k, v, **common):
+    """Ring attention, contiguous layout. q/k/v: [batch, heads, seq_local, head_dim]. -> (out, lse).
+    `common`: causal, group, kernel, scale, check_ranks, as cp.attention passes them."""
+    return kv_ring_attention(q, k, v, strategy="ring", layout="contiguous", **common)

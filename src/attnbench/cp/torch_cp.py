@@ -153,37 +153,25 @@ class TorchCPCore:
         return grads
 
 
-def torch_cp_attention(
-    q,
-    k,
-    v,
-    *,
-    causal: bool = False,
-    group=None,
-    kernel=None,
-    scale=None,
-    check_ranks: bool = True,
-    rotate_method: str = "allgather",
-):
+def torch_cp_attention(q, k, v, *, kernel=None, rotate_method: str = "allgather", **common):
     """PyTorch context_parallel. q/k/v: [batch, heads, seq_local, head_dim], zigzag layout.
+    `common`: causal, group, scale, check_ranks, as cp.attention passes them.
 
     Returns (out, None): PyTorch's SDPA path does not return the LSE.
     """
     if rotate_method not in ROTATE_METHODS:
         raise ValueError(f"torch_cp: rotate_method {rotate_method!r} is not one of {ROTATE_METHODS}")
-    _, scale = prepare(
+    call = prepare(
         "torch_cp",
         q,
         k,
         v,
-        group=group,
         kernel=_SdpaBackendKernel(kernel),
-        scale=scale,
-        check_ranks=check_ranks,
-        options={"causal": int(causal)},
         requirements=ring_requirements("zigzag"),
+        **common,
     )
     if comm.in_rehearsal():
         raise ValueError("torch_cp cannot rehearse: its communication is inside PyTorch")
-    core = TorchCPCore(group, causal, kernel, scale, rotate_method, q.shape[2] * comm.group_size(group))
+    world_seq = q.shape[2] * comm.group_size(call.group)
+    core = TorchCPCore(call.group, call.causal, kernel, call.scale, rotate_method, world_seq)
     return _TorchCP.apply(q.contiguous(), k.contiguous(), v.contiguous(), core), None

@@ -31,22 +31,11 @@ def heads_requirement(heads: int, degree: int, what: str = "world size") -> list
     return []
 
 
-def ulysses_attention(
-    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
-):
-    """Ulysses attention. q/k/v: [batch, heads, seq_local, head_dim], contiguous layout."""
-    kernel_obj, scale = prepare(
-        "ulysses",
-        q,
-        k,
-        v,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        options={"causal": int(causal)},
-        requirements=lambda shape, world: heads_requirement(shape[1], world),
+def ulysses_attention(q, k, v, **common):
+    """Ulysses attention. q/k/v: [batch, heads, seq_local, head_dim], contiguous layout.
+    `common`: causal, group, kernel, scale, check_ranks, as cp.attention passes them."""
+    call = prepare(
+        "ulysses", q, k, v, requirements=lambda shape, world: heads_requirement(shape[1], world), **common
     )
-    inner = LocalCore(kernel_obj, causal, scale)
-    core = UlyssesCore(group, inner) if comm.group_size(group) > 1 else inner
-    return run_core(core, q, k, v)
+    inner = LocalCore(call.kernel, call.causal, call.scale)
+    return run_core(UlyssesCore(call.group, inner) if comm.group_size(call.group) > 1 else inner, q, k, v)

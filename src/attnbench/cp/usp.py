@@ -56,19 +56,10 @@ def usp_requirements(ulysses_degree: int, ring_degree: int):
 
 
 def usp_attention(
-    q,
-    k,
-    v,
-    *,
-    causal: bool = False,
-    group=None,
-    kernel=None,
-    scale=None,
-    check_ranks: bool = True,
-    ulysses_degree: int | None = None,
-    ring_degree: int | None = None,
+    q, k, v, *, group=None, ulysses_degree: int | None = None, ring_degree: int | None = None, **common
 ):
-    """USP attention. Degrees default to default_degrees(); give one and the other follows."""
+    """USP attention. Degrees default to default_degrees(); give one and the other follows.
+    `common`: causal, kernel, scale, check_ranks, as cp.attention passes them."""
     world = comm.group_size(group)
     if ulysses_degree is None and ring_degree is None:
         ulysses_degree, ring_degree = default_degrees(world, q.shape[1])
@@ -77,23 +68,21 @@ def usp_attention(
     elif ring_degree is None:
         ring_degree = world // ulysses_degree if ulysses_degree and world % ulysses_degree == 0 else 0
     ulysses_degree, ring_degree = int(ulysses_degree), int(ring_degree)
-    kernel_obj, scale = prepare(
+    call = prepare(
         "usp",
         q,
         k,
         v,
         group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-        options={"causal": int(causal), "ulysses_degree": ulysses_degree, "ring_degree": ring_degree},
+        options={"ulysses_degree": ulysses_degree, "ring_degree": ring_degree},
         requirements=usp_requirements(ulysses_degree, ring_degree),
+        **common,
     )
     ulysses_group, ring_group, _, _ = comm.grid_groups(group, ulysses_degree)
     if ring_degree > 1:
-        topo = make_topology(ring_group)
-        inner = RingCore(topo, zigzag_plan(causal, ulysses_degree * q.shape[2]), kernel_obj, scale)
+        plan = zigzag_plan(call.causal, ulysses_degree * q.shape[2])
+        inner = RingCore(make_topology(ring_group), plan, call.kernel, call.scale)
     else:
-        inner = LocalCore(kernel_obj, causal, scale)
+        inner = LocalCore(call.kernel, call.causal, call.scale)
     core = UlyssesCore(ulysses_group, inner) if ulysses_degree > 1 else inner
     return run_core(core, q, k, v)

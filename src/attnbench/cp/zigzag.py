@@ -6,19 +6,7 @@ from __future__ import annotations
 from attnbench.cp.ring import kv_ring_attention
 
 
-def zigzag_attention(
-    q, k, v, *, causal: bool = False, group=None, kernel=None, scale=None, check_ranks: bool = True
-):
-    """Zigzag ring attention. q/k/v: [batch, heads, seq_local, head_dim] in the zigzag layout."""
-    return kv_ring_attention(
-        q,
-        k,
-        v,
-        strategy="zigzag",
-        layout="zigzag",
-        causal=causal,
-        group=group,
-        kernel=kernel,
-        scale=scale,
-        check_ranks=check_ranks,
-    )
+def zigzag_attention(q, k, v, **common):
+    """Zigzag ring attention. q/k/v: [batch, heads, seq_local, head_dim] in the zigzag layout.
+    `common`: causal, group, kernel, scale, check_ranks, as cp.attention passes them."""
+    return kv_ring_attention(q, k, v, strategy="zigzag", layout="zigzag", **common)

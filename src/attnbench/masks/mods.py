@@ -7,6 +7,7 @@ tensor is made, so importing this module stays torch-free.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -97,32 +98,29 @@ def keys_below(positions, limits) -> MaskMod:
     return below
 
 
-def and_masks(*mods: MaskMod) -> MaskMod:
-    """Allowed where every mask allows."""
+def _fold(mods: tuple[MaskMod, ...], combine, name: str, what: str) -> MaskMod:
+    """One mask_mod combining every mod's answer with `combine` (`&` or `|`), left to right."""
     if not mods:
-        raise ValueError("and_masks needs at least one mask")
+        raise ValueError(f"{what} needs at least one mask")
 
-    def all_of(b, h, q_idx, kv_idx):
+    def folded(b, h, q_idx, kv_idx):
         result = mods[0](b, h, q_idx, kv_idx)
         for mod in mods[1:]:
-            result = result & mod(b, h, q_idx, kv_idx)
+            result = combine(result, mod(b, h, q_idx, kv_idx))
         return result
 
-    return all_of
+    folded.__name__ = folded.__qualname__ = name
+    return folded
+
+
+def and_masks(*mods: MaskMod) -> MaskMod:
+    """Allowed where every mask allows."""
+    return _fold(mods, operator.and_, "all_of", "and_masks")
 
 
 def or_masks(*mods: MaskMod) -> MaskMod:
     """Allowed where any mask allows."""
-    if not mods:
-        raise ValueError("or_masks needs at least one mask")
-
-    def any_of(b, h, q_idx, kv_idx):
-        result = mods[0](b, h, q_idx, kv_idx)
-        for mod in mods[1:]:
-            result = result | mod(b, h, q_idx, kv_idx)
-        return result
-
-    return any_of
+    return _fold(mods, operator.or_, "any_of", "or_masks")
 
 
 # --- closed-form sums the pair counts use -----------------------------------------------------------

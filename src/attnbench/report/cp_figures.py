@@ -23,6 +23,7 @@ from attnbench.report.figures import (
     INCORRECT,
     MID,
     PASS_TITLES,
+    legend_handles,
     not_run,
     style_rc,
     styles,
@@ -170,10 +171,7 @@ def plot_tflops(
 
 def _legend(fig, axes, speed: dict[str, float]) -> None:
     """One legend for every panel: strategies fastest first (median TFLOP/s), then references, marks."""
-    handles: dict[str, object] = {}
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
+    handles = legend_handles(axes.flat)
 
     def key(label: str) -> tuple:
         base = label.split(" (")[0]

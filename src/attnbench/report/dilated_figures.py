@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from attnbench.report.dilated import GIB, PASS_NAMES, is_dilated, ns_per_token, stops, tokens_per_s
-from attnbench.report.figures import CPU_NOTE
+from attnbench.report.figures import CPU_NOTE, right_legend
 from attnbench.rows import Result
 
 METRICS = {  # metric -> (axis label, value of a row, log scale)
@@ -65,13 +65,7 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
             ax.set_xlabel("sequence length (tokens)")
             ax.set_ylabel(label)
             ax.grid(True, which="both", color="#e0e0e0", linewidth=0.5)
-        handles: dict = {}
-        for ax in axes[0]:
-            for h, lab in zip(*ax.get_legend_handles_labels()):
-                handles.setdefault(lab, h)
-        if handles:
-            fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                       fontsize=8, frameon=False)  # fmt: skip
+        right_legend(fig, axes[0])
         if title or notes:
             fig.suptitle(title + (f"\n{' | '.join(notes)}" if notes else ""), fontsize=11)
         text = "\n".join(["where each series ended:"] + [f"  {_short(line)}" for line in footer])

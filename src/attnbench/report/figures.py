@@ -294,12 +294,26 @@ def _mark_not_run(ax, rows: list[Result], looks: dict) -> None:
                    label=f"✕ {status} (see the table)", gid=f"not-run-{status}")  # fmt: skip
 
 
-def _shared_legend(fig, axes, order: list[str]) -> None:
-    """One legend to the right of all panels, fastest provider first (a provider keeps its look)."""
+def legend_handles(axes) -> dict[str, object]:
+    """Each label's first handle over the panels `axes`, in the order the labels first appear."""
     handles: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
+    return handles
+
+
+def right_legend(fig, axes) -> None:
+    """One legend for the panels `axes`, to the right of the figure, labels in first-seen order."""
+    handles = legend_handles(axes)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.92),
+                   fontsize=8, frameon=False)  # fmt: skip
+
+
+def _shared_legend(fig, axes, order: list[str]) -> None:
+    """One legend to the right of all panels, fastest provider first (a provider keeps its look)."""
+    handles = legend_handles(axes)
     rank = {p: i for i, p in enumerate(order)}
 
     def key(label: str) -> tuple:

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.report.figures import INCORRECT, PASS_TITLES, style_rc, styles
+from attnbench.report.figures import INCORRECT, PASS_TITLES, right_legend, style_rc, styles
 from attnbench.rows import Result, best_by_workload, read_jsonl, usable
 
 LETTERS = {"oom": "E", "unsupported": "X", "skipped": "S", "error": "!"}
@@ -83,13 +83,7 @@ def plot_mask(
             ax.set_ylabel("TFLOP/s")
             ax.set_ylim(bottom=0)
             ax.grid(True)
-        handles: dict[str, object] = {}
-        for ax in axes[0]:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                handles.setdefault(label, handle)
-        if handles:
-            fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                       fontsize=8, frameon=False)  # fmt: skip
+        right_legend(fig, axes[0])
         if title or note:
             fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
         shown = sorted({LETTERS[r.status] for r in rows if r.status in LETTERS}, key=list(LETTER_TEXT).index)

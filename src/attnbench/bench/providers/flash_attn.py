@@ -91,49 +91,58 @@ class FlashStyleProvider(Provider):
             fn = compile_fn(attn)
             mark_seq_dynamic((q, k, v), 1)
 
-        def run():
-            out = fn(q, k, v, **kwargs)
-            # some versions return (out, softmax_lse) or (out, lse, probs): indexing launches nothing
-            return out[0] if isinstance(out, (tuple, list)) else out
-
-        return Prepared(run=run, to_canonical=bshd_to_canonical, inputs=(q, k, v))
+        return Prepared(
+            run=lambda: first_output(fn(q, k, v, **kwargs)), to_canonical=bshd_to_canonical, inputs=(q, k, v)
+        )
 
     def _prepare_varlen(self, q, k, v, workload: Workload, native, backward: bool) -> Prepared:
         """Documents through `flash_attn_varlen_func`: packed [tokens, heads, dim] with cu_seqlens."""
         import importlib
 
+        packed, cu, longest, to_canonical = self.varlen_inputs(q, k, v, native, backward)
+        attn = getattr(importlib.import_module(self.module), self.varlen_function)
+        kwargs = {"causal": native.causal}
+        if native.window is not None:
+            kwargs["window_size"] = native.flash_window()
+        return thd_prepared(
+            lambda: first_output(attn(*packed, cu, cu, longest, longest, **kwargs)),
+            packed,
+            to_canonical,
+            f"{self.varlen_function}: {len(native.doc_lens)} documents as cu_seqlens (packed thd)",
+        )
+
+    def varlen_inputs(self, q, k, v, native, backward: bool):
+        """(packed, cu_seqlens, longest document, to_canonical) of the documents as packed thd tensors."""
         import torch
 
         if self.compiled:
             raise Unsupported(
                 "the compiled variant wraps the fixed-length call only (varlen: use the plain one)"
             )
-        attn = getattr(importlib.import_module(self.module), self.varlen_function)
         b, hq, s, d = q.shape
         packed = tuple(
             t.detach().transpose(1, 2).reshape(b * s, t.shape[1], d).contiguous().requires_grad_(backward)
             for t in (q, k, v)
         )
         cu = torch.tensor(native.cu_seqlens(b), dtype=torch.int32, device=q.device)
-        longest = max(native.doc_lens)
-        kwargs = {"causal": native.causal}
-        if native.window is not None:
-            kwargs["window_size"] = native.flash_window()
+        return packed, cu, max(native.doc_lens), lambda out: out.reshape(b, s, hq, d).transpose(1, 2)
 
-        def run():
-            out = attn(*packed, cu, cu, longest, longest, **kwargs)
-            return out[0] if isinstance(out, (tuple, list)) else out
 
-        def to_canonical(out):
-            return out.reshape(b, s, hq, d).transpose(1, 2)
+def first_output(out):
+    """The attention output of a call: some versions return (out, softmax_lse) or (out, lse, probs);
+    indexing launches nothing."""
+    return out[0] if isinstance(out, (tuple, list)) else out
 
-        return Prepared(
-            run=run,
-            to_canonical=to_canonical,
-            inputs=packed,
-            note=f"{self.varlen_function}: {len(native.doc_lens)} documents as cu_seqlens (packed thd)",
-            grad_to_canonical=lambda name, grad, like: canonical_grad_thd(grad, like),
-        )
+
+def thd_prepared(run, packed, to_canonical, note: str) -> Prepared:
+    """The Prepared of a call on packed [tokens, heads, dim] inputs (their gradients packed likewise)."""
+    return Prepared(
+        run=run,
+        to_canonical=to_canonical,
+        inputs=packed,
+        note=note,
+        grad_to_canonical=lambda name, grad, like: canonical_grad_thd(grad, like),
+    )
 
 
 def canonical_grad_thd(grad, like):

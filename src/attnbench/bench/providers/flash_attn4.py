@@ -23,7 +23,7 @@ from attnbench.bench.providers.base import (
     mark_seq_dynamic,
     to_bshd,
 )
-from attnbench.bench.providers.flash_attn import FlashStyleProvider, canonical_grad_thd
+from attnbench.bench.providers.flash_attn import FlashStyleProvider, first_output, thd_prepared
 from attnbench.rows import Workload
 
 _OP = None
@@ -120,28 +120,16 @@ class FlashAttn4(FlashStyleProvider):
             )
         attn = self.load()
 
-        def run():
-            out = attn(q, k, v, **kwargs)
-            return out[0] if isinstance(out, (tuple, list)) else out
-
-        return Prepared(run=run, to_canonical=bshd_to_canonical, inputs=(q, k, v))
+        return Prepared(
+            run=lambda: first_output(attn(q, k, v, **kwargs)),
+            to_canonical=bshd_to_canonical,
+            inputs=(q, k, v),
+        )
 
     def _prepare_varlen(self, q, k, v, workload: Workload, native, backward: bool) -> Prepared:
-        import torch
         from flash_attn.cute import flash_attn_varlen_func
 
-        if self.compiled:
-            raise Unsupported(
-                "the compiled variant wraps the fixed-length call only (varlen: use the plain one)"
-            )
-        b, hq, s, d = q.shape
-        packed = tuple(
-            t.detach().transpose(1, 2).reshape(b * s, t.shape[1], d).contiguous().requires_grad_(backward)
-            for t in (q, k, v)
-        )
-        cu = torch.tensor(native.cu_seqlens(b), dtype=torch.int32, device=q.device)
-        longest = max(native.doc_lens)
-        kwargs = {"causal": native.causal}
+        packed, cu, longest, to_canonical = self.varlen_inputs(q, k, v, native, backward)
 
         def run():
             out = flash_attn_varlen_func(
@@ -150,14 +138,9 @@ class FlashAttn4(FlashStyleProvider):
                 cu_seqlens_k=cu,
                 max_seqlen_q=longest,
                 max_seqlen_k=longest,
-                **kwargs,
+                causal=native.causal,
             )
-            return out[0] if isinstance(out, (tuple, list)) else out
+            return first_output(out)
 
-        return Prepared(
-            run=run,
-            to_canonical=lambda out: out.reshape(b, s, hq, d).transpose(1, 2),
-            inputs=packed,
-            note=f"flash_attn_varlen_func: {len(native.doc_lens)} documents as cu_seqlens (packed thd)",
-            grad_to_canonical=lambda name, grad, like: canonical_grad_thd(grad, like),
-        )
+        note = f"flash_attn_varlen_func: {len(native.doc_lens)} documents as cu_seqlens (packed thd)"
+        return thd_prepared(run, packed, to_canonical, note)

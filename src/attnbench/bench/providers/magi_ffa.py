@@ -28,6 +28,7 @@ from attnbench.bench.providers.base import (
     import_failure,
     module_version,
 )
+from attnbench.bench.providers.flash_attn import thd_prepared
 from attnbench.rows import Workload
 
 FULL, CAUSAL, INV_CAUSAL, BI_CAUSAL = 0, 1, 2, 3
@@ -182,15 +183,9 @@ class MagiFFA(Provider):
             return out
 
         which = "disable_fwd_atomic_reduction=True" if self.no_fwd_atomic else "library defaults"
-        return Prepared(
-            run=run,
-            to_canonical=lambda out: out.reshape(b, sq, hq, d).transpose(1, 2),
-            inputs=packed,
-            note=f"flex_flash_attn_func, {which}; mask as {len(rows)} (q_range, k_range, type) rows",
-            grad_to_canonical=lambda name, grad, like: _thd_to_canonical(grad, like),
+        return thd_prepared(
+            run,
+            packed,
+            lambda out: out.reshape(b, sq, hq, d).transpose(1, 2),
+            f"flex_flash_attn_func, {which}; mask as {len(rows)} (q_range, k_range, type) rows",
         )
-
-
-def _thd_to_canonical(grad, like):
-    b, h, s, d = like.shape
-    return grad.reshape(b, s, h, d).transpose(1, 2)

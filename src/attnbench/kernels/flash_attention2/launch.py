@@ -34,25 +34,26 @@ def _quick_bench(fn, quantiles):
     return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
 
 
-_forward_tuned = triton.autotune(
-    configs=configs.ALL_FORWARD_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
-    prune_configs_by={"early_config_prune": configs.prune_forward},
-    do_bench=_quick_bench,
-)(flash_fwd_kernel)
-_dkdv_tuned = triton.autotune(
-    configs=configs.ALL_DKDV_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "DQ_ATOMIC", "MMA_MODE"],
-    prune_configs_by={"early_config_prune": configs.prune_dkdv},
+def _autotuned(kernel, candidates, prune, *, key_extra=(), **options):
+    """`kernel` autotuned over `candidates` (pruned by `prune`) per shape, head dim, mask and MMA mode."""
+    return triton.autotune(
+        configs=candidates,
+        key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", *key_extra, "MMA_MODE"],
+        prune_configs_by={"early_config_prune": prune},
+        do_bench=_quick_bench,
+        **options,
+    )(kernel)
+
+
+_forward_tuned = _autotuned(flash_fwd_kernel, configs.ALL_FORWARD_CONFIGS, configs.prune_forward)
+_dkdv_tuned = _autotuned(
+    flash_bwd_dkdv_kernel,
+    configs.ALL_DKDV_CONFIGS,
+    configs.prune_dkdv,
+    key_extra=["DQ_ATOMIC"],
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
-    do_bench=_quick_bench,
-)(flash_bwd_dkdv_kernel)
-_dq_tuned = triton.autotune(
-    configs=configs.ALL_DQ_CONFIGS,
-    key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
-    prune_configs_by={"early_config_prune": configs.prune_dq},
-    do_bench=_quick_bench,
-)(flash_bwd_dq_kernel)
+)
+_dq_tuned = _autotuned(flash_bwd_dq_kernel, configs.ALL_DQ_CONFIGS, configs.prune_dq)
 
 
 # Run the dQ kernel on a side stream, concurrently with the dK/dV kernel (module switch, for measuring).

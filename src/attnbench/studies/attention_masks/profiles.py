@@ -75,6 +75,20 @@ BACKWARD_RATE = 0.85  # backward TFLOP/s as a fraction of forward (FA3 and cuDNN
 FULL_PROVIDERS = [*DEFAULT_PROVIDERS, "flash_attn3_compiled", "xformers_fa3", "xformers_fa2", "flash_attn2",
                   "flash_attn4_compiled", "te_flash", "te_unfused"]  # fmt: skip
 
+
+def gpu_workload() -> dict:
+    """The GPU profiles' workload (GQA 64:8, head_dim 128, 4k to 128k tokens), fresh for each profile."""
+    return {
+        "device": "cuda",
+        "shape": {"batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"},
+        "seq_lens": [4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K],
+        "window": 1024,
+        "block": 2048,
+        "doc_shrink": 1,
+        "check": {"seqlen": 4 * K, "doc_shrink": 32},
+    }
+
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "device": "cpu",
@@ -99,13 +113,7 @@ PROFILES: dict[str, dict] = {
         "row_limit_s": None,
     },
     "default": {
-        "device": "cuda",
-        "shape": {"batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"},
-        "seq_lens": [4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K],
-        "window": 1024,
-        "block": 2048,
-        "doc_shrink": 1,
-        "check": {"seqlen": 4 * K, "doc_shrink": 32},
+        **gpu_workload(),
         "providers": DEFAULT_PROVIDERS,
         "tiers": DEFAULT_TIERS,
         "timing": {"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 0, "max_reps": 10},
@@ -116,13 +124,7 @@ PROFILES: dict[str, dict] = {
         "row_limit_s": 40.0,
     },
     "full": {
-        "device": "cuda",
-        "shape": {"batch": 1, "heads_q": 64, "heads_kv": 8, "head_dim": 128, "dtype": "bfloat16"},
-        "seq_lens": [4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K],
-        "window": 1024,
-        "block": 2048,
-        "doc_shrink": 1,
-        "check": {"seqlen": 4 * K, "doc_shrink": 32},
+        **gpu_workload(),
         "providers": FULL_PROVIDERS,
         "tiers": [(FULL_PROVIDERS, SEPARATE), (FULL_PROVIDERS, BOTH)],
         "timing": {"min_reps": 10, "min_time_ms": 500.0, "warmup_reps": 2, "max_reps": 200},

@@ -36,7 +36,8 @@ from attnbench.bench import timing
 from attnbench.bench.distributed import (
     AgreedFailure,
     agree_max,
-    attempt,
+    agreed_peak_memory,
+    attempt_steps,
     random_call,
     release,
     steady_state,
@@ -121,6 +122,14 @@ def _summary(samples: list[float]) -> dict:
     }
 
 
+def start(strategy: str, group, **case):
+    """(world, rank, device, strategy spec, precheck's refusal or None) of a run of `strategy` over
+    `group`; `case`: precheck's mask, seq_len, kernel, dtype and head_dim (measure and breakdown)."""
+    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
+    spec = get_strategy(strategy)
+    return world, rank, device, spec, precheck(spec, world=world, device=device, **case)
+
+
 def measure(
     strategy: str,
     *,
@@ -144,9 +153,10 @@ def measure(
 ) -> Result:
     """Time one strategy on `seq_len` total tokens over the group; the same Result on every rank."""
     options = dict(options or {})
-    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
+    world, rank, device, spec, refused = start(
+        strategy, group, mask=mask, seq_len=seq_len, kernel=kernel, dtype=dtype, head_dim=head_dim
+    )
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
-    spec = get_strategy(strategy)
     provider = f"cp_{strategy_label(strategy, kernel)}"
     extra = {
         "world_size": world,
@@ -158,16 +168,6 @@ def measure(
         "timing": "per repetition, max over ranks (slowest rank)",
         "peak_mem": "max over ranks of max_memory_allocated, inputs included",
     }
-    refused = precheck(
-        spec,
-        mask=mask,
-        seq_len=seq_len,
-        world=world,
-        device=device,
-        kernel=kernel,
-        dtype=dtype,
-        head_dim=head_dim,
-    )
     if refused:
         return row(provider, workload, pass_, *refused, env=env, extra=extra)
 
@@ -195,20 +195,19 @@ def measure(
             torch.cuda.synchronize(device)
 
     steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
-    for step in steps:  # each step ends with an agreement, so no rank runs ahead into a collective
-        status, message = attempt(step, group)
-        if status != Status.OK:
-            state.clear()
-            release(device)
-            where = (
-                {
-                    rehearse: " (in the communication-free rehearsal)",
-                    first_real_call: " (in the first real call)",
-                }.get(step, "")
-                if status == Status.OOM
-                else ""
-            )
-            return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
+    # each step ends with an agreement, so no rank runs ahead into a collective
+    failed = attempt_steps(steps, group, state, device)
+    if failed:
+        status, message, step = failed
+        where = (
+            {
+                rehearse: " (in the communication-free rehearsal)",
+                first_real_call: " (in the first real call)",
+            }.get(step, "")
+            if status == Status.OOM
+            else ""
+        )
+        return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
     call = state["call"]
     try:
         for _ in range(max(warmup, 1) - 1):
@@ -229,9 +228,7 @@ def measure(
             min_time_s=min_time_s,
             max_time_s=max_time_s,
         )
-        peak = (
-            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-        )
+        peak = agreed_peak_memory(device, group)
     except Exception as exc:
         if is_oom(exc):
             raise RuntimeError(
@@ -322,11 +319,9 @@ def measure_reference(
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
 
-    status, message = attempt(first_call, group)
-    if status != Status.OK:
-        state.clear()
-        release(device)
-        return row(provider, workload, pass_, status, message, env=env, extra=extra)
+    failed = attempt_steps([first_call], group, state, device)
+    if failed:
+        return row(provider, workload, pass_, *failed[:2], env=env, extra=extra)
     try:
         samples = time_reps(
             state["call"],
@@ -338,9 +333,7 @@ def measure_reference(
             max_time_s=max_time_s,
             agree_failures=True,  # no communication inside the call: a failure on one rank is agreed
         )
-        peak = (
-            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-        )
+        peak = agreed_peak_memory(device, group)
     except AgreedFailure as failure:
         reason = f"{failure.message} (in the timed repetitions)"
         return row(provider, workload, pass_, failure.status, reason, env=env, extra=extra)

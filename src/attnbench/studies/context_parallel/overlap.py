@@ -23,14 +23,14 @@ import torch.distributed as dist
 
 from attnbench.bench.distributed import align, attempt, random_call, release, time_once
 from attnbench.bench.sweep import torch_dtype
-from attnbench.cp import comm, get_strategy
+from attnbench.cp import comm
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel
 from attnbench.rows import Status
 from attnbench.studies.context_parallel.measure import (
     cp_function,
-    precheck,
     resolved_options,
+    start,
     strategy_label,
 )
 
@@ -166,8 +166,9 @@ def breakdown(
     seed: int = 0,
 ) -> list[dict]:
     """One dict per rank (the same list on every rank): total, kernel, comm and exchange ms and work."""
-    world, rank, device = comm.group_size(group), dist.get_rank(), comm.comm_device(group)
-    spec = get_strategy(strategy)
+    world, rank, device, spec, refused = start(
+        strategy, group, mask=mask, seq_len=seq_len, kernel=kernel, dtype=dtype, head_dim=head_dim
+    )
     base = {
         "strategy": strategy_label(strategy, kernel),
         "seq_len": seq_len,
@@ -178,16 +179,6 @@ def breakdown(
         "head_dim": head_dim,
         "dtype": dtype,
     }
-    refused = precheck(
-        spec,
-        mask=mask,
-        seq_len=seq_len,
-        world=world,
-        device=device,
-        kernel=kernel,
-        dtype=dtype,
-        head_dim=head_dim,
-    )
     if not refused and not spec.rehearsable:
         refused = "unavailable", "its kernels are inside PyTorch: nothing to time apart"
     if refused:

@@ -17,6 +17,43 @@ from attnbench.bench.profiles import NOT_GPU, resolve_name
 K = 1024
 SEED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
 
+
+def overlap(seq_lens: list[int], reps: int) -> dict:
+    """The overlap breakdown's settings: ring, zigzag and Ulysses, causal forward+backward."""
+    return {
+        "strategies": ["ring", "zigzag", "ulysses"],
+        "seq_lens": seq_lens,
+        "mask": "causal",
+        "pass": "fwd_bwd",
+        "reps": reps,
+    }
+
+
+def gpu_profile(
+    *,
+    points: list,
+    timing: dict,
+    correctness_seq: int,
+    overlap_seq_lens: list[int],
+    overlap_reps: int,
+    target_seq: int,
+) -> dict:
+    """A GPU profile: the seed's shape with the cuDNN local kernel (and FlashAttention-3's), both passes."""
+    return {
+        "device": "cuda",
+        "kernel": "cudnn",
+        "extra_kernels": ["flash_attn3"],
+        "shape": SEED_SHAPE,
+        "points": points,
+        "passes": ["fwd", "fwd_bwd"],
+        "timing": timing,
+        "warmup_s": 1.0,
+        "correctness": {"seq_len": correctness_seq, "heads": 16, "head_dim": 128},
+        "overlap": overlap(overlap_seq_lens, overlap_reps),
+        "target_seq": target_seq,
+    }
+
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "device": "cpu",
@@ -29,53 +66,25 @@ PROFILES: dict[str, dict] = {
         "timing": {"warmup": 1, "min_reps": 2, "max_reps": 3, "min_time_s": 0.0, "max_time_s": 2.0},
         "warmup_s": 0.05,
         "correctness": {"seq_len": 64, "heads": 4, "head_dim": 16},
-        "overlap": {
-            "strategies": ["ring", "zigzag", "ulysses"],
-            "seq_lens": [128],
-            "mask": "causal",
-            "pass": "fwd_bwd",
-            "reps": 2,
-        },
+        "overlap": overlap([128], reps=2),
         "target_seq": 128,
     },
-    "default": {
-        "device": "cuda",
-        "kernel": "cudnn",
-        "extra_kernels": ["flash_attn3"],
-        "shape": SEED_SHAPE,
-        "points": [[128 * K, "causal"], [128 * K, "full"], [256 * K, "causal"]],
-        "passes": ["fwd", "fwd_bwd"],
-        "timing": {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 20.0},
-        "warmup_s": 1.0,
-        "correctness": {"seq_len": 16 * K, "heads": 16, "head_dim": 128},
-        "overlap": {
-            "strategies": ["ring", "zigzag", "ulysses"],
-            "seq_lens": [128 * K, 256 * K],
-            "mask": "causal",
-            "pass": "fwd_bwd",
-            "reps": 2,
-        },
-        "target_seq": 256 * K,
-    },
-    "full": {
-        "device": "cuda",
-        "kernel": "cudnn",
-        "extra_kernels": ["flash_attn3"],
-        "shape": SEED_SHAPE,
-        "points": [[s * K, m] for s in (128, 256, 512, 1024) for m in ("causal", "full")],
-        "passes": ["fwd", "fwd_bwd"],
-        "timing": {"warmup": 1, "min_reps": 3, "max_reps": 20, "min_time_s": 2.0, "max_time_s": 60.0},
-        "warmup_s": 1.0,
-        "correctness": {"seq_len": 32 * K, "heads": 16, "head_dim": 128},
-        "overlap": {
-            "strategies": ["ring", "zigzag", "ulysses"],
-            "seq_lens": [128 * K, 256 * K, 512 * K],
-            "mask": "causal",
-            "pass": "fwd_bwd",
-            "reps": 3,
-        },
-        "target_seq": 256 * K,
-    },
+    "default": gpu_profile(
+        points=[[128 * K, "causal"], [128 * K, "full"], [256 * K, "causal"]],
+        timing={"warmup": 1, "min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 20.0},
+        correctness_seq=16 * K,
+        overlap_seq_lens=[128 * K, 256 * K],
+        overlap_reps=2,
+        target_seq=256 * K,
+    ),
+    "full": gpu_profile(
+        points=[[s * K, m] for s in (128, 256, 512, 1024) for m in ("causal", "full")],
+        timing={"warmup": 1, "min_reps": 3, "max_reps": 20, "min_time_s": 2.0, "max_time_s": 60.0},
+        correctness_seq=32 * K,
+        overlap_seq_lens=[128 * K, 256 * K, 512 * K],
+        overlap_reps=3,
+        target_seq=256 * K,
+    ),
 }
 
 

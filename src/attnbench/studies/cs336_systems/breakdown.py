@@ -180,15 +180,10 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
 
 
 def _profiled_step(model, optimizer, inputs, targets, precision: str, device: torch.device) -> None:
-    from attnbench.studies.cs336_systems.steps import autocast_for
+    from attnbench.studies.cs336_systems.steps import phased_step
 
-    with record_function("phase:forward"), autocast_for(precision, device):
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    with record_function("phase:backward"):
-        loss.backward()
-    with record_function("phase:optimizer"):
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    phased_step(
+        model, optimizer, inputs, targets, precision, device, lambda name: record_function(f"phase:{name}")
+    )
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -95,9 +95,24 @@ def _kernel_resources(kernel) -> dict:
             "shared_bytes": getattr(kernel.metadata, "shared", None)}  # fmt: skip
 
 
+def _audit_tile(row: dict, workload: Workload, pass_: str, device, trial) -> dict:
+    """`row` filled from `trial() -> (check, timing result, compiled kernel)`; a tile that cannot compile
+    or run is a row too. Frees the memory after it."""
+    from attnbench.bench.flops import attention_flops, tflops
+
+    try:
+        check, result, kernel = trial()
+        row.update(status="ok" if check.ok else "incorrect", reason=check.reason, rel_l2=check.rel_l2,
+                   ms=result.ms_median, tflops=tflops(attention_flops(workload, pass_), result.ms_median),
+                   **_kernel_resources(kernel), **result.conditions())  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
+        row.update(status="oom" if timing.is_oom(exc) else "error", reason=describe_exception(exc))
+    timing.release_memory(device, collect=row["status"] != "ok")
+    return row
+
+
 def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
     """Every forward candidate tile at `shape`: ms, TFLOP/s (exact causal FLOPs), correctness, resources."""
-    from attnbench.bench.flops import attention_flops, tflops
     from attnbench.kernels.flash_attention2 import attention_forward, configs, launch
 
     workload = shape_workload(shape)
@@ -107,29 +122,22 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
     d_pad = launch.padded_head_dim(workload.head_dim)
     rows = []
     for tile in configs.forward_candidates(q.element_size(), d_pad, causal):
-        row = {"kernel": "forward", "tile": tile.label(), **tile.to_dict()}
-        try:
-            out, _, kernel = attention_forward(q, k, v, causal, tile=tile, return_kernel=True)
+
+        def trial(t=tile):
+            out, _, kernel = attention_forward(q, k, v, causal, tile=t, return_kernel=True)
             check = correctness.compare(out, ref, workload.dtype)
             result = timing.measure(
-                lambda t=tile: attention_forward(q, k, v, causal, tile=t), device=device, **timing_options
+                lambda: attention_forward(q, k, v, causal, tile=t), device=device, **timing_options
             )
-            row.update(status="ok" if check.ok else "incorrect", reason=check.reason, rel_l2=check.rel_l2,
-                       ms=result.ms_median, tflops=tflops(attention_flops(workload, "fwd"), result.ms_median),
-                       **_kernel_resources(kernel), **result.conditions())  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - a tile that cannot compile or run is a row
-            row.update(
-                status="oom" if timing.is_oom(exc) else "error",
-                reason=describe_exception(exc),
-            )
-        rows.append(row)
-        timing.release_memory(device, collect=row["status"] != "ok")
+            return check, result, kernel
+
+        row = {"kernel": "forward", "tile": tile.label(), **tile.to_dict()}
+        rows.append(_audit_tile(row, workload, "fwd", device, trial))
     return rows
 
 
 def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
     """Every backward candidate tile at `shape`, in both dQ modes (the forward is run once, autotuned)."""
-    from attnbench.bench.flops import attention_flops, tflops
     from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, configs, launch
 
     workload = shape_workload(shape)
@@ -152,22 +160,14 @@ def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
             def call(t=tile, mode=dq_mode, **kw):
                 return attention_backward(dout, q, k, v, out, lse, causal, dq_mode=mode, tile=t, **kw)
 
-            try:
+            def trial(call=call):
                 *grads, kernel = call(return_kernel=True)
                 checks = [correctness.compare(g, r, workload.dtype, grad=True, what=n)
                           for n, g, r in zip(("dq", "dk", "dv"), grads, refs)]  # fmt: skip
                 worst = correctness.worst(dict(zip(("dq", "dk", "dv"), checks)))
-                result = timing.measure(call, device=device, **timing_options)
-                row.update(status="ok" if worst.ok else "incorrect", reason=worst.reason, rel_l2=worst.rel_l2,
-                           ms=result.ms_median, tflops=tflops(attention_flops(workload, "bwd"), result.ms_median),
-                           **_kernel_resources(kernel), **result.conditions())  # fmt: skip
-            except Exception as exc:  # noqa: BLE001
-                row.update(
-                    status="oom" if timing.is_oom(exc) else "error",
-                    reason=describe_exception(exc),
-                )
-            rows.append(row)
-            timing.release_memory(device, collect=row["status"] != "ok")
+                return worst, timing.measure(call, device=device, **timing_options), kernel
+
+            rows.append(_audit_tile(row, workload, "bwd", device, trial))
     return rows
 
 

@@ -30,6 +30,32 @@ TARGET_FORWARD = {
 }
 TARGET_RATIO_TO_FA3 = 0.8
 
+
+def steps(sizes: list[str], *, contexts: list[int], warmups: list[int], measured: int) -> dict:
+    """The training-step table's settings: both precisions, batch 4, eager attention."""
+    return {
+        "sizes": sizes,
+        "contexts": contexts,
+        "precisions": ["fp32", "bf16"],
+        "batch": 4,
+        "warmups": warmups,
+        "measured": measured,
+        "attention": "eager",
+    }
+
+
+def attention_variants(sizes: list[str], *, context: int, precision: str, warmup: int, measured: int) -> dict:
+    """The attention-variant comparison's settings: eager, SDPA and our Triton kernel."""
+    return {
+        "sizes": sizes,
+        "context": context,
+        "precision": precision,
+        "kernels": ["eager", "sdpa", "triton"],
+        "warmup": warmup,
+        "measured": measured,
+    }
+
+
 PROFILES: dict[str, dict] = {
     "smoke": {
         "device": "cpu",
@@ -38,23 +64,10 @@ PROFILES: dict[str, dict] = {
             "tiny": {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4},
             "tiny-wide": {"d_model": 96, "d_ff": 192, "num_layers": 2, "num_heads": 4},
         },
-        "steps": {
-            "sizes": ["tiny", "tiny-wide"],
-            "contexts": [32],
-            "precisions": ["fp32", "bf16"],
-            "batch": 4,
-            "warmups": [0, 1, 2],
-            "measured": 2,
-            "attention": "eager",
-        },
-        "attention_variants": {
-            "sizes": ["tiny"],
-            "context": 16,
-            "precision": "fp32",
-            "kernels": ["eager", "sdpa", "triton"],
-            "warmup": 1,
-            "measured": 1,
-        },
+        "steps": steps(["tiny", "tiny-wide"], contexts=[32], warmups=[0, 1, 2], measured=2),
+        "attention_variants": attention_variants(
+            ["tiny"], context=16, precision="fp32", warmup=1, measured=1
+        ),
         "breakdown": {"size": "tiny", "context": 32, "precision": "bf16", "warmup": 1, "steps": 1},
         "memory": {"sizes": ["tiny-wide", "tiny"], "context": 32, "precision": "bf16", "steps": 2},
         "scan": {
@@ -82,23 +95,10 @@ PROFILES: dict[str, dict] = {
     "default": {
         "device": "cuda",
         "custom_sizes": {},
-        "steps": {
-            "sizes": SIZES,
-            "contexts": [128, 256, 512, 1024],
-            "precisions": ["fp32", "bf16"],
-            "batch": 4,
-            "warmups": [0, 1, 5],
-            "measured": 10,
-            "attention": "eager",
-        },
-        "attention_variants": {
-            "sizes": SIZES,
-            "context": 1024,
-            "precision": "bf16",
-            "kernels": ["eager", "sdpa", "triton"],
-            "warmup": 5,
-            "measured": 10,
-        },
+        "steps": steps(SIZES, contexts=[128, 256, 512, 1024], warmups=[0, 1, 5], measured=10),
+        "attention_variants": attention_variants(
+            SIZES, context=1024, precision="bf16", warmup=5, measured=10
+        ),
         "breakdown": {"size": "large", "context": 1024, "precision": "bf16", "warmup": 3, "steps": 3},
         "memory": {"sizes": list(reversed(SIZES)), "context": 512, "precision": "bf16", "steps": 2},
         "scan": {

@@ -93,6 +93,19 @@ def _reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def phased_step(model, optimizer, inputs, targets, precision: str, device: torch.device, phase) -> None:
+    """One training step: forward (under autocast_for), backward, optimizer, each inside the context
+    manager `phase(name)` (train_step's clock, or the profiler's record_function)."""
+    with phase("forward"), autocast_for(precision, device):
+        logits = model(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    with phase("backward"):
+        loss.backward()
+    with phase("optimizer"):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
 def train_step(
     model, optimizer, inputs, targets, precision: str, device: torch.device, where: list[str], on_phase=None
 ):
@@ -101,30 +114,18 @@ def train_step(
     called as each phase starts (the memory timeline marks them)."""
     clock, peaks = PhaseClock(device), []
     on_phase = on_phase or (lambda _: None)
-    where[0] = "forward"
-    on_phase("forward")
-    _reset_peak(device)
-    clock.mark()
-    with autocast_for(precision, device):
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    clock.mark()
-    peaks.append(_peak(device))
-    where[0] = "backward"
-    on_phase("backward")
-    _reset_peak(device)
-    clock.mark()
-    loss.backward()
-    clock.mark()
-    peaks.append(_peak(device))
-    where[0] = "optimizer"
-    on_phase("optimizer")
-    _reset_peak(device)
-    clock.mark()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    clock.mark()
-    peaks.append(_peak(device))
+
+    @contextlib.contextmanager
+    def phase(name: str):
+        where[0] = name
+        on_phase(name)
+        _reset_peak(device)
+        clock.mark()
+        yield
+        clock.mark()
+        peaks.append(_peak(device))
+
+    phased_step(model, optimizer, inputs, targets, precision, device, phase)
     return clock.times_ms(), peaks
 
 

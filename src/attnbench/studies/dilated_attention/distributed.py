@@ -26,8 +26,8 @@ import torch.distributed as dist
 from attnbench.bench import correctness
 from attnbench.bench.distributed import (
     AgreedFailure,
-    agree_max,
-    attempt,
+    agreed_peak_memory,
+    attempt_steps,
     outcome,
     random_call,
     release,
@@ -151,18 +151,14 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
     if kind == "distributed":
         steps.append(lambda: _rehearse(state["call"]))
     steps.append(lambda: _first_call(state, device))
-    for step in steps:
-        status, message = attempt(step, group)
-        if status != Status.OK:
-            state.clear()
-            release(device)
-            return _row(provider, w, pass_, status, message, env=env, extra=extra)
+    failed = attempt_steps(steps, group, state, device)
+    if failed:
+        status, message, _ = failed
+        return _row(provider, w, pass_, status, message, env=env, extra=extra)
     try:
         samples = time_reps(state["call"], group, device, agree_failures=kind == "single",
                             **{k: v for k, v in spec["timing"].items() if k != "warmup"})  # fmt: skip
-        peak = (
-            int(agree_max(torch.cuda.max_memory_allocated(device), group)) if device.type == "cuda" else None
-        )
+        peak = agreed_peak_memory(device, group)
     except AgreedFailure as failure:
         return _row(provider, w, pass_, failure.status, failure.message, env=env, extra=extra)
     finally:
