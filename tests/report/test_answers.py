@@ -11,9 +11,26 @@ from attnbench.report.headline_data import Artifacts, headline_of, page_headline
 
 
 def row(provider: str, seq: int, ms: float, pass_: str = "fwd", **changes) -> dict:
-    base = {"provider": provider, "family": "x", "status": "ok", "reason": "", "batch": 1, "seqlen_q": seq,
-            "seqlen_k": seq, "heads_q": 8, "heads_kv": 8, "head_dim": 64, "dtype": "bfloat16", "mask": "causal",
-            "pass": pass_, "ms_median": ms, "tflops": 100.0 / ms, "timer": "cuda_event", "ok": True, "extra": {}}
+    base = {
+        "provider": provider,
+        "family": "x",
+        "status": "ok",
+        "reason": "",
+        "batch": 1,
+        "seqlen_q": seq,
+        "seqlen_k": seq,
+        "heads_q": 8,
+        "heads_kv": 8,
+        "head_dim": 64,
+        "dtype": "bfloat16",
+        "mask": "causal",
+        "pass": pass_,
+        "ms_median": ms,
+        "tflops": 100.0 / ms,
+        "timer": "cuda_event",
+        "ok": True,
+        "extra": {},
+    }
     return {**base, **changes}  # fmt: skip
 
 
@@ -31,7 +48,9 @@ def test_dilated_speedup_crossover_longest():
     a = answer_for("dilated_attention", Artifacts(rows=rows), "figures/tflops.svg")
     n = numbers(a)
     assert n == {"fwd|speedup": 2.0, "fwd|crossover": 4096, "fwd|longest": 16384}
-    assert "dil is 2.00× the speed of dense fa3 at S 4096" in a.answer[0] and "wins from S 4096" in a.answer[0]
+    assert (
+        "dil is 2.00× the speed of dense fa3 at S 4096" in a.answer[0] and "wins from S 4096" in a.answer[0]
+    )
     assert a.key_figure == "figures/tflops.svg" and a.question
 
 
@@ -86,7 +105,9 @@ def test_smoke_run_targets_are_not_applicable_never_red(tmp_path):
     cell = tmp_path / "bench"
     cell.mkdir()
     (cell / "results.jsonl").write_text(json.dumps(row("sdpa_flash", 64, 1.0, timer="perf_counter")) + "\n")
-    (cell / "targets.json").write_text(json.dumps({"targets": [{"target": ">= 400 TFLOP/s", "verdict": "missed"}]}))
+    (cell / "targets.json").write_text(
+        json.dumps({"targets": [{"target": ">= 400 TFLOP/s", "verdict": "missed"}]})
+    )
     h, problems = headline_of({"bench": cell}, "flux_attention", "plot/tflops.svg")
     assert not problems and h.not_gpu and h.version == page.VERSION
     assert [t.verdict for t in h.targets] == [page.Verdict.not_applicable] and not h.missed
@@ -103,5 +124,6 @@ def test_unchecked_rows_rank_only_alone_and_are_badged():
     assert best.provider == "b" and best.checked
     (alone,) = headline([row("a", 64, 1.0, ok=None)]).bests
     assert not alone.checked and page_headline(headline([row("a", 64, 1.0, ok=None)])).entries[0].notes == [
-        "not checked"]
+        "not checked"
+    ]
     assert targets_from({"verdict": "holds"}, "trust.json")[0].verdict == "met"

@@ -82,7 +82,9 @@ def dilated(data) -> page.Answer:
                 answer.numbers.append(_number(f"{pass_}|crossover", f"{word} crossover length", cross,
                                               "tokens", "", higher=False))  # fmt: skip
         text += f"; longest length reached: dilated S {longest_s}, dense S {longest_d}."
-        answer.numbers.append(_number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens"))
+        answer.numbers.append(
+            _number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens")
+        )
         answer.answer.append(text)
     if not answer.answer:
         answer.answer.append("No dilated and dense causal rows of one pass to compare.")
@@ -131,8 +133,10 @@ def cs336(data) -> page.Answer:
     ours = _fastest([r for r in board if str(r.get("provider", "")).startswith("triton_fa2")])
     fa3 = _fastest([r for r in board if r.get("provider") == FA3])
     if ours:
-        text = f"Leaderboard (fwd+bwd, wall time): {ours['provider']} {ours['ms_median']:.3f} ms against the " \
-               f"best public entry's {LEADERBOARD_BEST_MS} ms ({_x(ours['ms_median'] / LEADERBOARD_BEST_MS)})"
+        text = (
+            f"Leaderboard (fwd+bwd, wall time): {ours['provider']} {ours['ms_median']:.3f} ms against the "
+            f"best public entry's {LEADERBOARD_BEST_MS} ms ({_x(ours['ms_median'] / LEADERBOARD_BEST_MS)})"
+        )
         answer.numbers.append(_number("leaderboard|ms", "leaderboard time", ours["ms_median"], "ms", "wall time",
                                       f"best public {LEADERBOARD_BEST_MS} ms", higher=False))  # fmt: skip
         if fa3:
@@ -141,7 +145,9 @@ def cs336(data) -> page.Answer:
             answer.numbers.append(_number("leaderboard|vs_fa3", "our time / FA3's", ratio, "×", "wall time",
                                           higher=False))  # fmt: skip
         answer.answer.append(text + ".")
-    steps = [r for r in _records(data, "steps") if r.get("status") == "ok" and isinstance(r.get("times_ms"), dict)]
+    steps = [
+        r for r in _records(data, "steps") if r.get("status") == "ok" and isinstance(r.get("times_ms"), dict)
+    ]
     best_mfu = None
     for r in steps:
         t = r["times_ms"]
@@ -203,8 +209,9 @@ def flux(data) -> page.Answer:
         L = max(r.get("seqlen_q") or 0 for r in rows)
         at = [r for r in rows if (r.get("seqlen_q") or 0) == L]
         best = _fastest(at)
-        default = _fastest([r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]) or _fastest(
-            [r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
+        default = _fastest(
+            [r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]
+        ) or _fastest([r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
         text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
         if default and default is not best:
             lead = default["ms_median"] / best["ms_median"]

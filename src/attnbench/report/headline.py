@@ -106,7 +106,6 @@ def is_baseline(row: Mapping, sparse_report: bool = False) -> bool:
     return sparse_report and not (row.get("extra") or {}).get("pattern")
 
 
-
 def is_quantised(row: Mapping) -> bool:
     extra = row.get("extra") or {}
     if extra.get("quantized"):
@@ -253,8 +252,11 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
 
     Shapes where one provider alone ran (a single-GPU reference) are not a contest: left out here.
     """
-    bests = [b for b in all_bests if b.candidates > 1 and not b.baseline] or [
-        b for b in all_bests if not b.baseline] or all_bests
+    bests = (
+        [b for b in all_bests if b.candidates > 1 and not b.baseline]
+        or [b for b in all_bests if not b.baseline]
+        or all_bests
+    )
     wins = Counter(b.provider for b in bests)
     leaders = ", ".join(
         f"{name} at {n} of {len(bests)} shape{'s' if len(bests) > 1 else ''}"

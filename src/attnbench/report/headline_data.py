@@ -161,7 +161,8 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     for check in checks:
         tone = {"met": page.Tone.good, "missed": page.Tone.bad}.get(check.verdict, page.Tone.quiet)
         word = {"met": "holds", "missed": "FAILS", "not applicable": "not applicable"}.get(
-            check.verdict, check.said or "not checked")
+            check.verdict, check.said or "not checked"
+        )
         badges.append(page.Badge(f"{check.name} check {word}", tone, check.detail))
     if h.incorrect:
         n = len(h.incorrect)
