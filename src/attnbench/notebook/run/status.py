@@ -22,7 +22,12 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
             rows.append((node[1], Status.NOT_RUN, why))
         elif result.status == Status.OK:
             state = Status.STALE if judged.reasons else Status.CACHED
-            rows.append((node[1], state, "; ".join(judged.reasons)))
+            why = "; ".join(judged.reasons)
+            failure = store.load_failure(session.cell_dir(node))
+            if failure is not None and failure.finished >= result.finished:
+                kept = f"the last run ({failure.finished}) {failure.status.words}: {failure.reason}; this result is the last good one"
+                why = f"{why}; {kept}" if why else kept
+            rows.append((node[1], state, why))
         else:
             why = result.reason + (f" (and stale: {'; '.join(judged.reasons)})" if judged.reasons else "")
             rows.append((node[1], result.status, why))

@@ -3,6 +3,11 @@
     outputs/<notebook>/<label>/run.json       the last run of the notebook on that machine label (RunRecord)
     outputs/<notebook>/<label>/notebook.md    the notebook source as it ran
     outputs/<notebook>/<label>/<cell>/        result.json (CellResult), stdout.txt, stderr.txt, artifacts/
+    outputs/<notebook>/<label>/<cell>/last-failure/   the same files of a failed or interrupted re-run
+
+A failed or interrupted run never replaces a good result: the cell folder keeps its last good
+result (result.json, artifacts/) and the failure is stored beside it in `last-failure/`; the next
+good run replaces the whole folder.
 
 A cell folder is built as `.tmp-<cell>-<random>/` beside its final place and renamed into place
 after result.json (written last) is complete, so an interrupted or killed run never leaves a folder
@@ -33,6 +38,7 @@ SNAPSHOT_FILE = "notebook.md"
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 ARTIFACTS_DIR = "artifacts"
+FAILURE_DIR = "last-failure"  # <cell>/last-failure/: a failed re-run, beside the last good result it kept
 TMP_PREFIX = ".tmp-"
 ROOT_MARKERS = ("pyproject.toml", ".git")
 MAX_LABEL_CHARS = 100  # a label is a folder name and a page name (<label>.html); NAME_MAX is 255 bytes
@@ -309,16 +315,41 @@ class StagedCell:
         return sorted(p.relative_to(self.artifacts).as_posix() for p in files)
 
     def commit(self, result: CellResult) -> Path:
-        """Write result.json (last) and move the folder into place, replacing an older one."""
+        """Write result.json (last) and move the folder into place, replacing an older one; where the
+        result is a failure and the place holds a good result, the good result stays and the failure
+        goes to `<cell>/last-failure/` (replacing an older failure). Returns where it went."""
         (self.path / RESULT_FILE).write_text(_json_text(result.to_json()))
+        target = self.final
+        if result.status != Status.OK and good_result(self.final) is not None:
+            target = self.final / FAILURE_DIR
         old = None
-        if self.final.exists():
+        if target.exists() or target.is_symlink():
             old = self.final.with_name(f"{TMP_PREFIX}old-{self.final.name}-{uuid.uuid4().hex[:8]}")
-            os.rename(self.final, old)
-        os.rename(self.path, self.final)
+            os.rename(target, old)
+        os.rename(self.path, target)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return self.final
+            remove(old)
+        return target
+
+
+def good_result(cell_folder: Path) -> CellResult | None:
+    """The good (status ok) result stored in `cell_folder`, else None (none, a failure, or broken)."""
+    folder = Path(cell_folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        result = load_result(folder)
+    except RecordError:
+        return None
+    return result if result is not None and result.status == Status.OK else None
+
+
+def load_failure(cell_folder: Path) -> CellResult | None:
+    """The failed re-run kept beside a good result (`<cell>/last-failure/result.json`), else None."""
+    try:
+        return load_result(Path(cell_folder) / FAILURE_DIR)
+    except RecordError:
+        return None
 
 
 def write_run(folder: Path, run: RunRecord) -> bool:
