@@ -5,7 +5,10 @@ stops the command (exit 2)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +155,34 @@ class SetupError(Exception):
     """A problem with the command's settings or the environment (exit code 2, no cell started)."""
 
 
+def changed_params(graph, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The params some named notebook runs with that differ from its front-matter default."""
+    changed: dict[str, Any] = {}
+    for name in graph.named:
+        defaults = graph.notebooks[name].params
+        for key, value in params[name].items():
+            if defaults.get(key) != value:
+                changed[key] = value
+    return changed
+
+
+def override_label(label: str, changed: dict[str, Any]) -> str:
+    """`cpu` run with `-p profile=smoke -p seq_lens=[4224]` is `cpu+profile-smoke+seq_lens-4224`: results
+    of overridden params have their own folder, never the label's default results (--label chooses
+    one). A long or unwieldy suffix is a hash of the overrides."""
+    if not changed:
+        return label
+    parts = []
+    for key in sorted(changed):
+        text = json.dumps(changed[key], sort_keys=True) if not isinstance(changed[key], str) else changed[key]
+        parts.append(re.sub(r"[^A-Za-z0-9_.]+", "-", f"{key}-{text}").strip("-."))
+    suffix = "+".join(parts)
+    if len(suffix) > 48 or not suffix:
+        digest = hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()
+        suffix = f"p-{digest[:10]}"
+    return f"{label}+{suffix}"
+
+
 def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
     """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
     NotebookError or SetupError."""
@@ -164,6 +195,8 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
     machine = machine_mod.detect_machine()
     try:
         label = store.check_label(options.label or machine_mod.detect_label())
+        if options.label is None:  # -p overrides never land on the machine's default results
+            label = store.check_label(override_label(label, changed_params(graph, params)))
     except ValueError as e:
         raise SetupError(str(e)) from None
     # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on
