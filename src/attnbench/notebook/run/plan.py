@@ -10,8 +10,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,12 +231,47 @@ def _is_grouping(folder: Path) -> bool:
 
 
 def _canonical(text: str) -> str:
-    """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
-    any change to what runs (docstrings included) does. Unparsable text counts as itself."""
+    """The code's tokens without comments, blank lines and layout: reformatting or editing comments
+    does not invalidate hours of GPU results; any change to what runs (docstrings included) does.
+    The same text on every Python version (ast.dump's differs between 3.11 and 3.12; 3.12 splits an
+    f-string into parts, joined back here into its source text). Untokenizable text counts as itself."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(pos: tuple[int, int]) -> int:
+        return starts[pos[0] - 1] + pos[1] if pos[0] - 1 < len(starts) else len(text)
+
+    out: list[str] = []
+    fstring_start, depth = None, 0
+    fstart, fend = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
     try:
-        return ast.dump(ast.parse(text))
-    except SyntaxError:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if fstart is not None and tok.type == fstart:
+                depth += 1
+                if depth == 1:
+                    fstring_start = tok.start
+                continue
+            if depth:
+                if tok.type == fend:
+                    depth -= 1
+                    if depth == 0:
+                        out.append(text[offset(fstring_start) : offset(tok.end)])
+                continue
+            if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
+                continue
+            if tok.type == tokenize.NEWLINE:
+                out.append("<newline>")
+            elif tok.type == tokenize.INDENT:
+                out.append("<indent>")
+            elif tok.type == tokenize.DEDENT:
+                out.append("<dedent>")
+            else:
+                out.append(tok.string)
+    except (tokenize.TokenError, SyntaxError):
         return text
+    return "\0".join(out)
 
 
 @dataclass

@@ -274,7 +274,9 @@ class Runner:
         if where.name == store.FAILURE_DIR:  # the failure went beside the last good result
             kept = store.good_result(staged.final)
             when = f" of {kept.finished}" if kept is not None else ""
-            reason += f" (the last good result{when} is kept; this failure is in {cell.id}/{store.FAILURE_DIR}/)"
+            reason += (
+                f" (the last good result{when} is kept; this failure is in {cell.id}/{store.FAILURE_DIR}/)"
+            )
         self._set(node, CellState(state, reason, finished.duration_s))
 
     def _stop_all(self, reason: str) -> None:

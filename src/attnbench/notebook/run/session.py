@@ -53,6 +53,13 @@ class Judgment:
     key: CacheKey
     stored: CellResult | None
     reasons: list[str]  # why the stored result is not current; [] when it is (or none is stored)
+    elsewhere: list[str] = field(default_factory=list)  # those of `reasons` that say only "another
+    # machine or environment measured it" (not staleness: the code it ran is the code now)
+
+    @property
+    def code_reasons(self) -> list[str]:
+        """The reasons that say the code (source, deps, params, attnbench, upstream data) changed."""
+        return [r for r in self.reasons if r not in self.elsewhere]
 
     @property
     def current(self) -> bool:
@@ -63,6 +70,9 @@ class Judgment:
         """What dependents key on: the stored result's key while it is current (a result stored by
         an older engine keeps its key), else the key the cell will be stored under."""
         return self.stored.key if self.current and self.stored is not None else self.key.key
+
+
+ENVIRONMENT_REASONS = ("environment changed", "machine fingerprint changed")  # stale_reasons' words
 
 
 @dataclass
@@ -106,7 +116,18 @@ class Session:
                     need: judged.stored.finished if judged.stored else None for need, _, judged in ups
                 }
                 reasons = stale_reasons(stored, key, self.params[node[0]], finished)
-            self._judged[node] = Judgment(key, stored, reasons)
+            # an upstream cell whose result is stale only for its machine or environment changes its
+            # dependents' keys for that reason alone
+            env_only = {
+                need for need, _, j in ups if j.stored is not None and j.reasons and not j.code_reasons
+            }
+            elsewhere = [
+                r
+                for r in reasons
+                if r.startswith(ENVIRONMENT_REASONS)
+                or any(r == f"upstream {need} changed" for need in env_only)
+            ]
+            self._judged[node] = Judgment(key, stored, reasons, elsewhere)
         return self._judged[node]
 
     def forget(self, node: NodeId) -> None:

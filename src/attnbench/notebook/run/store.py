@@ -77,7 +77,8 @@ class Status(StrEnum):
     MISSING_DEPS = "missing-deps"
     SKIPPED = "skipped"  # an upstream cell did not succeed; nothing is stored
     CACHED = "cached"  # `status`: the stored result is current
-    STALE = "stale"  # `status`: the stored result no longer matches (and why)
+    STALE = "stale"  # `status`: the code changed since the stored result was measured (and how)
+    ELSEWHERE = "measured elsewhere"  # `status`: same code, another machine or environment (information)
     NOT_RUN = "not run"
 
     @property
