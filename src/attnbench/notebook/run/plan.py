@@ -20,6 +20,7 @@ from typing import Any
 
 from attnbench.notebook.document.model import Cell, Need, Notebook, NotebookError
 from attnbench.notebook.document.parse import front_matter_line, parse_notebook
+from attnbench.notebook.run import store
 from attnbench.notebook.run.store import CellResult
 
 NodeId = tuple[str, str]  # (notebook name, cell id)
@@ -90,6 +91,10 @@ def load_graph(named: list[Path | Notebook]) -> Graph:
     def load(given: Path | Notebook, line_ref: tuple[Path, int] | None = None) -> Notebook:
         path = given.path if isinstance(given, Notebook) else Path(given)
         name = path.stem
+        try:
+            store.check_notebook_name(name)
+        except ValueError as e:
+            raise NotebookError(*(line_ref or (path, None)), str(e)) from None
         if name in graph.notebooks:
             if by_name_path[name] != path.resolve():
                 where = line_ref or (path, None)

@@ -242,6 +242,11 @@ class Runner:
             staged.stdout.write_text("")
             staged.stderr.write_text(finished.reason + "\n")
         setup_s = meta.get("env_setup_s")
+        unsafe = staged.remove_unsafe()
+        if unsafe:  # a named failure of this cell, never a hang nor a file from elsewhere in outputs/
+            reason = f"{'; '.join(unsafe)}: a cell's artifacts must be regular files (links only inside artifacts/)"
+            if finished.status == Status.OK:
+                finished = Finished(finished.returncode, Status.FAILED, reason, finished.duration_s)
         result = CellResult(
             cell=cell.id,
             notebook=node[0],

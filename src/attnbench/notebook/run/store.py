@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -124,6 +125,62 @@ def check_label(label: str) -> str:
             "printable characters"
         )
     return label
+
+
+def check_notebook_name(name: str) -> str:
+    """A notebook's name (its file name without .md) names outputs/<name>/, cells/<name>/ and pages:
+    the same rules as a label; anything else is a ValueError."""
+    try:
+        return check_label(name)
+    except ValueError as e:
+        raise ValueError(
+            str(e).replace("--label", "notebook file name", 1).replace("a label", "a notebook name")
+        ) from None
+
+
+def file_kind(path: Path) -> str:
+    """'file', 'folder', 'link', or what a cell's artifacts must not be: 'FIFO (named pipe)', 'socket',
+    'device', 'missing'. Never opens or follows `path`."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
+
+
+def unsafe_entries(folder: Path) -> list[tuple[Path, str]]:
+    """Entries under `folder` the engine must never open or follow: FIFOs, sockets, devices, and links
+    that point outside `folder` (or nowhere). [(path, what it is)]; walks without following links."""
+    folder = Path(folder)
+    if file_kind(folder) != "folder":
+        return []
+    root = folder.resolve()
+    bad = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            kind = file_kind(path)
+            if kind in ("file", "folder"):
+                continue
+            if kind == "link":
+                target = path.resolve()
+                if target.is_relative_to(root) and file_kind(target) in ("file", "folder"):
+                    continue
+                kind = f"a link to {os.readlink(path)} (outside {folder.name}/)"
+            else:
+                kind = f"a {kind}"
+            bad.append((path, kind))
+    return bad
 
 
 def run_dir(outputs: Path, notebook: str, label: str) -> Path:
@@ -248,6 +305,11 @@ def _record(cls, data: Any, path: Path, choices: dict[str, frozenset[Status]], w
 
 def _load(path: Path, make):
     """The record at `path`, None when there is no file; RecordError when it is not a valid record."""
+    kind = file_kind(path)
+    if kind == "missing":
+        return None
+    if kind != "file":  # a FIFO would hang the read, a link could point anywhere
+        raise RecordError(path, f"is a {kind}, not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -300,6 +362,15 @@ class StagedCell:
         self.artifacts.mkdir()
         self.stdout = self.path / STDOUT_FILE
         self.stderr = self.path / STDERR_FILE
+
+    def remove_unsafe(self) -> list[str]:
+        """Remove what a cell left in artifacts/ that must never be kept (FIFOs, sockets, devices,
+        links out of artifacts/); returns what each was, named ("artifacts/p: a FIFO (named pipe)")."""
+        found = []
+        for path, what in unsafe_entries(self.artifacts):
+            found.append(f"{ARTIFACTS_DIR}/{path.relative_to(self.artifacts).as_posix()}: {what}")
+            path.unlink(missing_ok=True)
+        return found
 
     def keep_only(self, globs: list[str]) -> list[str]:
         """Delete artifacts matching none of `globs` (Path.glob patterns; empty = keep all).
@@ -386,13 +457,17 @@ def artifacts_digest(cell_folder: Path) -> str | None:
         digest = hashlib.sha256()
         root = folder / ARTIFACTS_DIR
         files = sorted(p for p in root.rglob("*") if not p.is_dir()) if root.is_dir() else []
+        unsafe = dict(unsafe_entries(root))
+        if unsafe:  # never opened: a FIFO would hang the run, a link could read anything
+            path, what = next(iter(unsafe.items()))
+            raise RecordError(path, f"is {what}: a cell's artifacts must be regular files")
         for path in files:
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            try:
-                with path.open("rb") as f:
-                    digest.update(hashlib.file_digest(f, "sha256").digest())
-            except OSError:  # a dangling link: its target is part of what it says
+            if file_kind(path) == "link":  # a link inside artifacts/: what it says
                 digest.update(b"link:" + os.readlink(path).encode())
+                continue
+            with path.open("rb") as f:
+                digest.update(hashlib.file_digest(f, "sha256").digest())
         _DIGESTS[memo] = digest.hexdigest()
     return _DIGESTS[memo]
 
