@@ -10,10 +10,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import io
 import json
 import re
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,47 +234,28 @@ def _is_grouping(folder: Path) -> bool:
 
 
 def _canonical(text: str) -> str:
-    """The code's tokens without comments, blank lines and layout: reformatting or editing comments
-    does not invalidate hours of GPU results; any change to what runs (docstrings included) does.
-    The same text on every Python version (ast.dump's differs between 3.11 and 3.12; 3.12 splits an
-    f-string into parts, joined back here into its source text). Untokenizable text counts as itself."""
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-
-    def offset(pos: tuple[int, int]) -> int:
-        return starts[pos[0] - 1] + pos[1] if pos[0] - 1 < len(starts) else len(text)
-
-    out: list[str] = []
-    fstring_start, depth = None, 0
-    fstart, fend = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+    """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
+    any change to what runs (docstrings included) does. Written the same on every Python version
+    (ast.dump's text is not: 3.12 adds empty `type_params` to every def and class, 3.13 drops empty
+    fields), so fields that are None or empty are left out. Unparsable text counts as itself."""
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if fstart is not None and tok.type == fstart:
-                depth += 1
-                if depth == 1:
-                    fstring_start = tok.start
-                continue
-            if depth:
-                if tok.type == fend:
-                    depth -= 1
-                    if depth == 0:
-                        out.append(text[offset(fstring_start) : offset(tok.end)])
-                continue
-            if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
-                continue
-            if tok.type == tokenize.NEWLINE:
-                out.append("<newline>")
-            elif tok.type == tokenize.INDENT:
-                out.append("<indent>")
-            elif tok.type == tokenize.DEDENT:
-                out.append("<dedent>")
-            else:
-                out.append(tok.string)
-    except (tokenize.TokenError, SyntaxError):
+        return _dump(ast.parse(text))
+    except SyntaxError:
         return text
-    return "\0".join(out)
+
+
+def _dump(node: Any) -> str:
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            fields.append(f"{name}={_dump(value)}")
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(v) for v in node) + "]"
+    return repr(node)
 
 
 @dataclass
