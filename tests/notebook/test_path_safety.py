@@ -95,3 +95,24 @@ def test_clean_never_removes_anything_outside_outputs(project, tmp_path):
     outcome = project.cli("clean", path, "--outputs")
     assert outcome.code == 2
     assert (elsewhere / "t" / "keep.txt").read_text() == "keep"
+
+
+def test_the_site_never_follows_stored_links_or_fifos(project, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-TEXT")
+    path = project.write("w.md", notebook(cell("id=a", "print('hello')"), cell("id=b", "print('x')")))
+    assert project.run(path).code == 0
+    stdout = project.cell_dir("w", "a") / "stdout.txt"
+    stdout.unlink()
+    stdout.symlink_to(secret)
+    fifo = project.cell_dir("w", "b") / "stdout.txt"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    (project.root / "outputs" / "w" / "t" / "run.json").rename(tmp_path / "run.json")
+    (project.root / "outputs" / "w" / "t" / "run.json").symlink_to(tmp_path / "run.json")
+    site = tmp_path / "site"
+    outcome = project.cli("build", "--outputs", project.root / "outputs", "--site", site)
+    assert outcome.code in (0, 1, 2)
+    for page in site.rglob("*"):
+        if page.is_file() and not page.is_symlink():
+            assert b"TOP-SECRET-TEXT" not in page.read_bytes(), page
