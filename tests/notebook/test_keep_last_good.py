@@ -97,7 +97,9 @@ def test_a_torchrun_failure_names_the_ranks_exception_not_the_banner(tmp_path):
     stderr = tmp_path / "stderr.txt"
     stderr.write_text(TORCHRUN_STDERR)
     assert failure_reason(1, stderr) == "exit code 1: RuntimeError: Numpy is not available"
-    stderr.write_text("Traceback (most recent call last):\n  File 'x'\nModuleNotFoundError: No module named 'numpy'\nbye\n")
+    stderr.write_text(
+        "Traceback (most recent call last):\n  File 'x'\nModuleNotFoundError: No module named 'numpy'\nbye\n"
+    )
     assert failure_reason(1, stderr) == "exit code 1: ModuleNotFoundError: No module named 'numpy'"
     stderr.write_text("plain failure\n")
     assert failure_reason(2, stderr) == "exit code 2: plain failure"

@@ -44,7 +44,9 @@ def test_an_explicit_label_is_used_as_given(project):
 
 def test_override_labels_are_valid_folder_names():
     assert override_label("cpu", {}) == "cpu"
-    assert override_label("cpu", {"profile": "smoke", "seq_lens": [4224]}) == "cpu+profile-smoke+seq_lens-4224"
+    assert (
+        override_label("cpu", {"profile": "smoke", "seq_lens": [4224]}) == "cpu+profile-smoke+seq_lens-4224"
+    )
     long = override_label("cpu", {"seq_lens": list(range(100)), "x": "../../etc"})
     assert long.startswith("cpu+p-") and "/" not in long
     assert "/" not in override_label("cpu", {"x": "../a/b"})
