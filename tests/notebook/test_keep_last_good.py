@@ -103,3 +103,15 @@ def test_a_torchrun_failure_names_the_ranks_exception_not_the_banner(tmp_path):
     assert failure_reason(1, stderr) == "exit code 1: ModuleNotFoundError: No module named 'numpy'"
     stderr.write_text("plain failure\n")
     assert failure_reason(2, stderr) == "exit code 2: plain failure"
+
+
+def test_a_timed_out_rerun_keeps_the_last_good_result(project):
+    path = project.write("t.md", notebook(cell("id=a outputs=results.jsonl timeout=5", GOOD)))
+    assert project.run(path).code == 0
+    path.write_text(notebook(cell("id=a outputs=results.jsonl timeout=1", "import time\ntime.sleep(30)")))
+    assert project.run(path).code == 1
+    folder = project.cell_dir("t", "a")
+    assert (folder / "artifacts" / "results.jsonl").exists()
+    assert project.result("t", "a")["status"] == "ok"
+    assert project.run_json("t")["cells"]["a"]["state"] == "timeout"
+    assert (folder / "last-failure" / "result.json").exists()
