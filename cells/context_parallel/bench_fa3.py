@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["attnbench", "torch"]
+# dependencies = ["attnbench", "numpy", "torch"]
 # [tool.uv.sources]
 # attnbench = { path = "../../", editable = true }
 # ///

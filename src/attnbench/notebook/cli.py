@@ -267,6 +267,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
             raise SetupError(str(e)) from None
     root = store.find_root(args.notebooks[0]) if args.notebooks else _project_root()
     names = [p.stem for p in args.notebooks]
+    for name in names:
+        try:
+            store.check_notebook_name(name)
+        except ValueError as e:
+            raise SetupError(str(e)) from None
     outputs = root / "outputs"
     removed: list[Path] = []
     cells = root / "cells"
@@ -289,6 +294,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
         )
         for target in targets:
             target = target / args.label if args.label else target
+            if not _inside(target, outputs):  # a link (or a name) leading out of outputs/<notebook>/
+                raise SetupError(
+                    f"clean: {_shown(target, root)} is not a folder inside {outputs}: not removed"
+                )
             run_folders = [target] if args.label else sorted(p for p in target.glob("*") if p.is_dir())
             if target.exists() and not any(_in_use(folder, busy) for folder in run_folders):
                 _remove(target)
@@ -317,6 +326,19 @@ def _in_use(run_folder: Path, busy: dict[Path, str]) -> bool:
         return True
     lock.release()
     return False
+
+
+def _inside(path: Path, outputs: Path) -> bool:
+    """Is `path` a real folder (no link on the way) inside `outputs`, or absent?"""
+    if not path.exists() and not path.is_symlink():
+        return True
+    rel = path.relative_to(outputs)
+    step = outputs
+    for part in rel.parts:
+        step = step / part
+        if step.is_symlink():
+            return False
+    return path.resolve().is_relative_to(outputs.resolve()) and path.resolve() != outputs.resolve()
 
 
 def _remove(path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import select
 import shutil
 import signal
@@ -198,8 +199,36 @@ def failure_reason(code: int, stderr: Path) -> str:
         what = killed_by(-code)
     elif code > 128 and _signal_name(code - 128):  # a shell, uv or torchrun reporting a killed child
         what = f"{killed_by(code - 128)} (exit code {code})"
-    line = last_line(stderr)
+    line = exception_line(stderr) or last_line(stderr)
     return f"{what}: {line}" if line else what
+
+
+_PREFIX = re.compile(r"^(?:\[[^\]]*\]:\s?)?")  # torchrun's per-rank "[rank0]: " prefix
+_LAUNCHER_ERRORS = ("ChildFailedError",)  # torchrun's own summary of a failed rank: not the cause
+
+
+def exception_line(stderr: Path, limit: int = 200) -> str:
+    """The last exception a Python traceback in the tail of `stderr` ended with ("RuntimeError: Numpy
+    is not available"), skipping a launcher's own summary exception (torchrun's ChildFailedError and
+    its "=====" banner) so a distributed cell's reason names what failed in the rank. "" if none."""
+    try:
+        with open(stderr, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4 * TAIL_BYTES))
+            lines = f.read().decode("utf-8", "replace").replace("\r", "\n").split("\n")
+    except OSError:
+        return ""
+    found, in_traceback = "", False
+    for raw in lines:
+        line = _PREFIX.sub("", raw, count=1).rstrip()
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        elif in_traceback and line and not line[0].isspace():
+            in_traceback = False
+            name = line.split(":", 1)[0].rsplit(".", 1)[-1]
+            if name not in _LAUNCHER_ERRORS:
+                found = line.strip()
+    return clip(found, limit) if found else ""
 
 
 def killed_by(signum: int) -> str:

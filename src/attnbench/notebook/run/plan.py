@@ -18,6 +18,7 @@ from typing import Any
 
 from attnbench.notebook.document.model import Cell, Need, Notebook, NotebookError
 from attnbench.notebook.document.parse import front_matter_line, parse_notebook
+from attnbench.notebook.run import store
 from attnbench.notebook.run.store import CellResult
 
 NodeId = tuple[str, str]  # (notebook name, cell id)
@@ -88,6 +89,10 @@ def load_graph(named: list[Path | Notebook]) -> Graph:
     def load(given: Path | Notebook, line_ref: tuple[Path, int] | None = None) -> Notebook:
         path = given.path if isinstance(given, Notebook) else Path(given)
         name = path.stem
+        try:
+            store.check_notebook_name(name)
+        except ValueError as e:
+            raise NotebookError(*(line_ref or (path, None)), str(e)) from None
         if name in graph.notebooks:
             if by_name_path[name] != path.resolve():
                 where = line_ref or (path, None)
@@ -230,11 +235,27 @@ def _is_grouping(folder: Path) -> bool:
 
 def _canonical(text: str) -> str:
     """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
-    any change to what runs (docstrings included) does. Unparsable text counts as itself."""
+    any change to what runs (docstrings included) does. Written the same on every Python version
+    (ast.dump's text is not: 3.12 adds empty `type_params` to every def and class, 3.13 drops empty
+    fields), so fields that are None or empty are left out. Unparsable text counts as itself."""
     try:
-        return ast.dump(ast.parse(text))
+        return _dump(ast.parse(text))
     except SyntaxError:
         return text
+
+
+def _dump(node: Any) -> str:
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            fields.append(f"{name}={_dump(value)}")
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_dump(v) for v in node) + "]"
+    return repr(node)
 
 
 @dataclass

@@ -242,6 +242,11 @@ class Runner:
             staged.stdout.write_text("")
             staged.stderr.write_text(finished.reason + "\n")
         setup_s = meta.get("env_setup_s")
+        unsafe = staged.remove_unsafe()
+        if unsafe:  # a named failure of this cell, never a hang nor a file from elsewhere in outputs/
+            reason = f"{'; '.join(unsafe)}: a cell's artifacts must be regular files (links only inside artifacts/)"
+            if finished.status == Status.OK:
+                finished = Finished(finished.returncode, Status.FAILED, reason, finished.duration_s)
         result = CellResult(
             cell=cell.id,
             notebook=node[0],
@@ -267,10 +272,17 @@ class Runner:
             artifacts=staged.keep_only(cell.outputs),
             code=provenance.code_version(session.root),  # the commit that produced this result
         )
-        staged.commit(result)
+        where = staged.commit(result)
         session.forget(node)  # what this cell stored changes its dependents' keys
         state = Status.RAN if finished.status == Status.OK else finished.status
-        self._set(node, CellState(state, finished.reason, finished.duration_s))
+        reason = finished.reason
+        if where.name == store.FAILURE_DIR:  # the failure went beside the last good result
+            kept = store.good_result(staged.final)
+            when = f" of {kept.finished}" if kept is not None else ""
+            reason += (
+                f" (the last good result{when} is kept; this failure is in {cell.id}/{store.FAILURE_DIR}/)"
+            )
+        self._set(node, CellState(state, reason, finished.duration_s))
 
     def _stop_all(self, reason: str) -> None:
         """End every running cell (Ctrl-C, a stop signal, an engine error); each is stored as

@@ -5,7 +5,10 @@ stops the command (exit 2)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,13 @@ class Judgment:
     key: CacheKey
     stored: CellResult | None
     reasons: list[str]  # why the stored result is not current; [] when it is (or none is stored)
+    elsewhere: list[str] = field(default_factory=list)  # those of `reasons` that say only "another
+    # machine or environment measured it" (not staleness: the code it ran is the code now)
+
+    @property
+    def code_reasons(self) -> list[str]:
+        """The reasons that say the code (source, deps, params, attnbench, upstream data) changed."""
+        return [r for r in self.reasons if r not in self.elsewhere]
 
     @property
     def current(self) -> bool:
@@ -60,6 +70,9 @@ class Judgment:
         """What dependents key on: the stored result's key while it is current (a result stored by
         an older engine keeps its key), else the key the cell will be stored under."""
         return self.stored.key if self.current and self.stored is not None else self.key.key
+
+
+ENVIRONMENT_REASONS = ("environment changed", "machine fingerprint changed")  # stale_reasons' words
 
 
 @dataclass
@@ -103,7 +116,18 @@ class Session:
                     need: judged.stored.finished if judged.stored else None for need, _, judged in ups
                 }
                 reasons = stale_reasons(stored, key, self.params[node[0]], finished)
-            self._judged[node] = Judgment(key, stored, reasons)
+            # an upstream cell whose result is stale only for its machine or environment changes its
+            # dependents' keys for that reason alone
+            env_only = {
+                need for need, _, j in ups if j.stored is not None and j.reasons and not j.code_reasons
+            }
+            elsewhere = [
+                r
+                for r in reasons
+                if r.startswith(ENVIRONMENT_REASONS)
+                or any(r == f"upstream {need} changed" for need in env_only)
+            ]
+            self._judged[node] = Judgment(key, stored, reasons, elsewhere)
         return self._judged[node]
 
     def forget(self, node: NodeId) -> None:
@@ -152,6 +176,34 @@ class SetupError(Exception):
     """A problem with the command's settings or the environment (exit code 2, no cell started)."""
 
 
+def changed_params(graph, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The params some named notebook runs with that differ from its front-matter default."""
+    changed: dict[str, Any] = {}
+    for name in graph.named:
+        defaults = graph.notebooks[name].params
+        for key, value in params[name].items():
+            if defaults.get(key) != value:
+                changed[key] = value
+    return changed
+
+
+def override_label(label: str, changed: dict[str, Any]) -> str:
+    """`cpu` run with `-p profile=smoke -p seq_lens=[4224]` is `cpu+profile-smoke+seq_lens-4224`: results
+    of overridden params have their own folder, never the label's default results (--label chooses
+    one). A long or unwieldy suffix is a hash of the overrides."""
+    if not changed:
+        return label
+    parts = []
+    for key in sorted(changed):
+        text = json.dumps(changed[key], sort_keys=True) if not isinstance(changed[key], str) else changed[key]
+        parts.append(re.sub(r"[^A-Za-z0-9_.]+", "-", f"{key}-{text}").strip("-."))
+    suffix = "+".join(parts)
+    if len(suffix) > 48 or not suffix:
+        digest = hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()
+        suffix = f"p-{digest[:10]}"
+    return f"{label}+{suffix}"
+
+
 def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
     """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
     NotebookError or SetupError."""
@@ -164,6 +216,8 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
     machine = machine_mod.detect_machine()
     try:
         label = store.check_label(options.label or machine_mod.detect_label())
+        if options.label is None:  # -p overrides never land on the machine's default results
+            label = store.check_label(override_label(label, changed_params(graph, params)))
     except ValueError as e:
         raise SetupError(str(e)) from None
     # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on

@@ -8,7 +8,8 @@ from attnbench.notebook.run.store import Status
 
 
 def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:
-    """[(cell id, state, why)] in notebook order; state is CACHED, STALE, NOT_RUN or the stored
+    """[(cell id, state, why)] in notebook order; state is CACHED, STALE (the code changed),
+    ELSEWHERE (current code, measured on another machine or environment), NOT_RUN or the stored
     result's failure (FAILED, TIMEOUT, INTERRUPTED, MISSING_DEPS). RecordError on a broken record."""
     run = store.load_run(session.run_dir(notebook))
     entries = run.cells if run else {}
@@ -21,8 +22,18 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
             why = f"{entry.state}: {entry.reason}" if entry and entry.state == Status.SKIPPED else ""
             rows.append((node[1], Status.NOT_RUN, why))
         elif result.status == Status.OK:
-            state = Status.STALE if judged.reasons else Status.CACHED
-            rows.append((node[1], state, "; ".join(judged.reasons)))
+            # stale: the code changed since; measured elsewhere: the same code, another machine or
+            # environment (information: `run` here would measure it again, the result is not outdated)
+            code, elsewhere = judged.code_reasons, judged.elsewhere
+            state = Status.STALE if code else Status.ELSEWHERE if elsewhere else Status.CACHED
+            why = "; ".join(code)  # a stale result names only what changed in the code
+            if elsewhere and not code:
+                why = f"measured on another machine or environment ({'; '.join(elsewhere)})"
+            failure = store.load_failure(session.cell_dir(node))
+            if failure is not None and failure.finished >= result.finished:
+                kept = f"the last run ({failure.finished}) {failure.status.words}: {failure.reason}; this result is the last good one"
+                why = f"{why}; {kept}" if why else kept
+            rows.append((node[1], state, why))
         else:
             why = result.reason + (f" (and stale: {'; '.join(judged.reasons)})" if judged.reasons else "")
             rows.append((node[1], result.status, why))

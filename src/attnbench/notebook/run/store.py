@@ -3,6 +3,11 @@
     outputs/<notebook>/<label>/run.json       the last run of the notebook on that machine label (RunRecord)
     outputs/<notebook>/<label>/notebook.md    the notebook source as it ran
     outputs/<notebook>/<label>/<cell>/        result.json (CellResult), stdout.txt, stderr.txt, artifacts/
+    outputs/<notebook>/<label>/<cell>/last-failure/   the same files of a failed or interrupted re-run
+
+A failed or interrupted run never replaces a good result: the cell folder keeps its last good
+result (result.json, artifacts/) and the failure is stored beside it in `last-failure/`; the next
+good run replaces the whole folder.
 
 A cell folder is built as `.tmp-<cell>-<random>/` beside its final place and renamed into place
 after result.json (written last) is complete, so an interrupted or killed run never leaves a folder
@@ -17,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +39,7 @@ SNAPSHOT_FILE = "notebook.md"
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 ARTIFACTS_DIR = "artifacts"
+FAILURE_DIR = "last-failure"  # <cell>/last-failure/: a failed re-run, beside the last good result it kept
 TMP_PREFIX = ".tmp-"
 ROOT_MARKERS = ("pyproject.toml", ".git")
 MAX_LABEL_CHARS = 100  # a label is a folder name and a page name (<label>.html); NAME_MAX is 255 bytes
@@ -71,7 +78,8 @@ class Status(StrEnum):
     MISSING_DEPS = "missing-deps"
     SKIPPED = "skipped"  # an upstream cell did not succeed; nothing is stored
     CACHED = "cached"  # `status`: the stored result is current
-    STALE = "stale"  # `status`: the stored result no longer matches (and why)
+    STALE = "stale"  # `status`: the code changed since the stored result was measured (and how)
+    ELSEWHERE = "measured elsewhere"  # `status`: same code, another machine or environment (information)
     NOT_RUN = "not run"
 
     @property
@@ -117,6 +125,62 @@ def check_label(label: str) -> str:
             "printable characters"
         )
     return label
+
+
+def check_notebook_name(name: str) -> str:
+    """A notebook's name (its file name without .md) names outputs/<name>/, cells/<name>/ and pages:
+    the same rules as a label; anything else is a ValueError."""
+    try:
+        return check_label(name)
+    except ValueError as e:
+        raise ValueError(
+            str(e).replace("--label", "notebook file name", 1).replace("a label", "a notebook name")
+        ) from None
+
+
+def file_kind(path: Path) -> str:
+    """'file', 'folder', 'link', or what a cell's artifacts must not be: 'FIFO (named pipe)', 'socket',
+    'device', 'missing'. Never opens or follows `path`."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
+
+
+def unsafe_entries(folder: Path) -> list[tuple[Path, str]]:
+    """Entries under `folder` the engine must never open or follow: FIFOs, sockets, devices, and links
+    that point outside `folder` (or nowhere). [(path, what it is)]; walks without following links."""
+    folder = Path(folder)
+    if file_kind(folder) != "folder":
+        return []
+    root = folder.resolve()
+    bad = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            kind = file_kind(path)
+            if kind in ("file", "folder"):
+                continue
+            if kind == "link":
+                target = path.resolve()
+                if target.is_relative_to(root) and file_kind(target) in ("file", "folder"):
+                    continue
+                kind = f"a link to {os.readlink(path)} (outside {folder.name}/)"
+            else:
+                kind = f"a {kind}"
+            bad.append((path, kind))
+    return bad
 
 
 def run_dir(outputs: Path, notebook: str, label: str) -> Path:
@@ -241,6 +305,11 @@ def _record(cls, data: Any, path: Path, choices: dict[str, frozenset[Status]], w
 
 def _load(path: Path, make):
     """The record at `path`, None when there is no file; RecordError when it is not a valid record."""
+    kind = file_kind(path)
+    if kind == "missing":
+        return None
+    if kind != "file":  # a FIFO would hang the read, a link could point anywhere
+        raise RecordError(path, f"is a {kind}, not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -294,6 +363,15 @@ class StagedCell:
         self.stdout = self.path / STDOUT_FILE
         self.stderr = self.path / STDERR_FILE
 
+    def remove_unsafe(self) -> list[str]:
+        """Remove what a cell left in artifacts/ that must never be kept (FIFOs, sockets, devices,
+        links out of artifacts/); returns what each was, named ("artifacts/p: a FIFO (named pipe)")."""
+        found = []
+        for path, what in unsafe_entries(self.artifacts):
+            found.append(f"{ARTIFACTS_DIR}/{path.relative_to(self.artifacts).as_posix()}: {what}")
+            path.unlink(missing_ok=True)
+        return found
+
     def keep_only(self, globs: list[str]) -> list[str]:
         """Delete artifacts matching none of `globs` (Path.glob patterns; empty = keep all).
         Returns the kept files as sorted relative POSIX paths."""
@@ -309,16 +387,41 @@ class StagedCell:
         return sorted(p.relative_to(self.artifacts).as_posix() for p in files)
 
     def commit(self, result: CellResult) -> Path:
-        """Write result.json (last) and move the folder into place, replacing an older one."""
+        """Write result.json (last) and move the folder into place, replacing an older one; where the
+        result is a failure and the place holds a good result, the good result stays and the failure
+        goes to `<cell>/last-failure/` (replacing an older failure). Returns where it went."""
         (self.path / RESULT_FILE).write_text(_json_text(result.to_json()))
+        target = self.final
+        if result.status != Status.OK and good_result(self.final) is not None:
+            target = self.final / FAILURE_DIR
         old = None
-        if self.final.exists():
+        if target.exists() or target.is_symlink():
             old = self.final.with_name(f"{TMP_PREFIX}old-{self.final.name}-{uuid.uuid4().hex[:8]}")
-            os.rename(self.final, old)
-        os.rename(self.path, self.final)
+            os.rename(target, old)
+        os.rename(self.path, target)
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return self.final
+            remove(old)
+        return target
+
+
+def good_result(cell_folder: Path) -> CellResult | None:
+    """The good (status ok) result stored in `cell_folder`, else None (none, a failure, or broken)."""
+    folder = Path(cell_folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    try:
+        result = load_result(folder)
+    except RecordError:
+        return None
+    return result if result is not None and result.status == Status.OK else None
+
+
+def load_failure(cell_folder: Path) -> CellResult | None:
+    """The failed re-run kept beside a good result (`<cell>/last-failure/result.json`), else None."""
+    try:
+        return load_result(Path(cell_folder) / FAILURE_DIR)
+    except RecordError:
+        return None
 
 
 def write_run(folder: Path, run: RunRecord) -> bool:
@@ -354,13 +457,17 @@ def artifacts_digest(cell_folder: Path) -> str | None:
         digest = hashlib.sha256()
         root = folder / ARTIFACTS_DIR
         files = sorted(p for p in root.rglob("*") if not p.is_dir()) if root.is_dir() else []
+        unsafe = dict(unsafe_entries(root))
+        if unsafe:  # never opened: a FIFO would hang the run, a link could read anything
+            path, what = next(iter(unsafe.items()))
+            raise RecordError(path, f"is {what}: a cell's artifacts must be regular files")
         for path in files:
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            try:
-                with path.open("rb") as f:
-                    digest.update(hashlib.file_digest(f, "sha256").digest())
-            except OSError:  # a dangling link: its target is part of what it says
+            if file_kind(path) == "link":  # a link inside artifacts/: what it says
                 digest.update(b"link:" + os.readlink(path).encode())
+                continue
+            with path.open("rb") as f:
+                digest.update(hashlib.file_digest(f, "sha256").digest())
         _DIGESTS[memo] = digest.hexdigest()
     return _DIGESTS[memo]
 

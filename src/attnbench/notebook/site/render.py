@@ -23,6 +23,7 @@ from attnbench.notebook.run.store import (
     REPORT_ORDER,
     RUN_FILE,
     RecordError,
+    file_kind,
     load_result,
     load_run,
 )
@@ -159,6 +160,9 @@ class _Renderer:
         run = _read_record(load_run, run_dir, problems, missing=f"{run_dir / RUN_FILE} is missing") or {}
         notebook, blocks = None, []
         source = run_dir / "notebook.md"
+        if file_kind(source) not in ("file", "missing"):
+            problems.append(f"{source}: is a {file_kind(source)}, not a regular file; not read")
+            source = run_dir / ".not-a-file"
         if source.exists():
             try:
                 notebook = parse_text(source.read_text(encoding="utf-8"), source, compile_cells=False)
@@ -278,7 +282,9 @@ class _Renderer:
     def _text(self, path: Path, files: tuple[Path, PurePosixPath]) -> dict | None:
         """stdout/stderr as a terminal showed them: the last lines shown, the earlier ones folded; a
         long file is linked (a copy, or the file in outputs/ when it is too large to copy)."""
-        if not path.exists() or path.stat().st_size == 0:
+        if (
+            file_kind(path) != "file" or path.stat().st_size == 0
+        ):  # a FIFO would hang; a link could be anything
             return None
         text, omitted = show.read_tail(path, MAX_TEXT_CHARS)
         text = terminal_text(text)

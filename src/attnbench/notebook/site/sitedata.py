@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from attnbench.notebook.run.store import file_kind
 from attnbench.notebook.site.headline import HEADLINE_FILE, Headline, HeadlineError, load_headline
 
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not parsed (they are linked)
@@ -58,7 +59,7 @@ def read_run(run_dir: Path, cells: list[str]) -> RunData:
             elif path.name == "profile.json" and data.profile is None:
                 _read_profile(data, path, rel)
     for path in (run_dir / "run.json", *(run_dir / c / "result.json" for c in order)):
-        if path.is_file():
+        if file_kind(path) == "file":  # never a link to elsewhere
             data.raw.append(path)
     return data
 

@@ -1,0 +1,59 @@
+"""`attnbench status` says "stale" only when the code changed since a result was measured; a result
+measured on another machine or environment is information ("measured elsewhere"). The source hash is
+the same text on every Python version."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from engine_helpers import cell, notebook
+
+from attnbench.notebook.run import machine as machine_mod
+from attnbench.notebook.run.plan import _canonical
+
+
+def _on_another_machine(monkeypatch):
+    real = machine_mod.detect_machine()
+    other = dataclasses.replace(real, fingerprint="another-machine")
+    monkeypatch.setattr(machine_mod, "detect_machine", lambda: other)
+
+
+def _rows(out: str) -> dict[str, str]:
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("  "):
+            cell_id, rest = line.strip().split(None, 1)
+            rows[cell_id] = rest
+    return rows
+
+
+def test_another_machine_is_information_not_staleness(project, monkeypatch):
+    path = project.write("s.md", notebook(cell("id=a", "print(1)"), cell("id=b needs=a", "print(2)")))
+    assert project.run(path).code == 0
+    _on_another_machine(monkeypatch)
+    rows = _rows(project.status(path).out)
+    assert rows["a"].startswith("measured elsewhere: measured on another machine or environment")
+    assert rows["b"].startswith("measured elsewhere")  # its upstream differs only by the machine
+    assert "stale" not in project.status(path).out
+
+    path.write_text(notebook(cell("id=a", "print(10)"), cell("id=b needs=a", "print(2)")))
+    rows = _rows(project.status(path).out)
+    assert rows["a"] == "stale: code changed"
+    assert rows["b"].startswith("stale: upstream a changed")
+
+
+def test_the_source_hash_is_the_same_on_every_python_version():
+    src = (
+        'def f(x, w):  # comment\n    """Doc."""\n    return f"{x!r:>{w}} and {x + 1}" + \'s\'\n\n\n'
+        "class A:\n    y = [1,\n         2]\n"
+    )
+    canonical = _canonical(src)
+    # fixed text: a change here (or on another Python) would invalidate every stored result
+    assert hashlib.sha256(canonical.encode()).hexdigest() == (
+        "17dac0255ca6ada74a6b074697f2dc52c27f91399730c939cede4f4ad8b2a598"
+    )
+    assert _canonical(src.replace("  # comment", "").replace("[1,\n         2]", "[1, 2]")) == canonical
+    assert _canonical(src.replace("Doc.", "Doc!")) != canonical
+    assert "type_params" not in canonical and "kind=None" not in canonical  # empty fields: version-dependent
+    assert _canonical(src.replace("return f", "return (f").replace("+ 's'", "+ 's')")) == canonical
