@@ -30,6 +30,7 @@ test-all:
 lint:
 	uv run ruff check src tests scripts
 	uv run ruff format --check src tests scripts
+	uv run lint-imports
 
 clean:
 	uv run attnbench clean
