@@ -44,6 +44,9 @@ def test_committed_outputs_exist():
 def test_committed_rows_read_and_write_back_the_same_values(path, tmp_path):
     kind = KIND_BY_NAME.get(path.name, Result)
     rows = read_jsonl(path, kind)
+    label = path.relative_to(OUTPUTS).parts[1]
+    if label == "cpu" and not rows:
+        return  # a GPU-only cell on the CPU smoke run writes an empty file and says why in its stdout
     assert rows, f"{path} holds no rows"
     assert all(isinstance(r.status, Status) for r in rows)
     write_jsonl(tmp_path / path.name, rows)
