@@ -290,3 +290,8 @@ def test_before_runs_untimed_ahead_of_each_call_and_feeds_it():
     t = timing.measure(lambda i: (seen.append(i), clock.fn()), device="cpu", min_reps=4, min_time_ms=0.0,
                        warmup_reps=1, before=before, clock=clock)  # fmt: skip
     assert t.reps == 4 and t.ms_median == pytest.approx(2.0) and seen == made == [0, 1, 2, 3, 4]
+
+
+def test_the_median_of_an_even_count_is_the_mean_of_the_two_middle_samples():
+    t = timing.summarize([10.0, 1.0, 3.0, 2.0], "perf_counter")
+    assert t.ms_median == 2.5 and t.reps == 4

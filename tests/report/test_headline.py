@@ -141,3 +141,13 @@ def test_rows_of_different_block_sizes_are_different_shapes():
         ("block 1024", "a"),
         ("block 2048", "b"),
     ]
+
+
+def test_a_group_whose_only_rows_are_incorrect_has_no_winner():
+    """An `incorrect` row without an `ok` field (older rows) is still wrong: never the fastest, even alone."""
+    lone = {
+        k: v for k, v in row("wrong", 4224, 0.5, status="incorrect", reason="rel_l2 0.5").items() if k != "ok"
+    }
+    h = headline([lone, row("cudnn", 4352, 1.0)])
+    assert [b.shape for b in h.bests] == ["S 4352"]
+    assert all(b.provider != "wrong" for b in h.bests)
