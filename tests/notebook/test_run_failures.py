@@ -271,3 +271,31 @@ def test_failed_environment_setup_fails_the_cell_without_running_it(tmp_path):
     assert proc.setup_s is not None and finished.status == "failed"
     assert finished.reason == "environment setup failed (exit code 1: no solution for torch==0.0.1)"
     assert (tmp_path / "out").read_text() == ""
+
+
+DAEMON = """
+import os, pathlib, time
+if os.fork() == 0:
+    os.setsid()  # leaves the cell's session and process group: killpg cannot reach it
+    if os.fork() == 0:
+        pathlib.Path({pidfile!r}).write_text(str(os.getpid()))
+        time.sleep(120)
+    os._exit(0)
+time.sleep(0.2)
+print('cell done')
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the subreaper is Linux's PR_SET_CHILD_SUBREAPER"
+)
+def test_a_daemon_that_left_the_process_group_does_not_outlive_its_cell(project):
+    pidfile = project.root / "daemon.pid"
+    path = project.write("d.md", notebook(cell("id=spawns", DAEMON.format(pidfile=str(pidfile)))))
+    out = project.run(path)
+    assert out.code == 0, out.out + out.err
+    daemon = int(wait_for(pidfile))
+    deadline = time.monotonic() + 5
+    while alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(daemon), "a daemon that called setsid outlived its cell"

@@ -18,6 +18,10 @@ orphaned; a pipe's end of file reaches the supervisor on every POSIX system and 
 reaches the whole group. Signals the engine sends to the group reach ARGV directly; the supervisor
 only notes them for itself and keeps waiting.
 
+A process that leaves the group (a daemon: fork, setsid, fork) is beyond killpg. On Linux the
+supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): such orphans are re-parented to it, and when
+ARGV exits it ends every process still below it before exiting itself, so no process outlives its cell.
+
 HELD_FDS (comma-separated, may be empty) are the engine's run-lock descriptors: the supervisor keeps
 them open, so after a kill -9 of the engine the lock is released only once the cell's group is gone
 and a next run never starts beside an orphan. The cell does not inherit them.
@@ -46,6 +50,61 @@ def _exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
+def _become_subreaper() -> bool:
+    """Linux: orphaned descendants of the cell are re-parented to this process instead of init."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> list[int]:
+    """The live processes whose parent is this one (Linux /proc)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def _end_descendants(grace: float) -> None:
+    """End every process still below this one once the cell has exited: SIGTERM, then SIGKILL after
+    `grace`; a killed daemon's own children are re-parented here in turn, so repeat until none is left."""
+    deadline = time.monotonic() + grace
+    signalled: set[int] = set()
+    for _ in range(1000):  # bounded: each round reaps or kills what it finds
+        while True:  # reap the exited ones (zombies re-parented to this process)
+            try:
+                if not os.waitpid(-1, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:
+                break
+        left = _children()
+        if not left:
+            return
+        sig = signal.SIGKILL if time.monotonic() >= deadline else signal.SIGTERM
+        for pid in left:
+            if sig == signal.SIGKILL or pid not in signalled:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+                signalled.add(pid)
+        time.sleep(0.02)
+
+
 def _end_group(child: int, grace: float) -> None:
     os.killpg(0, signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -58,6 +117,7 @@ def _end_group(child: int, grace: float) -> None:
 
 def main(argv: list[str]) -> None:
     grace, held, argv = float(argv[1]), [int(fd) for fd in argv[2].split(",") if fd], argv[4:]
+    subreaper = _become_subreaper()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)  # SIGCHLD wakes the select below, with no race against waitpid
@@ -73,6 +133,8 @@ def main(argv: list[str]) -> None:
     while True:
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid:
+            if subreaper:
+                _end_descendants(min(grace, 2.0))
             _exit_like(status)
         ready, _, _ = select.select([0, wake_r], [], [])
         if wake_r in ready:
