@@ -151,3 +151,16 @@ def test_a_group_whose_only_rows_are_incorrect_has_no_winner():
     h = headline([lone, row("cudnn", 4352, 1.0)])
     assert [b.shape for b in h.bests] == ["S 4352"]
     assert all(b.provider != "wrong" for b in h.bests)
+
+
+def test_a_row_above_a_peak_is_never_ranked_and_is_named_as_a_measurement_error():
+    """Committed rows from before the timing protocol carry only their shares (e.g. mfu 1.03 against a
+    matmul peak measured power-limited): read now, they are measurement errors, never results."""
+    over = row("flash_attn3", 8192, 0.5, mfu=1.03)
+    h = headline([over, row("cudnn", 8192, 1.0)])
+    assert [b.provider for b in h.bests] == ["cudnn"]
+    assert len(h.incorrect) == 1 and h.incorrect[0].startswith(
+        "flash_attn3 forward: above peak, a measurement error: 103% of the peak (mfu)"
+    )
+    flagged = row("fa", 8192, 0.4, over_peak="763.5 TFLOP/s is 112% of the measured bf16 matmul peak")
+    assert [b.provider for b in headline([flagged, row("cudnn", 8192, 1.0)]).bests] == ["cudnn"]

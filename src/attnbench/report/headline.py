@@ -106,6 +106,25 @@ def is_baseline(row: Mapping, sparse_report: bool = False) -> bool:
     return sparse_report and not (row.get("extra") or {}).get("pattern")
 
 
+SHARE_FIELDS = ("mfu", "mfu_datasheet", "mfu_at_clock")
+
+
+def above_peak(row: Mapping) -> str | None:
+    """Why a row is a measurement error for claiming more than 100 % of a peak, else None. Rows measured
+    since the timing protocol carry `over_peak` and status error; older committed rows only carry their
+    shares, so the same rule is applied here when they are read: such a row is never ranked or shown as
+    a result, whenever it was measured."""
+    if row.get("over_peak"):
+        return str(row["over_peak"])
+    extra = row.get("extra") or {}
+    over = [(name, value) for name in SHARE_FIELDS
+            for value in (_number(row.get(name)), _number(extra.get(name))) if value is not None and value > 1.0]  # fmt: skip
+    if not over:
+        return None
+    name, value = max(over, key=lambda item: item[1])
+    return f"above peak, a measurement error: {value:.0%} of the peak ({name})"
+
+
 def is_quantised(row: Mapping) -> bool:
     extra = row.get("extra") or {}
     if extra.get("quantized"):
@@ -190,7 +209,8 @@ def headline(
     """The headline of one set of result rows (plus the run's checks and targets)."""
     rows = [r for r in rows if isinstance(r, Mapping)]
     checks, peaks = checks or {}, peaks or {}
-    measured = [r for r in rows if r.get("status") in ("ok", "incorrect") and _number(r.get("ms_median"))]
+    measured = [r for r in rows if r.get("status") in ("ok", "incorrect") and _number(r.get("ms_median"))
+                and not above_peak(r)]  # fmt: skip
     fields = _shape_fields(measured)
     groups: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
     for row in measured:
@@ -298,8 +318,9 @@ def _incorrect(rows: list[Mapping], checks: Mapping[tuple[str, str], str], field
     """'provider pass: why (at S 4352, S 4416)', one line per provider, pass and reason."""
     wrong: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for row in rows:
-        if row.get("status") == "incorrect" or row.get("ok") is False:
-            reason = str(row.get("reason") or "outside its tolerance")
+        over = above_peak(row) if row.get("status") == "ok" else None
+        if row.get("status") == "incorrect" or row.get("ok") is False or over:
+            reason = over or str(row.get("reason") or "outside its tolerance")
             wrong[(str(row.get("provider")), str(row.get("pass")), reason)].append(shape_label(row, fields))
     lines = [
         f"{provider} {PASS_NAMES.get(pass_, pass_)}: {reason} (at {', '.join(dict.fromkeys(shapes))})"
