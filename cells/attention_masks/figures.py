@@ -30,7 +30,8 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import attnbench
 from attnbench import masks
 from attnbench.report.figures import not_run_markdown
-from attnbench.report.masks import mask_rows, plot_mask, read_stages
+from attnbench.report.masks import mask_rows, plot_mask
+from attnbench.report.stages import read_stages
 
 rows, sweep = read_stages(attnbench.inputs("bench"), attnbench.inputs("bench_fwd_bwd"))
 note = sweep.get("label") or ""

@@ -239,7 +239,7 @@ def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
 def test_the_report_reads_both_cells_as_one_sweep(tmp_path):
     import json
 
-    from attnbench.report.masks import read_stages
+    from attnbench.report.stages import read_stages
     from attnbench.rows import Result, write_jsonl
 
     w = profiles.workload(profiles.configure("default"), "causal", 4096)

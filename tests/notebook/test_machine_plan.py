@@ -237,3 +237,33 @@ def test_the_source_index_follows_the_package_name(tmp_path):
     index = SourceIndex.of(package, "mine", engine_part=None)
     assert index.closure("from mine import bench\n") == ["bench"]
     assert index.closure("from attnbench import bench\n") == []
+
+
+def test_the_engine_is_never_indexed_even_as_a_folder_of_subpackages(tmp_path):
+    """The engine's own package (here an empty __init__.py over run/ and site/, which would otherwise
+    make each subpackage a part of its own) never enters a cell's key: editing the engine must not
+    make hours of GPU results stale."""
+    package = tmp_path / "mine"
+    for sub in ("notebook/run", "notebook/site", "bench"):
+        (package / sub).mkdir(parents=True)
+        (package / sub / "__init__.py").write_text("x = 1\n")
+    (package / "notebook" / "__init__.py").write_text("")
+    (package / "bench" / "timing.py").write_text("from mine.notebook.run import x\n")
+    index = SourceIndex.of(package, "mine")
+    assert index.closure("import mine.bench\nfrom mine.notebook import run\n") == ["bench"]
+    assert not [part for part in index.files if part.startswith("notebook")]
+
+
+def test_a_grouping_folders_docstring_is_not_code(tmp_path):
+    """kernels/__init__.py lists the kernels in its docstring: adding a kernel there must not make
+    every result that uses another kernel stale."""
+    package = tmp_path / "mine"
+    (package / "kernels" / "fa").mkdir(parents=True)
+    (package / "kernels" / "fa" / "__init__.py").write_text("x = 1\n")
+    (package / "kernels" / "__init__.py").write_text('"""fa: one kernel."""\n')
+    index = SourceIndex.of(package, "mine")
+    before = index.hash_for("from mine.kernels import fa\n")
+    (package / "kernels" / "__init__.py").write_text('"""fa: one kernel. dilated: another."""\n')
+    assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") == before
+    (package / "kernels" / "fa" / "__init__.py").write_text("x = 2\n")
+    assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") != before

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from attnbench.report.figures import INCORRECT, PASS_TITLES, right_legend, style_rc, styles
-from attnbench.rows import Result, best_by_workload, read_jsonl, usable
+from attnbench.rows import Result, best_by_workload, usable
 
 LETTERS = {"oom": "E", "unsupported": "X", "skipped": "S", "error": "!"}
 LETTER_TEXT = {"E": "out of memory", "X": "unsupported", "S": "skipped", "!": "error"}
@@ -251,23 +251,3 @@ def plot_mask_pictures(pictures: dict[str, dict], path: Path | str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="svg", bbox_inches="tight")
         plt.close(fig)
-
-
-def read_stages(*folders: Path) -> tuple[list[Result], dict]:
-    """The timed rows of the measuring cells' folders (in order) and one summary: the first cell's, with
-    seconds and status counts added up over all of them and each cell's own summary under "stages"."""
-    import json
-
-    rows, stages = [], []
-    for folder in folders:
-        rows += read_jsonl(Path(folder) / "results.jsonl")
-        stages.append(json.loads((Path(folder) / "sweep.json").read_text()))
-    summary = dict(stages[0], stages=stages)
-    for key in ("estimate_s", "check_seconds", "sweep_seconds"):
-        summary[key] = round(sum(s.get(key) or 0.0 for s in stages), 1)
-    counts: dict[str, int] = defaultdict(int)
-    for s in stages:
-        for status, n in s["status_counts"].items():
-            counts[status] += n
-    summary["status_counts"] = dict(sorted(counts.items()))
-    return rows, summary

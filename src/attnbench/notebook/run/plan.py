@@ -292,7 +292,10 @@ class SourceIndex:
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
             if part in groups and len(rel.parts) > 2:
                 part = f"{rel.parts[0]}.{rel.parts[1]}"
-            if part != engine_part:
+            elif part in groups:  # a grouping folder's own __init__.py: only a docstring, nothing runs
+                continue
+            # the engine's folder as a whole, also where it groups subpackages (notebook/run, ...)
+            if rel.parts[0] != engine_part:
                 files.setdefault(part, []).append(path)
         return cls(files, package_dir, package or package_dir.name)
 

@@ -49,8 +49,15 @@ def workloads(config: dict) -> list[Workload]:
     ]  # fmt: skip
 
 
-def run_bench(config: dict) -> list:
-    """Every chosen provider at every Flux shape and pass: results.jsonl and sweep.json (the bench cell)."""
+def run_bench(config: dict, passes: list[str] | None = None) -> list:
+    """Every chosen provider at every Flux shape and pass: results.jsonl and sweep.json (a bench cell).
+
+    passes: the subset of the profile's passes this cell measures (default: all of them); the report
+    splits forward and forward + backward into two cells so each fits one ten-minute GPU command."""
+    passes = list(passes or config["passes"])
+    unknown = [p for p in passes if p not in config["passes"]]
+    if unknown:
+        raise ValueError(f"passes {unknown} are not in the profile's passes {config['passes']}")
     if "label" in config:
         print(f"*** {config['label']} ***")
     chosen = providers.select(config["provider_filter"])
@@ -75,7 +82,7 @@ def run_bench(config: dict) -> list:
             f"bf16 matmul peak before the sweep: {peak_before:.1f} TFLOP/s (datasheet: {datasheet or 'unknown'})"
         )
     started = time.perf_counter()
-    rows = run_sweep(chosen, workloads(config), config["passes"], device=config["device"], progress=progress,
+    rows = run_sweep(chosen, workloads(config), passes, device=config["device"], progress=progress,
                      timing_options=config["timing"], peak_tflops=peak_before, datasheet_tflops=datasheet)  # fmt: skip
     elapsed = time.perf_counter() - started
     peak_after = flops.measure_matmul_peak("cuda") if cuda else None
@@ -86,7 +93,8 @@ def run_bench(config: dict) -> list:
                "measured_matmul_peak_tflops": peak_before, "matmul_peak_after_tflops": peak_after,
                # the GEMM ran power-limited: rows are scored against it scaled to their own clock
                "matmul_peak_sm_clock_mhz": getattr(peak_before, "sm_clock_mhz", None),
-               "datasheet_peak_tflops": datasheet, "timing": config["timing"], "sweep_seconds": round(elapsed, 1),
+               "datasheet_peak_tflops": datasheet, "timing": config["timing"], "passes": passes,
+               "sweep_seconds": round(elapsed, 1),
                "clocks_before": clocks_before, "clocks_after": clocks_after,
                "clock_report": env.clock_report(clocks_before, clocks_after),
                "status_counts": {str(s): sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}}  # fmt: skip
