@@ -2,8 +2,8 @@
 
 For each page: no console error, uncaught exception or failed load; every image decoded; every local
 link (and its #fragment) resolves; the headline (`#headline`) comes before the first figure and starts
-on the first screen; nothing overflows sideways at 400 px. Screenshots (first screen at 1280 px light
-and dark, 400 px, and the whole page at 1280 px) go to a folder for a person to look at.
+on the first screen; nothing overflows sideways at 400 px. Screenshots (first screen at 1400 px light
+and dark, 400 px, and the whole page at 1400 px) go to a folder for a person to look at.
 
     uv run python -m attnbench.tooling.sitecheck site/ --screenshots /tmp/shots
 """
@@ -20,7 +20,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 from attnbench.tooling.browser import Chromium
 
-DESKTOP = (1280, 900)
+DESKTOP = (1400, 900)
 NARROW = (400, 800)
 
 # Every <img> loads now (lazy ones too) and is decoded; the ones that fail are named.
