@@ -131,3 +131,20 @@ def test_unchecked_rows_rank_only_alone_and_are_badged():
         "not checked"
     ]
     assert targets_from({"verdict": "holds"}, "trust.json")[0].verdict == "met"
+
+
+def test_timed_numbers_carry_the_measured_spread(tmp_path):
+    """A repeatability file's p95 spread: a time takes it, a ratio of two times twice it, a length none."""
+    import json
+
+    from attnbench.notebook.site import headline as page
+    from attnbench.report.answers import measured_spread, with_spreads
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    (tmp_path / "measurements" / "flux_repeatability-x.json").write_text(json.dumps({"p95_spread": 0.05}))
+    (tmp_path / "outputs" / "nb").mkdir(parents=True)
+    assert measured_spread(tmp_path / "outputs" / "nb") == 0.05
+    answer = page.Answer(numbers=[page.Number("t", "time", 1.0, "ms"), page.Number("r", "ratio", 2.0, "×"),
+                                  page.Number("L", "longest", 4096, "tokens")])  # fmt: skip
+    assert [n.spread for n in with_spreads(answer, 0.05).numbers] == [0.05, 0.1, None]
