@@ -69,9 +69,7 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
         right_legend(fig, axes[0])
         if title or notes:
             fig.suptitle(title + (f"\n{' | '.join(notes)}" if notes else ""), fontsize=11)
-        text = "\n".join(
-            ["where each series ended:"] + [_wrapped(line, 16 * len(passes) + 30) for line in footer]
-        )
+        text = "\n".join(["where each series ended:"] + [_wrapped(line, 70 * len(passes)) for line in footer])
         fig.text(0.01, -0.02, text, ha="left", va="top", fontsize=9, color="#333333")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="svg", bbox_inches="tight", facecolor="white")

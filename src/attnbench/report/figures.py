@@ -223,6 +223,7 @@ def plot_sweep(
                 f"{PASS_TITLES.get(pass_, pass_)}: quantised (fp8/int8), own tolerance",
                 metric,
                 bool(mine),
+                empty="no quantised kernel ran",
             )
         _shared_legend(fig, list(axes.flat), _speed_order(drawn, metric))
         heading = title + (f"\n{' | '.join(notes)}" if notes else "")
@@ -234,13 +235,13 @@ def plot_sweep(
     return info
 
 
-def _frame(ax, title: str, metric: str, drawn: bool) -> None:
+def _frame(ax, title: str, metric: str, drawn: bool, empty: str = "no measured provider") -> None:
     ax.set_title(title)
     ax.set_xlabel("sequence length (keys)")
     ax.set_ylabel(METRICS[metric][0])
     ax.grid(True)
     if not drawn:
-        ax.text(0.5, 0.5, "no measured provider", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
 
 
 def _label(provider: str, status: str, quantised: bool) -> str:
