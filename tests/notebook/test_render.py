@@ -257,6 +257,7 @@ def test_pages_written(site):
         site_dir / "index.html",
         site_dir / "bench" / "cpu.html",
         site_dir / "bench" / "nvidia-h200.html",
+        site_dir / "bench" / "compare.html",  # two labels: a comparison page, even with nothing to pair
         site_dir / "other" / "cpu.html",
     }
     assert all(p.exists() for p in pages)

@@ -131,3 +131,37 @@ def test_unchecked_rows_rank_only_alone_and_are_badged():
         "not checked"
     ]
     assert targets_from({"verdict": "holds"}, "trust.json")[0].verdict == "met"
+
+
+def test_timed_numbers_carry_the_measured_spread(tmp_path):
+    """A repeatability file's p95 spread: a time takes it, a ratio of two times twice it, a length none."""
+    import json
+
+    from attnbench.notebook.site import headline as page
+    from attnbench.report.answers import measured_spread, with_spreads
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    (tmp_path / "measurements" / "flux_repeatability-x.json").write_text(json.dumps({"p95_spread": 0.05}))
+    (tmp_path / "outputs" / "nb").mkdir(parents=True)
+    assert measured_spread(tmp_path / "outputs" / "nb") == 0.05
+    answer = page.Answer(numbers=[page.Number("t", "time", 1.0, "ms"), page.Number("r", "ratio", 2.0, "×"),
+                                  page.Number("L", "longest", 4096, "tokens")])  # fmt: skip
+    assert [n.spread for n in with_spreads(answer, 0.05).numbers] == [0.05, 0.1, None]
+
+
+def test_quantised_kernels_get_their_own_panels(tmp_path):
+    """fp8/int8 rows are drawn on a second row of panels with their own axis, never on the exact chart."""
+    from attnbench.report.figures import plot_sweep
+    from attnbench.rows import Result, Workload
+
+    work = Workload(1, 256, 256, 4, 4, 64, "bfloat16", "full")
+    rows = [Result(p, p.split("_")[0], "ok", work, "fwd", ms_median=ms, tflops=t, timer="cuda_event",
+                   extra={"quantized": True} if "fp8" in p else {})
+            for p, ms, t in (("flash_exact", 1.0, 100.0), ("flash_fp8", 0.5, 200.0))]  # fmt: skip
+    info = plot_sweep(rows, tmp_path / "t.svg", metric="tflops")
+    svg = (tmp_path / "t.svg").read_text()
+    assert "forward: quantised (fp8/int8), own tolerance" in svg and info.lines["fwd"] == ["flash_exact",
+                                                                                          "flash_fp8 (quantised)"]  # fmt: skip
+    exact_panel, quantised_panel = svg.split('<g id="axes_2">')
+    assert "series-fwd-flash_exact-ok" in exact_panel and "series-fwd-flash_fp8-ok" in quantised_panel

@@ -1,34 +1,77 @@
-"""The comparison page pairs headline entries by key and says "better there" above 1 either way."""
+"""The comparison page pairs like with like: entries by key on wall time and on their own unit and basis,
+key numbers only where unit and basis agree; a CPU smoke label is never compared; "better there" is
+above 1 either way."""
 
 from types import SimpleNamespace
 
-from attnbench.notebook.site.compare import comparison
-from attnbench.notebook.site.headline import Entry, Headline
+from attnbench.notebook.site.compare import NO_HEADLINE, NOT_GPU, comparison
+from attnbench.notebook.site.headline import Entry, Headline, Number
 
 
-def _view(*entries: Entry) -> dict:
-    return {"data": SimpleNamespace(headline=Headline(entries=list(entries))), "machine": {}}
+def _view(*entries: Entry, numbers=(), gpus: int = 1, not_gpu: bool = False) -> dict:
+    headline = Headline(entries=list(entries), numbers=list(numbers), not_gpu=not_gpu)
+    return {"data": SimpleNamespace(headline=headline), "machine": {"gpu": "G", "gpu_count": gpus},
+            "not_gpu": not_gpu}  # fmt: skip
 
 
 def test_entries_pair_by_key_and_lower_is_better_inverts_the_ratio():
     views = {
         "a": _view(
-            Entry("fwd|S 1", "k1", 100.0, "TFLOP/s", group="forward", label="S 1"),
-            Entry("step", "m", 2.0, "ms", higher_is_better=False),
+            Entry("fwd|S 1", "k1", 100.0, "TFLOP/s", group="forward", label="S 1", per="per GPU", ms=2.0),
+            Entry("step", "m", 2.0, "ms", higher_is_better=False, per="wall time", ms=2.0),
         ),
         "b": _view(
-            Entry("fwd|S 1", "k2", 150.0, "TFLOP/s", group="forward", label="S 1"),
-            Entry("step", "m", 1.0, "ms", higher_is_better=False),
+            Entry("fwd|S 1", "k2", 150.0, "TFLOP/s", group="forward", label="S 1", per="per GPU", ms=1.0),
+            Entry("step", "m", 1.0, "ms", higher_is_better=False, per="wall time", ms=1.0),
         ),
-        "cpu": _view(Entry("fwd|S 64", "k1", 0.1, "TFLOP/s")),
+        "cpu": _view(Entry("fwd|S 1", "k1", 0.1, "TFLOP/s"), not_gpu=True),
         "old": {"data": SimpleNamespace(headline=None), "machine": {}},  # predates headline.json
     }
     page = comparison("nb", "Title", views)
-    assert page["labels"] == ["a", "b"] and page["left_out"] == ["cpu", "old"]
-    assert [(line["label"], [c["winner"] for c in line["cells"]], line["ratios"][0]["text"])
-            for line in page["table"]] == [("S 1", ["k1", "k2"], "1.50×"), ("step", ["m", "m"], "2.00×")]  # fmt: skip
+    assert page["labels"] == ["a", "b"] and page["all_labels"] == ["a", "b", "cpu", "old"]
+    assert page["left_out"] == [{"label": "cpu", "why": NOT_GPU}, {"label": "old", "why": NO_HEADLINE}]
+    got = [(line["label"], [c["winner"] for c in line["cells"]], line["ratios"][0]["wall"]["text"],
+            line["ratios"][0]["value"]["text"]) for line in page["table"]]  # fmt: skip
+    assert got == [("S 1", ["k1", "k2"], "2.00×", "1.50×"), ("step", ["m", "m"], "2.00×", "2.00×")]
 
 
-def test_no_comparison_without_a_shared_key():
-    views = {"a": _view(Entry("x", "k", 1.0)), "b": _view(Entry("y", "k", 1.0))}
-    assert comparison("nb", "Title", views) is None
+def test_two_gpus_are_compared_on_wall_time_and_per_gpu_apart():
+    """The issue's case: a 2-GPU kernel has lower per-GPU TFLOP/s but is faster in wall time."""
+    one = _view(Entry("fwd|S 1M", "single", 187.0, "TFLOP/s", group="forward", per="per GPU", ms=103.0))
+    two = _view(Entry("fwd|S 1M", "dist", 172.0, "TFLOP/s", group="forward", per="per GPU", ms=56.0, gpus=2),
+                gpus=2)  # fmt: skip
+    page = comparison("nb", "T", {"x2": two, "x1": one})  # the one-GPU label is the base
+    assert page["base"] == "x1"
+    (line,) = page["table"]
+    assert line["ratios"][0]["wall"]["text"] == "1.84×" and line["ratios"][0]["wall"]["css"] == "up"
+    assert line["ratios"][0]["value"]["text"] == "0.92×"
+    assert line["cells"][1]["wall"] == "56.0 ms wall on 2 GPUs"
+    sentence = page["sentences"][0]
+    assert sentence.startswith("x2 (2 GPUs) against x1 (1 GPU)")
+    assert "wall time forward: 1.84×" in sentence and "TFLOP/s, per GPU forward: 0.92×" in sentence
+
+
+def test_key_numbers_compare_only_the_same_unit_and_basis():
+    a = _view(numbers=[Number("eff", "efficiency", 80.0, "%", "per GPU"), Number("t", "time", 2.0, "ms",
+                       "wall time", higher_is_better=False)])  # fmt: skip
+    b = _view(numbers=[Number("eff", "efficiency", 150.0, "%", "total"), Number("t", "time", 1.0, "ms",
+                       "wall time", higher_is_better=False)])  # fmt: skip
+    page = comparison("nb", "T", {"a": a, "b": b})
+    eff, time = page["numbers"]
+    assert eff["ratios"][0]["text"] == "not like with like"
+    assert eff["ratios"][0]["title"] == "not compared: %, total against %, per GPU"
+    assert time["ratios"][0]["text"] == "2.00×" and time["basis"] == "ms, wall time"
+
+
+def test_two_labels_without_headlines_still_get_a_page_of_their_machines():
+    """The environment notebook: no headline, two GPU labels: the machines side by side, differences marked."""
+    views = {label: {"data": SimpleNamespace(headline=None), "machine": {"gpu": gpu, "driver": "580"}}
+             for label, gpu in (("h100", "NVIDIA H100"), ("h200", "NVIDIA H200"))}  # fmt: skip
+    page = comparison("environment", "Environment", views)
+    assert page["labels"] == [] and page["table"] == [] and len(page["left_out"]) == 2
+    facts = {f["fact"]: (f["cells"], f["differs"]) for f in page["facts"]}
+    assert facts["gpu"] == (["NVIDIA H100", "NVIDIA H200"], True) and facts["driver"] == (
+        ["580", "580"],
+        False,
+    )
+    assert comparison("environment", "Environment", {"h100": views["h100"]}) is None

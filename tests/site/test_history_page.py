@@ -67,3 +67,31 @@ def test_site_links_the_history_page(repo: Path):
     text = history.read_text()
     assert "aaaaaaa" in text and "bbbbbbb" in text and "⚑" in text
     assert "gpu-a.history.html" in (repo / "site" / "index.html").read_text()
+
+
+def test_a_number_is_flagged_only_beyond_its_measured_spread(tmp_path: Path):
+    """With the report's measured spread (10 %) the +25 % move is flagged and a +4 % move is not, though
+    +4 % is over the 2 % default."""
+    git(tmp_path, "init", "-q")
+    for value, code in ((2.0, "aaaaaaa"), (2.5, "bbbbbbb"), (2.6, "ccccccc")):
+        run = tmp_path / "outputs" / "nb" / "gpu-a" / "report"
+        (run / "artifacts").mkdir(parents=True, exist_ok=True)
+        number = page.Number("fwd|speedup", "speed-up", value, "×", "wall time", spread=0.1)
+        page.write_headline(page.Headline(numbers=[number]), run / "artifacts")
+        (run / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+        git(tmp_path, "add", "-A")
+        git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"results of {code}")
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert [bool(r.flagged) for r in h.runs] == [False, True, False]
+    (number,) = history_view(h)["numbers"]
+    assert number["spread"] == "10.0%" and number["measured"] is True
+
+
+def test_the_history_page_opens_with_its_summary(repo: Path):
+    from attnbench.notebook.site.render import build_site
+
+    build_site(repo / "outputs", repo / "site")
+    text = (repo / "site" / "nb" / "gpu-a.history.html").read_text()
+    lead = text[text.index('id="headline"') :]
+    assert "3 committed runs of outputs/nb/gpu-a/ from git" in lead
+    assert 'speed-up (×, wall time) <span class="muted">· spread 2.0% (default)' in lead

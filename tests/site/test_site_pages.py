@@ -18,7 +18,8 @@ def page(site: Path, rel: str) -> str:
 
 
 def before_first_figure(html: str) -> str:
-    return html[: html.index("<figure")]
+    """The page above its first cell figure (the key figure sits under the answer, above the ranking)."""
+    return html[: html.index('<figure class="artifact')]
 
 
 def test_headline_on_each_page_before_the_first_figure(demo_site):
@@ -51,14 +52,29 @@ def test_a_missed_target_is_never_green_in_the_index(demo_site):
 
 def test_comparison_page_ratios(demo_site):
     compare = page(demo_site, "site_demo/compare.html")
-    # the headline entries (fastest per pass and shape) of the two GPU labels, paired by key
-    assert "gpu-b against gpu-a" in compare and "forward 1.50× (median of 2; all 1.50×)" in compare
-    assert compare.count('<td class="num up">1.50×</td>') == 4  # 2 passes x 2 shapes
-    assert "Left out (no entry in common with the others): cpu." in compare
-    for label in ("gpu-a", "gpu-b"):
+    # the ranking entries of the two GPU labels, paired by key, on wall time and on per-GPU TFLOP/s apart
+    assert "gpu-b (1 GPU) against gpu-a (1 GPU)" in compare
+    assert "wall time forward: 1.50× (median of 2; all 1.50×)" in compare
+    assert "TFLOP/s, per GPU forward: 1.50× (median of 2; all 1.50×)" in compare
+    assert compare.count('<td class="num up" title="wall time: base time / time there">1.50×</td>') == 4
+    assert "<strong>cpu</strong> not compared: a CPU smoke run: not a GPU measurement" in compare
+    # key numbers: like with like only (gpu-b's throughput number is a total, gpu-a's per GPU)
+    assert '<td>forward time at S 512</td><td class="muted">ms, wall time</td>' in compare
+    assert 'title="not compared: TFLOP/s, total against TFLOP/s, per GPU">not like with like' in compare
+    for label in ("gpu-a", "gpu-b", "cpu"):  # every label links it; the cpu page finds why it is left out
         assert 'href="compare.html"' in page(demo_site, f"site_demo/{label}.html")
-    assert 'href="compare.html"' not in page(demo_site, "site_demo/cpu.html")
     assert 'href="site_demo/compare.html"' in page(demo_site, "index.html")
+
+
+def test_answer_and_key_figure_first_and_units_labelled(demo_site):
+    a = page(demo_site, "site_demo/gpu-a.html")
+    top = a[: a.index('id="headline"')]
+    assert "Question:</span> Which made-up kernel is fastest, and by how much?" in top
+    assert "forward time at S 512</span> <strong>" in top and "(wall time)" in top
+    assert '<figure class="key-figure"><img src="gpu-a/files/plot/tflops.svg"' in top
+    assert (demo_site / "site_demo" / "gpu-a" / "files" / "plot" / "tflops.svg").is_file()
+    ranking = a[a.index('id="headline"') : a.index('<figure class="artifact')]
+    assert '<th class="num">TFLOP/s per GPU</th>' in ranking and "wall time per call" in ranking
 
 
 def test_a_run_without_headline_data_gets_a_note(demo_project, tmp_path):

@@ -12,7 +12,9 @@ the answer's winner.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from attnbench.notebook.site import headline as page
@@ -271,9 +273,49 @@ ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
 }
 
 
-def answer_for(name: str, data, key_figure: str = "") -> page.Answer:
-    """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so."""
-    answer = ANSWERS[name](data)
+REPEATABILITY = "measurements/*repeatability*.json"  # scripts/flux_repeatability.py: the same rows run twice
+
+
+def measured_spread(start: Path | None = None) -> float | None:
+    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
+    ms_median) of the repeatability files in the nearest measurements/ above `start` (default: the working
+    directory, then this package); None when there is none (history then flags at its default)."""
+    for top in (start or Path.cwd(), Path(__file__).resolve()):
+        for folder in (top, *top.parents):
+            found = sorted(folder.glob(REPEATABILITY))
+            values = [_num(_load(path).get("p95_spread")) for path in found]
+            values = [v for v in values if v]
+            if values:
+                return max(values)
+            if found or (folder / "pyproject.toml").exists():
+                break
+    return None
+
+
+def _load(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def with_spreads(answer: page.Answer, spread: float | None) -> page.Answer:
+    """Each timed number's spread: a time takes `spread`, a ratio of two times (×, %) twice it (both rows
+    move); lengths and counts are exact (none)."""
+    if spread:
+        for n in answer.numbers:
+            if n.unit in ("ms", "TFLOP/s"):
+                n.spread = spread
+            elif n.unit in ("×", "%"):
+                n.spread = 2 * spread
+    return answer
+
+
+def answer_for(name: str, data, key_figure: str = "", spread: float | None = None) -> page.Answer:
+    """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so. Its timed numbers
+    carry `spread` (default: measured_spread()) for the history page's flags."""
+    answer = with_spreads(ANSWERS[name](data), spread if spread is not None else measured_spread())
     answer.key_figure = key_figure
     if any(r.get("timer") == "perf_counter" for r in data.rows):
         answer.answer.append("CPU smoke run: not a GPU measurement; the numbers only show the report works.")

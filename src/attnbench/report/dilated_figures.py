@@ -1,9 +1,10 @@
 """Figures of the dilated-attention report (SVG, matplotlib; no torch), from Result rows alone.
 
-`plot_scaling`: one panel per pass, x = tokens (log2), y = a metric per series: dilated series solid,
-dense dashed, incorrect rows marked. The cost-per-token view is the report's point: flat for dilated
+`plot_scaling`: one panel per pass, x = tokens (log2), y = a metric per series: one hue per provider
+family (a shade and a marker per provider, as in every sweep figure), dilated series solid, dense dashed,
+incorrect rows marked. The cost-per-token view is the report's point: flat for dilated
 attention (linear total work), growing linearly for dense causal attention (quadratic work). Under the
-figure: where each series stopped and why (the rows that were not run), and what never ran.
+figure, wrapped and never cut: where each series stopped and why (the rows that were not run), and what never ran.
 `plot_pattern`: the multiplicity matrix of one head as an image (the definition's picture).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from attnbench.report.dilated import GIB, PASS_NAMES, is_dilated, ns_per_token, stops, tokens_per_s
-from attnbench.report.figures import CPU_NOTE, right_legend
+from attnbench.report.figures import CPU_NOTE, right_legend, styles
 from attnbench.rows import Result
 
 METRICS = {  # metric -> (axis label, value of a row, log scale)
@@ -47,8 +48,8 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
     passes = [p for p in PASS_NAMES if any(r.pass_ == p for r in rows)] or ["fwd"]
     drawn = [r for r in rows if r.ms_median is not None and value(r)]
     providers = sorted({r.provider for r in drawn}, key=lambda p: (not p.startswith("dilated"), p))
-    cmap = matplotlib.colormaps["tab10"]
-    colors = {p: cmap(i % 10) for i, p in enumerate(providers)}
+    family = {r.provider: r.family or r.provider.split("_")[0] for r in drawn}
+    looks = styles(providers, family.get)  # one hue per family, a shade and a marker per provider
     footer = stops(rows)
     notes = [
         n for n in (note, CPU_NOTE if any(r.timer == "perf_counter" for r in rows) and not note else "") if n
@@ -57,7 +58,7 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
         fig, axes = plt.subplots(1, len(passes), figsize=(5.6 * len(passes), 4.4), squeeze=False,
                                  facecolor="white", layout="constrained")  # fmt: skip
         for ax, pass_ in zip(axes[0], passes):
-            _panel(ax, [r for r in drawn if r.pass_ == pass_], metric, value, colors, pass_)
+            _panel(ax, [r for r in drawn if r.pass_ == pass_], metric, value, looks, pass_)
             ax.set_title(PASS_NAMES[pass_])
             ax.set_xscale("log", base=2)
             if log:
@@ -68,15 +69,15 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
         right_legend(fig, axes[0])
         if title or notes:
             fig.suptitle(title + (f"\n{' | '.join(notes)}" if notes else ""), fontsize=11)
-        text = "\n".join(["where each series ended:"] + [f"  {_short(line)}" for line in footer])
-        fig.text(0.01, -0.02, text, ha="left", va="top", fontsize=7.5, family="monospace", color="#333333")
+        text = "\n".join(["where each series ended:"] + [_wrapped(line, 70 * len(passes)) for line in footer])
+        fig.text(0.01, -0.02, text, ha="left", va="top", fontsize=9, color="#333333")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="svg", bbox_inches="tight", facecolor="white")
         plt.close(fig)
     return footer
 
 
-def _panel(ax, rows, metric, value, colors, pass_) -> None:
+def _panel(ax, rows, metric, value, looks, pass_) -> None:
     lines: dict[str, list[Result]] = defaultdict(list)
     for r in rows:
         lines[r.provider].append(r)
@@ -88,11 +89,11 @@ def _panel(ax, rows, metric, value, colors, pass_) -> None:
         name = (
             provider + (" (INCORRECT)" if bad else "") + ("" if is_dilated(group[0]) else " (dense causal)")
         )
-        ax.plot(xs, [value(r) for r in group], style, marker="o", markersize=3.5, linewidth=1.6,
-                color=colors[provider], label=name, gid=f"series-{pass_}-{provider}")  # fmt: skip
+        ax.plot(xs, [value(r) for r in group], linestyle=style, marker=looks[provider]["marker"], markersize=4,
+                linewidth=1.6, color=looks[provider]["color"], label=name, gid=f"series-{pass_}-{provider}")  # fmt: skip
         bands = [_band(r, metric) for r in group]
         if all(bands):
-            ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=colors[provider], alpha=0.15,
+            ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=looks[provider]["color"], alpha=0.15,
                             linewidth=0)  # fmt: skip
     if not rows:
         ax.text(
@@ -100,8 +101,11 @@ def _panel(ax, rows, metric, value, colors, pass_) -> None:
         )
 
 
-def _short(line: str, limit: int = 150) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def _wrapped(line: str, width: int) -> str:
+    """A footer line wrapped at `width` characters, never cut: the reader gets every word."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(line, width, initial_indent="  ", subsequent_indent="      "))
 
 
 def plot_pattern(matrix: list[list[int]], path: Path | str, *, title: str = "") -> None:

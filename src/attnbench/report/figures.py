@@ -2,9 +2,10 @@
 
 How a reader tells the lines apart: one hue per provider *family* (sdpa, flash_attn3, xformers, ...; each
 family declares it in the provider registry), and within a family a shade of it and one line style and
-marker per variant (sdpa_cudnn solid circles, sdpa_flash dashed squares, ...). The shared legend lists providers fastest first. Quantised kernels (int8/fp8, judged
-with the looser quantised tolerance) are labelled "(quantised)"; `incorrect` rows are drawn thin and
-grey with crosses, labelled "(incorrect)", so a wrong-but-fast kernel is visible but never mistaken for
+marker per variant (sdpa_cudnn solid circles, sdpa_flash dashed squares, ...). The shared legend (10 pt) lists
+providers fastest first. Quantised kernels (int8/fp8, judged with the looser quantised tolerance) get their
+own row of panels with their own y axis, labelled "(quantised)", so they never top the exact kernels'
+chart; `incorrect` rows are drawn thin and grey with crosses, labelled "(incorrect)", so a wrong-but-fast kernel is visible but never mistaken for
 a result. A provider that could not run at some shapes (oom, unsupported, error) gets a cross at the
 bottom of the panel at those shapes, in its colour. Everything that did not run is returned as rows
 for a table under the figure (`not_run_markdown`), not drawn inside it.
@@ -26,6 +27,7 @@ METRICS = {  # metric -> (axis label, higher is better)
     "ms_median": ("latency (ms, median; band p20-p80)", False),
     "tflops": ("TFLOP/s (band p20-p80)", True),
 }
+LEGEND_SIZE = 10  # pt: about 11 px on a 1400 px page, where a two-panel figure is drawn at ~80 %
 CPU_NOTE = "CPU timing (perf_counter): not a GPU measurement"
 MID = "#768390"  # text, axes and grid: readable on white and on a dark page
 INCORRECT = "#9a9a9a"
@@ -198,24 +200,32 @@ def plot_sweep(
     info = PlotInfo(path=path, not_run=not_run(rows))
     passes = sorted({r.pass_ for r in rows}, key=list(PASS_TITLES).index) or ["fwd"]
     drawn = [r for r in rows if r.status in ("ok", "incorrect") and getattr(r, metric) is not None]
+    quantised = [r for r in drawn if r.status == "ok" and is_quantized(r)]  # their own panels, own axis
+    exact = [r for r in drawn if r not in quantised]
     families = _family(rows)
     looks = styles(families, families.get)
     cpu_timed = any(r.timer == "perf_counter" for r in rows) and "not a GPU measurement" not in note
     notes = [n for n in (note, CPU_NOTE if cpu_timed else "") if n]
 
     with plt.style.context("default"), matplotlib.rc_context(style_rc()):
-        fig, axes = plt.subplots(1, len(passes), figsize=(5.4 * len(passes), 4.4), squeeze=False,
+        grid = (2 if quantised else 1, len(passes))
+        fig, axes = plt.subplots(*grid, figsize=(5.4 * len(passes), 4.4 * grid[0]), squeeze=False,
                                  layout="constrained")  # fmt: skip
         for ax, pass_ in zip(axes[0], passes):
-            info.lines[pass_] = _draw_panel(ax, [r for r in drawn if r.pass_ == pass_], metric, looks, pass_)
+            info.lines[pass_] = _draw_panel(ax, [r for r in exact if r.pass_ == pass_], metric, looks, pass_)
             _mark_not_run(ax, [r for r in rows if r.pass_ == pass_ and r.status in DID_NOT_RUN], looks)
-            ax.set_title(PASS_TITLES.get(pass_, pass_))
-            ax.set_xlabel("sequence length (keys)")
-            ax.set_ylabel(METRICS[metric][0])
-            ax.grid(True)
-            if not info.lines[pass_]:
-                ax.text(0.5, 0.5, "no measured provider", ha="center", va="center", transform=ax.transAxes)
-        _shared_legend(fig, axes[0], _speed_order(drawn, metric))
+            _frame(ax, PASS_TITLES.get(pass_, pass_), metric, bool(info.lines[pass_]))
+        for ax, pass_ in zip(axes[1] if quantised else (), passes):
+            mine = [r for r in quantised if r.pass_ == pass_]
+            info.lines[pass_] += _draw_panel(ax, mine, metric, looks, pass_)
+            _frame(
+                ax,
+                f"{PASS_TITLES.get(pass_, pass_)}: quantised (fp8/int8), own tolerance",
+                metric,
+                bool(mine),
+                empty="no quantised kernel ran",
+            )
+        _shared_legend(fig, list(axes.flat), _speed_order(drawn, metric))
         heading = title + (f"\n{' | '.join(notes)}" if notes else "")
         if heading:
             fig.suptitle(heading, fontsize=11)
@@ -223,6 +233,15 @@ def plot_sweep(
         fig.savefig(path, format="svg", bbox_inches="tight")
         plt.close(fig)
     return info
+
+
+def _frame(ax, title: str, metric: str, drawn: bool, empty: str = "no measured provider") -> None:
+    ax.set_title(title)
+    ax.set_xlabel("sequence length (keys)")
+    ax.set_ylabel(METRICS[metric][0])
+    ax.grid(True)
+    if not drawn:
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes)
 
 
 def _label(provider: str, status: str, quantised: bool) -> str:
@@ -266,7 +285,7 @@ def _axes(ax, rows: list[Result], metric: str) -> None:
     seqs = sorted({_seq(r) for r in rows})
     if seqs:
         ax.set_xticks(seqs)
-        ax.set_xticklabels([str(s) for s in seqs], rotation=45 if len(seqs) > 5 else 0, fontsize=8)
+        ax.set_xticklabels([str(s) for s in seqs], rotation=45 if len(seqs) > 5 else 0, fontsize=9)
     values = [getattr(r, metric) for r in rows if getattr(r, metric)]
     if metric == "ms_median" and values and max(values) / min(values) > 30:
         ax.set_yscale("log")  # math/eager paths can be 100x slower than fused kernels
@@ -308,7 +327,7 @@ def right_legend(fig, axes) -> None:
     handles = legend_handles(axes)
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                   fontsize=8, frameon=False)  # fmt: skip
+                   fontsize=LEGEND_SIZE, frameon=False)  # fmt: skip
 
 
 def _shared_legend(fig, axes, order: list[str]) -> None:
@@ -323,4 +342,4 @@ def _shared_legend(fig, axes, order: list[str]) -> None:
     labels = sorted(handles, key=key)
     if labels:
         fig.legend([handles[label] for label in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.92),
-                   fontsize=8, frameon=False, title="fastest first", title_fontsize=8)  # fmt: skip
+                   fontsize=LEGEND_SIZE, frameon=False, title="fastest first", title_fontsize=LEGEND_SIZE)  # fmt: skip

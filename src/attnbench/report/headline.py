@@ -53,6 +53,8 @@ class Best:
     quantised: str = ""  # a quantised kernel faster than `provider`: "sage (612 TFLOP/s)"
     candidates: int = 1
     baseline: bool = False  # only references ran here (single GPU, dense on a sparse report, eager)
+    gpus: int | None = None  # the GPUs the winner ran on (extra.world_size); its TFLOP/s are per GPU
+    workload: str = ""  # every workload field: the same on every machine, whatever varies in one run
 
 
 @dataclass
@@ -254,7 +256,8 @@ def _best(pass_, shape, group, checks, peaks, sparse=False) -> Best | None:
     share, peak = _peak(top, peaks)
     best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
                 tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
-                candidates=len(ranked), baseline=not contenders)  # fmt: skip
+                candidates=len(ranked), baseline=not contenders, gpus=_world(top),
+                workload=shape_label(top, list(SHAPE_FIELDS)))  # fmt: skip
     if len(ranked) > 1:
         second = ranked[1]
         best.runner_up = str(second.get("provider"))
@@ -265,6 +268,11 @@ def _best(pass_, shape, group, checks, peaks, sparse=False) -> Best | None:
         tflops = _number(fast.get("tflops"))
         best.quantised = f"{fast.get('provider')}" + (f" ({tflops:.4g} TFLOP/s)" if tflops else "")
     return best
+
+
+def _world(row: Mapping) -> int | None:
+    world = (row.get("extra") or {}).get("world_size")
+    return world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
 
 
 def _sentence(pass_: str, all_bests: list[Best]) -> str:

@@ -23,6 +23,7 @@ from attnbench.report.headline import PASS_NAMES, Headline, Target, headline, ta
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not read for the headline
 CPU_WARNING = "CPU smoke run: not a GPU measurement"
+PER_GPU = "per GPU"  # every row's TFLOP/s is per GPU (README); on one GPU that is also the total
 
 
 @dataclass
@@ -108,13 +109,13 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
         entries.append(page.Entry(
-            key=f"{b.pass_}|{b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
+            key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
             unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
             detail=f"{_percent(b.peak_share)} of the {b.peak} peak" if b.peak_share is not None else "",
             runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
             margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
-            baseline=b.baseline,
+            baseline=b.baseline, per=PER_GPU if b.tflops is not None else "wall time", ms=b.ms, gpus=b.gpus,
         ))  # fmt: skip
     entries.sort(key=lambda e: e.baseline)  # references last, apart (stable: the order within each)
     note = ""

@@ -2,8 +2,9 @@
 
 For each page: no console error, uncaught exception or failed load; every image decoded; every local
 link (and its #fragment) resolves; the headline (`#headline`) comes before the first figure and starts
-on the first screen; nothing overflows sideways at 400 px. Screenshots (first screen at 1280 px light
-and dark, 400 px, and the whole page at 1280 px) go to a folder for a person to look at.
+on the first screen; nothing overflows sideways at 400 px; in every SVG figure shown, at 1400 px and at
+400 px, no text falls outside the drawing or is cut with "…", and no text is smaller than MIN_TEXT_PX. Screenshots (first screen at 1400 px light
+and dark, 400 px, and the whole page at 1400 px) go to a folder for a person to look at.
 
     uv run python -m attnbench.tooling.sitecheck site/ --screenshots /tmp/shots
 """
@@ -20,7 +21,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 from attnbench.tooling.browser import Chromium
 
-DESKTOP = (1280, 900)
+DESKTOP = (1400, 900)
 NARROW = (400, 800)
 
 # Every <img> loads now (lazy ones too) and is decoded; the ones that fail are named.
@@ -73,6 +74,53 @@ OVERFLOW = """
   return out.length ? out : [`the page is ${document.documentElement.scrollWidth} px wide`];
 })()
 """
+
+
+# Each SVG figure shown on the page, drawn inline off-screen at its shown size: text outside the drawing
+# (cut off by the viewBox) or clipped with an ellipsis, and the smallest text as shown, in CSS pixels.
+FIGURES = """
+(async () => {
+  const out = [];
+  const shown = [...document.querySelectorAll("figure img")].filter(i => i.clientWidth > 0 &&
+      (i.src.startsWith("data:image/svg") || /\\.svg$/i.test(i.src)));
+  for (const img of shown) {
+    let text;
+    try { text = await (await fetch(img.src)).text(); } catch (e) { continue; }
+    const holder = document.createElement("div");
+    holder.style.cssText = "position:absolute;left:-30000px;top:0";
+    holder.innerHTML = text;
+    const svg = holder.querySelector("svg");
+    if (!svg || !svg.viewBox.baseVal || !svg.viewBox.baseVal.width) continue;
+    svg.setAttribute("width", img.clientWidth); svg.setAttribute("height", img.clientHeight);
+    document.body.appendChild(holder);
+    const box = svg.getBoundingClientRect(), scale = box.width / svg.viewBox.baseVal.width;
+    const cut = [], sizes = [];
+    for (const t of svg.querySelectorAll("text")) {
+      const words = t.textContent.trim(), r = t.getBoundingClientRect();
+      if (!words || !r.width) continue;
+      if (words.includes("\u2026") || r.left < box.left - 1 || r.right > box.right + 1 ||
+          r.top < box.top - 1 || r.bottom > box.bottom + 1) cut.push(words.slice(0, 60));
+      sizes.push(parseFloat(getComputedStyle(t).fontSize) * scale);
+    }
+    holder.remove();
+    out.push({name: img.alt || img.src.slice(0, 60), cut, smallest: sizes.length ? Math.min(...sizes) : null});
+  }
+  return out;
+})()
+"""
+MIN_TEXT_PX = {DESKTOP[0]: 8.0, NARROW[0]: 6.0}  # the smallest figure text a reader can still read
+
+
+def _figure_problems(tab, width: int) -> list[str]:
+    problems = []
+    for figure in tab.evaluate(FIGURES, timeout=120):
+        for words in figure["cut"]:
+            problems.append(f"figure text cut off in {figure['name']}: {words!r}")
+        small = figure["smallest"]
+        if small is not None and small < MIN_TEXT_PX[width]:
+            problems.append(f"figure text too small at {width} px in {figure['name']}: {small:.1f} px"
+                            f" (at least {MIN_TEXT_PX[width]:.0f})")  # fmt: skip
+    return problems
 
 
 @dataclass
@@ -135,6 +183,7 @@ def _check_page(browser: Chromium, site: Path, page: Path, shots: Path | None, i
             set(tab.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")),
             ids,
         )
+        report.problems += _figure_problems(tab, DESKTOP[0])
         headline = tab.evaluate(HEADLINE)
         if not headline["present"]:
             report.problems.append("no headline (#headline)")
@@ -153,6 +202,7 @@ def _check_page(browser: Chromium, site: Path, page: Path, shots: Path | None, i
         report.problems += [
             f"overflows sideways at {NARROW[0]} px: {what}" for what in tab.evaluate(OVERFLOW)
         ]
+        report.problems += _figure_problems(tab, NARROW[0])
         if shots:
             report.screenshots.append(tab.screenshot(shots / _shot_name(site, page, "narrow")))
             tab.resize(*DESKTOP, dark=True)

@@ -1,10 +1,19 @@
-"""One notebook on several machines: the same headline entries side by side, with ratios.
+"""One notebook on several machines: the machines side by side, and the headline's numbers paired.
 
-A comparison page (site/<notebook>/compare.html) is made when at least two machine labels have a
-headline entry (headline.json, see headline.py) with the same key. The first of them (sorted by
-name) is the base; every other label gets a ratio column: its value over the base's for the same key
-(base over it where lower is better), so above 1 is always better there. A label sharing no key with
-the others (a CPU smoke run beside GPU runs) drops out by itself and is named.
+A comparison page (site/<notebook>/compare.html) is made for every notebook with two or more machine
+labels. It always sets the machines' facts side by side (GPU, count, driver, CUDA, torch, ...). Then it
+pairs what the runs' headline.json files (headline.py) say, comparing only like with like:
+
+- key numbers (`numbers`) pair by key, and only where unit and basis (`per`: per GPU, total, wall
+  time) agree; a pair that differs is listed as not compared, with both bases named;
+- ranking entries (`entries`) pair by key on two bases, each named: the winner's wall time
+  (`ms`: base time / time there, so 1.7× is 1.7 times as fast there, whatever the GPU count) and
+  the entry's own value where unit and `per` agree (per-GPU throughput beside per-GPU throughput).
+
+Every ratio reads "above 1 is better there" (inverted where lower is better). The first comparable
+label (by GPU count, then name) is the base. A CPU smoke label (headline not_gpu, or a cpu profile) is
+not a GPU measurement: it is listed with its machine but never compared with a GPU label; a label
+without headline.json is named as predating headline data.
 """
 
 from __future__ import annotations
@@ -15,75 +24,163 @@ from collections.abc import Mapping
 from typing import Any
 
 from attnbench.notebook.site import artifacts as show
-from attnbench.notebook.site.headline import Entry
+from attnbench.notebook.site.headline import Entry, Headline, Number
 from attnbench.notebook.site.summary import number_text
 
 PAGE = "compare.html"
+NOT_GPU = "a CPU smoke run: not a GPU measurement, so never compared with a GPU run"
+NO_HEADLINE = "no headline.json: the run predates headline data (re-run its report cell)"
+FACTS = ("gpu", "gpu_count", "driver", "cuda", "torch", "python", "cpu", "platform")
 
 
-def _ratio(entry: Entry, base: Entry) -> float | None:
-    """Better there over the base: value / base value, inverted where lower is better."""
-    a, b = entry.value, base.value
-    if a is None or b is None or a <= 0 or b <= 0 or entry.unit != base.unit:
+def _ratio(there: float | None, base: float | None, higher_is_better: bool) -> float | None:
+    """Better there over the base: above 1 is better there, either way round."""
+    if there is None or base is None or there <= 0 or base <= 0:
         return None
-    return a / b if entry.higher_is_better else b / a
+    return there / base if higher_is_better else base / there
 
 
-def _ratio_text(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}×"
-
-
-def _ratio_css(value: float | None) -> str:
+def _ratio_cell(value: float | None, why: str = "") -> dict[str, str]:
     if value is None:
-        return ""
-    return "up" if value >= 1.03 else "down" if value <= 0.97 else ""
+        return {"text": "", "css": "", "title": why}
+    css = "up" if value >= 1.03 else "down" if value <= 0.97 else ""
+    return {"text": f"{value:.2f}×", "css": css, "title": why}
+
+
+def _basis(unit: str, per: str) -> str:
+    return ", ".join(x for x in (unit, per) if x) or "no unit"
+
+
+def _gpus(view: Mapping[str, Any]) -> int:
+    count = (view.get("machine") or {}).get("gpu_count")
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+def _sorted_labels(views: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return sorted(views, key=lambda label: (_gpus(views[label]), label))
 
 
 def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The comparison page's view, or None when fewer than two labels share a headline entry."""
-    entries: dict[str, dict[str, Entry]] = {}
-    for label, view in views.items():
-        headline = view["data"].headline
-        entries[label] = {e.key: e for e in headline.entries} if headline is not None else {}
-    labels = [label for label in sorted(entries)
-              if any(entries[label].keys() & entries[other].keys() for other in entries if other != label)]  # fmt: skip
-    if len(labels) < 2:
+    """The comparison page's view; None with fewer than two labels."""
+    if len(views) < 2:
         return None
-    base, others = labels[0], labels[1:]
-    keys = list(dict.fromkeys(k for label in labels for k in entries[label]))
-    table, ratios = [], defaultdict(list)
-    for key in keys:
-        by_label = {label: entries[label].get(key) for label in labels}
-        if sum(e is not None for e in by_label.values()) < 2:
-            continue
-        first = next(e for e in by_label.values() if e is not None)
-        line = {"group": first.group, "label": first.label or key, "unit": first.unit,
-                "cells": [_cell(by_label[label]) for label in labels], "ratios": []}  # fmt: skip
-        for label in others:
-            there, here = by_label[label], by_label[base]
-            value = _ratio(there, here) if there and here else None
-            line["ratios"].append({"text": _ratio_text(value), "css": _ratio_css(value)})
-            if value is not None:
-                ratios[(label, first.group)].append(value)
-        table.append(line)
+    heads: dict[str, Headline] = {}
+    left_out: list[dict[str, str]] = []
+    for label in _sorted_labels(views):
+        view, headline = views[label], views[label]["data"].headline
+        if view.get("not_gpu") or (headline is not None and headline.not_gpu):
+            left_out.append({"label": label, "why": NOT_GPU})
+        elif headline is None or not (headline.numbers or headline.entries):
+            left_out.append({"label": label, "why": NO_HEADLINE})
+        else:
+            heads[label] = headline
+    labels = list(heads)
+    base, others = (labels[0], labels[1:]) if labels else ("", [])
+    numbers = _numbers(heads, base, others) if len(labels) > 1 else []
+    entries, medians = _entries(heads, base, others, views) if len(labels) > 1 else ([], {})
     return {
         "name": name,
         "title": title,
         "labels": labels,
+        "all_labels": _sorted_labels(views),
         "base": base,
         "others": others,
-        "left_out": sorted(set(views) - set(labels)),
-        "machines": [_machine(label, views[label]) for label in labels],
-        "table": table,
-        "sentences": _sentences(base, others, ratios),
+        "left_out": left_out,
+        "machines": [_machine(label, views[label]) for label in _sorted_labels(views)],
+        "facts": _facts(views),
+        "numbers": numbers,
+        "table": entries,
+        "sentences": _sentences(base, others, medians, views, numbers),
     }
 
 
-def _cell(entry: Entry | None) -> dict[str, str]:
+def _numbers(heads: Mapping[str, Headline], base: str, others: list[str]) -> list[dict[str, Any]]:
+    """One line per key number present on two labels or more: its value on each, ratios where the
+    unit and basis agree with the base's, else why not."""
+    by_label: dict[str, dict[str, Number]] = {
+        label: {n.key: n for n in h.numbers} for label, h in heads.items()
+    }
+    keys = list(dict.fromkeys(k for label in heads for k in by_label[label]))
+    lines = []
+    for key in keys:
+        found = {label: by_label[label].get(key) for label in heads}
+        if sum(n is not None for n in found.values()) < 2:
+            continue
+        first = next(n for n in found.values() if n is not None)
+        here = found[base]
+        ratios = []
+        for label in others:
+            there = found[label]
+            if there is None or here is None:
+                ratios.append(_ratio_cell(None, "not measured on both"))
+            elif (there.unit, there.per) != (here.unit, here.per):
+                why = f"not compared: {_basis(there.unit, there.per)} against {_basis(here.unit, here.per)}"
+                ratios.append({"text": "not like with like", "css": "muted", "title": why})
+            else:
+                ratios.append(_ratio_cell(_ratio(there.value, here.value, here.higher_is_better),
+                                          f"{_basis(here.unit, here.per)}: above 1 is better on {label}"))  # fmt: skip
+        cells = [{"text": "—" if n is None else f"{number_text(n.value)} {n.unit}".strip(),
+                  "per": "" if n is None else n.per, "title": "" if n is None else n.detail}
+                 for n in found.values()]  # fmt: skip
+        lines.append(
+            {"name": first.name, "basis": _basis(first.unit, first.per), "cells": cells, "ratios": ratios}
+        )
+    return lines
+
+
+def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], dict]:
+    """Ranking entries paired by key: the winner and value on each label, and two ratios per other label,
+    each on its own basis: wall time (the winners' `ms`) and the entry's value (same unit and per only)."""
+    by_label = {label: {e.key: e for e in h.entries} for label, h in heads.items()}
+    keys = list(dict.fromkeys(k for label in heads for k in by_label[label]))
+    table, medians = [], defaultdict(list)
+    for key in keys:
+        found = {label: by_label[label].get(key) for label in heads}
+        if sum(e is not None for e in found.values()) < 2:
+            continue
+        first = next(e for e in found.values() if e is not None)
+        here = found[base]
+        line = {"group": first.group, "label": first.label or key, "baseline": first.baseline,
+                "cells": [_cell(found[label], _gpus(views[label])) for label in heads], "ratios": []}  # fmt: skip
+        for label in others:
+            there = found[label]
+            wall = _ratio(there.ms, here.ms, False) if there and here else None
+            value = None
+            if there and here and (there.unit, there.per) == (here.unit, here.per):
+                value = _ratio(there.value, here.value, here.higher_is_better)
+            basis = _basis(here.unit, here.per) if here else ""
+            line["ratios"].append({"wall": _ratio_cell(wall, "wall time: base time / time there"),
+                                   "value": _ratio_cell(value, f"{basis}: above 1 is better there")})  # fmt: skip
+            group = first.group or "all"
+            if wall is not None:
+                medians[(label, "wall time", group)].append(wall)
+            if value is not None:
+                medians[(label, basis, group)].append(value)
+        table.append(line)
+    table.sort(key=lambda line: line["baseline"])  # references last
+    _drop_common_parts(table)
+    return table, medians
+
+
+def _drop_common_parts(table: list[dict]) -> None:
+    """Labels without the " · " parts every line shares (the same batch, heads, dtype on every line)."""
+    if len(table) < 2:
+        return
+    split = [line["label"].split(" · ") for line in table]
+    common = set(split[0]).intersection(*split[1:])
+    for line, parts in zip(table, split):
+        kept = [p for p in parts if p not in common]
+        line["label"] = " · ".join(kept) or line["label"]
+
+
+def _cell(entry: Entry | None, gpus: int) -> dict[str, str]:
     if entry is None:
-        return {"winner": "—", "text": "", "title": "not measured here"}
-    text = f"{number_text(entry.value)} {entry.unit}".strip()
-    return {"winner": entry.winner, "text": text, "title": entry.detail}
+        return {"winner": "—", "text": "", "wall": "", "title": "not measured here"}
+    per = f" {entry.per}" if entry.per and entry.per != "wall time" else ""
+    text = f"{number_text(entry.value)} {entry.unit}{per}".strip()
+    on = entry.gpus or gpus
+    wall = f"{number_text(entry.ms)} ms wall" + (f" on {on} GPUs" if on > 1 else "") if entry.ms else ""
+    return {"winner": entry.winner, "text": text, "wall": wall, "title": entry.detail}
 
 
 def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
@@ -99,17 +196,39 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _sentences(base: str, others: list[str], ratios: dict[tuple[str, str], list[float]]) -> list[str]:
+def _facts(views: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Machine facts as rows (one column per label): the first fact of each that differs is marked."""
+    labels = _sorted_labels(views)
+    machines = {label: views[label].get("machine") or {} for label in labels}
+    keys = [k for k in FACTS if any(k in m for m in machines.values())]
+    keys += sorted({k for m in machines.values() for k in m} - set(FACTS) - {"fingerprint"})
+    rows = []
+    for key in keys:
+        values = [
+            "—" if machines[label].get(key) in (None, "") else str(machines[label][key]) for label in labels
+        ]
+        rows.append({"fact": key.replace("_", " "), "cells": values, "differs": len(set(values)) > 1})
+    return rows
+
+
+def _sentences(base, others, medians, views, numbers) -> list[str]:
+    """One line per other label: the median ratio per basis and group, the basis named first."""
     sentences = []
     for label in others:
         parts = []
-        for (there, group), values in ratios.items():
+        for (there, basis, group), values in medians.items():
             if there != label:
                 continue
-            median = statistics.median(values)
             low, high = f"{min(values):.2f}", f"{max(values):.2f}"
             spread = f"all {low}×" if low == high else f"{low}–{high}×"
-            parts.append(f"{group or 'all'} {median:.2f}× (median of {len(values)}; {spread})")
+            parts.append(
+                f"{basis} {group}: {statistics.median(values):.2f}× (median of {len(values)}; {spread})"
+            )
         if parts:
-            sentences.append(f"{label} against {base}, the same headline entries: " + "; ".join(parts))
+            gpus = lambda x: f"{_gpus(views[x])} GPU{'s' if _gpus(views[x]) > 1 else ''}"
+            sentences.append(f"{label} ({gpus(label)}) against {base} ({gpus(base)}), the same ranking entries, "
+                             "above 1 better there: " + "; ".join(parts) + ".")  # fmt: skip
+    if numbers:
+        sentences.insert(0, f"{len(numbers)} key number{'s' if len(numbers) > 1 else ''} of the answer paired by "
+                            "name below, each compared only on its own basis (per GPU, total or wall time).")  # fmt: skip
     return sentences

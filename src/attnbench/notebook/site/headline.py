@@ -30,6 +30,10 @@ directly under them, and baselines kept apart from the ranking (a version-1 file
                   "unit": "×", "per": "per GPU|total|wall time", "higher_is_better": true, "detail": "..."}],
      "key_figure": "figures/tflops.svg",    # "<cell>/<artifact path>", shown under the answer
      entries[].baseline: true               # a reference (single GPU, dense, eager): listed apart, never the winner
+     entries[].per: "per GPU"               # what `value` is of: "per GPU", "total", "wall time"
+     entries[].ms: 1.23                     # the winner's wall time per call (ms): compared across machines
+     entries[].gpus: 2                      # GPUs the winner ran on (1 when absent)
+     numbers[].spread: 0.054                # its measured run-to-run spread (relative): history flags moves over it
      targets[].verdict: "not applicable"   # e.g. a GPU target on a CPU smoke run: never scored red
 
 `numbers[].key` names the same number on every run and machine: the comparison and history pages
@@ -92,6 +96,9 @@ class Entry:
     margin: str = ""
     notes: list[str] = field(default_factory=list)
     baseline: bool = False  # a reference row: shown apart, never the winner (version 2)
+    per: str = ""  # what `value` is of: "per GPU", "total", "wall time" (version 2)
+    ms: float | None = None  # the winner's wall time per call, for a like-with-like comparison
+    gpus: int | None = None  # GPUs the winner ran on (None: one, or not recorded)
 
 
 @dataclass
@@ -105,6 +112,9 @@ class Number:
     per: str = ""  # what the unit is of: "per GPU", "total", "wall time"
     higher_is_better: bool = True
     detail: str = ""
+    spread: float | None = (
+        None  # measured run-to-run spread (relative, 0.054 = 5.4 %); history flags moves over it
+    )
 
 
 @dataclass
@@ -203,9 +213,10 @@ def parse_headline(data: Any, path: Path) -> Headline:
         raise HeadlineError(path, str(e)) from None
     for name, values in nested.items():
         setattr(headline, name, values)
-    for i, entry in enumerate(headline.entries):
-        if entry.value is not None and not isinstance(entry.value, (int, float)):
-            raise HeadlineError(path, f"entries[{i}].value is {entry.value!r}: expected a number or null")
+    for name, items in (("entries", headline.entries), ("numbers", headline.numbers)):
+        for i, item in enumerate(items):
+            if item.value is not None and not isinstance(item.value, (int, float)):
+                raise HeadlineError(path, f"{name}[{i}].value is {item.value!r}: expected a number or null")
     return headline
 
 

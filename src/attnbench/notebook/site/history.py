@@ -4,8 +4,8 @@ For each commit that touched outputs/<notebook>/<label>/ (`git log`, newest firs
 commit (`git show`), every cell's artifacts/headline.json and the cells' result.json: the headline's
 key numbers (version 2 `numbers`, else the version-1 `entries`) and the code commit the results name
 (result.json's code.commit, else "commit <sha>" in the commit subject). A number that moved by more
-than its run-to-run spread against the run before is flagged; without a measured spread the default
-DEFAULT_SPREAD (2 %) is used. Works from a clone's history alone (no network); without git, or
+than its run-to-run spread against the run before is flagged: the spread the headline gives the number
+(`numbers[].spread`, measured by the report, e.g. from a repeatability run), else DEFAULT_SPREAD (2 %). Works from a clone's history alone (no network); without git, or
 outside a repository, `run_history` returns None and the site links no history page.
 """
 
@@ -33,6 +33,7 @@ class Run:
     code: str = ""  # the code commit the results name
     numbers: dict[str, float] = field(default_factory=dict)  # key -> value
     flagged: dict[str, float] = field(default_factory=dict)  # key -> relative move vs the run before
+    spreads: dict[str, float] = field(default_factory=dict)  # key -> measured run-to-run spread
 
 
 @dataclass
@@ -102,6 +103,8 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
     for n in headline.numbers:
         if isinstance(n.value, (int, float)):
             run.numbers[n.key] = float(n.value)
+            if isinstance(n.spread, (int, float)) and n.spread > 0:
+                run.spreads[n.key] = float(n.spread)
             names.setdefault(n.key, f"{n.name} ({', '.join(x for x in (n.unit, n.per) if x)})")
     if not headline.numbers:  # a version-1 headline: its ranked entries
         for e in headline.entries:
@@ -116,7 +119,7 @@ def _flag(runs: list[Run], spread: float) -> None:
     for run in runs:
         for key, value in run.numbers.items():
             before = last.get(key)
-            if before not in (None, 0) and abs(value / before - 1) > spread:
+            if before not in (None, 0) and abs(value / before - 1) > run.spreads.get(key, spread):
                 run.flagged[key] = value / before - 1
             last[key] = value
 
@@ -149,7 +152,9 @@ def history_view(h: History) -> dict[str, Any]:
     for key, name in h.names.items():
         values = [r.numbers.get(key) for r in h.runs]
         flags = [key in r.flagged for r in h.runs]
-        numbers.append({"key": key, "name": name, "svg": sparkline(values, flags), "moves": sum(flags)})
+        measured = next((r.spreads[key] for r in reversed(h.runs) if key in r.spreads), None)
+        numbers.append({"key": key, "name": name, "svg": sparkline(values, flags), "moves": sum(flags),
+                        "spread": f"{measured or h.spread:.1%}", "measured": measured is not None})  # fmt: skip
     runs = [
         {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code,
          "cells": [("" if r.numbers.get(k) is None else f"{r.numbers[k]:.4g}", k in r.flagged,

@@ -124,15 +124,15 @@ class _Renderer:
                 page = self.site / name / compare.PAGE
                 page.write_text(self.env.get_template("compare.html.j2").render(root="../", **comparison))
                 pages.append(page)
-                for view in views:
-                    view["compare_href"] = compare.PAGE if view["label"] in comparison["labels"] else ""
+                for view in views:  # every label links it: a left-out label's page says why there
+                    view["compare_href"] = compare.PAGE
             index.append(
                 {
                     "name": name,
                     "title": views[0]["title"],
                     "description": views[0]["description"],
                     "compare": f"{quote(name)}/{compare.PAGE}" if comparison else "",
-                    "compare_labels": comparison["labels"] if comparison else [],
+                    "compare_labels": comparison["all_labels"] if comparison else [],
                     "runs": [by_label[label] for label in all_labels if label in by_label],
                     "missing": [label for label in all_labels if label not in by_label],
                 }

@@ -50,7 +50,27 @@ def _entry_row(e: Entry) -> dict[str, Any]:
         "runner_up_value": number_text(e.runner_up_value),
         "margin": e.margin,
         "notes": e.notes,
+        "wall": f"{number_text(e.ms)} ms" if e.ms else "",
     }
+
+
+def unit_text(e: Entry) -> str:
+    """An entry's unit with what it is of: "TFLOP/s per GPU", "ms wall time"; a bare unit if unsaid."""
+    return " ".join(x for x in (e.unit, e.per) if x)
+
+
+def _ranking(entries: list[Entry]) -> dict[str, Any]:
+    """One table's rows and its value column's heading: the unit with its basis when all rows share it,
+    else each value carries its own."""
+    units = list(dict.fromkeys(unit_text(e) for e in entries))
+    shared = units[0] if len(units) == 1 else ""
+    rows = []
+    for e in entries:
+        row = _entry_row(e)
+        if not shared:
+            row["value"] = f"{row['value']} {unit_text(e)}".strip()
+        rows.append(row)
+    return {"rows": rows, "unit": shared or "value (unit on each row)", "wall": any(e.ms for e in entries)}
 
 
 def answer_view(h) -> dict[str, Any]:
@@ -88,6 +108,8 @@ def headline_view(data: RunData) -> dict[str, Any]:
         "note": h.entries_note,
         "units": sorted({e.unit for e in h.entries if e.unit}),
         "rows": [_entry_row(e) for e in h.entries],
+        "ranked": _ranking([e for e in h.entries if not e.baseline]),
+        "baselines": _ranking([e for e in h.entries if e.baseline]),
         "files": data.headline_files,
         **answer_view(h),
     }
