@@ -204,17 +204,30 @@ def time_reps(
             return samples
 
 
-def steady_state(call: Call, group, device, min_s: float) -> float:
+def steady_state(call: Call, group, device, min_s: float, *, agree_failures: bool = False) -> float:
     """Untimed real calls until the ranks have run for `min_s` (the decision agreed after each call, so
     every rank makes the same calls and none waits alone in a collective); returns the seconds. On GPUs
-    the clock settles at the power limit under load (bench.timing.WARMUP_MIN_S)."""
+    the clock settles at the power limit under load (bench.timing.WARMUP_MIN_S).
+
+    No rank ever waits longer than one call of its slowest peer: the ranks meet after every call, so
+    a long warm-up never trips a process group's timeout (a barrier after it would). agree_failures,
+    for calls with no communication inside (the single-GPU reference): a failure on one rank is agreed
+    with the elapsed time and AgreedFailure is raised on every rank."""
     began = time.perf_counter()
     while True:
-        call.before(False)
-        call(False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = agree_max(time.perf_counter() - began, group)
+        status, message = Status.OK, ""
+        try:
+            call.before(False)
+            call(False)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except Exception as exc:
+            if not agree_failures:
+                raise
+            status, message = outcome(exc)
+        status, message, elapsed = agree_sample(status, message, time.perf_counter() - began, group)
+        if status != Status.OK:
+            raise AgreedFailure(status, f"{message} (in the steady-state warm-up)")
         if elapsed >= min_s:
             return elapsed
 
