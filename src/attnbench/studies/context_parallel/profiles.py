@@ -108,6 +108,7 @@ ROW_OVERHEAD_S = 0.5  # inputs, agreements, allocator release per row
 CELL_START_S = 20.0  # torchrun, torch import, NCCL and CUDA start-up per gpus=N cell
 OTHER_CELLS_S = 30.0  # gpu, plot, targets, published (pandas/matplotlib imports)
 CORRECTNESS_S = 15.0  # start-up, inputs, the strategies' calls at a short length
+PEER_PREFIXES = ("te_", "magi")  # other libraries' strategies (attnbench.cp.te_cp, magi_cp)
 FP32_TFLOPS = 40.0  # true-fp32 matmul rate assumed for the check's reference (H100/H200, no TF32)
 
 
@@ -154,8 +155,12 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     )
     # each extra local kernel repeats the sweep and the correctness checks in cells of its own
     kernels = 1 + len(config.get("extra_kernels", []))
-    check = reference_seconds(config, world) + kernels * sum(
-        3 * call_ms(name, max(s for s, _ in config["points"]), m, "fwd_bwd", world) / 1e3
+    # the peers (TE, MagiAttention) run their own kernels: checked and timed with the default kernel only
+    check = reference_seconds(config, world) + sum(
+        (1 if name.startswith(PEER_PREFIXES) else kernels)
+        * 3
+        * call_ms(name, max(s for s, _ in config["points"]), m, "fwd_bwd", world)
+        / 1e3
         for name in strategies
         for m in ("causal", "full")
     )
