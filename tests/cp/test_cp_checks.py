@@ -69,6 +69,7 @@ def test_each_timed_row_says_which_check_vouches_for_it():
         _row("single_gpu_cudnn", 131072),
     ]
     checks = [_check("zigzag", 262144), _check("ring", 16384, heads=16), _check("ulysses", 262144, ok=False)]
+    checks.append(_check("te_p2p", 262144, status="unavailable", ok=None))
     checks[2]["status"], checks[2]["reason"] = "incorrect", "beyond tolerance: dq"
     z256, z128, ring, ulysses, te, single = attach_checks(rows, checks)
     assert z256.extra["checked_by"]["scope"] == "same shape" and z256.ok is True
@@ -78,4 +79,5 @@ def test_each_timed_row_says_which_check_vouches_for_it():
     assert "16 heads" in ring.extra["checked_by"]["reason"]
     assert ulysses.status == "incorrect" and ulysses.ok is False and "dq" in ulysses.reason
     assert te.extra["checked_by"]["scope"] == "not checked" and te.status == "unavailable"
+    assert "unavailable" in te.extra["checked_by"]["reason"]  # a check that could not run vouches for nothing
     assert single.extra["checked_by"]["scope"].startswith("baseline") and single.ok is None

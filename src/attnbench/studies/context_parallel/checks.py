@@ -114,6 +114,13 @@ def vouch(row: Result, checks: Iterable[dict]) -> dict:
     exact = [c for c in same if c["seq_len"] == w.seqlen_q]
     check = (exact or sorted(same, key=lambda c: -c["seq_len"]))[0]
     scope = "same shape" if exact else f"same heads, checked at {check['seq_len']} tokens"
+    if check.get("ok") is None:  # the check could not run (unavailable, error, oom): it vouches for nothing
+        return {
+            "by": None,
+            "scope": "not checked",
+            "status": check["status"],
+            "reason": f"the check ({scope}) was {check['status']}: {check.get('reason', '')}",
+        }
     return {
         "by": f"correctness {check['strategy']} {check['mask']} {check['seq_len']} tokens x {check['heads']} heads",
         "scope": scope,
