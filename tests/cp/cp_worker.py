@@ -228,18 +228,28 @@ def run_bench_suite(rec: Recorder) -> None:
     run_reference_oom_cases(rec)
 
 
+# (case, pass, which SDPA call fails on rank 1, where): call 1 is the checked first call, call 2 the
+# steady-state warm-up's (no warm-up floor on a CPU: one call), calls 3-5 the timed repetitions
+REFERENCE_OOM_CASES = (
+    ("bench-reference-oom-warmup", "fwd_bwd", 2),
+    ("bench-reference-oom", "fwd_bwd", 4),
+    ("bench-reference-oom-bwd", "bwd", 4),
+)
+
+
 def run_reference_oom_cases(rec: Recorder) -> None:
-    """An out-of-memory on rank 1 only, after the reference's first call passed: in a timed call
-    (fwd_bwd) or in the untimed forward before a timed backward (bwd). Every rank must report it."""
+    """An out-of-memory on rank 1 only, after the reference's first call passed: in the steady-state
+    warm-up, in a timed call (fwd_bwd) or in the untimed forward before a timed backward (bwd). Every
+    rank must report it."""
     from attnbench.studies.context_parallel import sweep as bench
 
     original = torch.nn.functional.scaled_dot_product_attention
-    for case_id, pass_ in (("bench-reference-oom", "fwd_bwd"), ("bench-reference-oom-bwd", "bwd")):
+    for case_id, pass_, failing in REFERENCE_OOM_CASES:
         calls = []
 
-        def failing_sdpa(*args, _calls=calls, **kwargs):
+        def failing_sdpa(*args, _calls=calls, _failing=failing, **kwargs):
             _calls.append(1)
-            if dist.get_rank() == 1 and len(_calls) == 2:  # the first call is the checked one
+            if dist.get_rank() == 1 and len(_calls) == _failing:
                 raise torch.OutOfMemoryError("CUDA out of memory (injected by the test)")
             return original(*args, **kwargs)
 

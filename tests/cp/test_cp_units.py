@@ -151,6 +151,10 @@ def test_registry_kernels_and_unavailable_reasons():
         "burst",
         "allgather",
         "torch_cp",
+        "te_p2p",
+        "te_a2a",
+        "te_all_gather",
+        "magi",
     }
     assert cp.layout_for("ulysses", 4).kind == "contiguous"
     assert cp.layout_for("burst", 4).kind == "zigzag"
@@ -201,3 +205,42 @@ def test_the_window_is_the_gpus_per_node_and_usp_takes_the_largest_ulysses_degre
     assert cp.resolved_options("usp", 8, 16, {"ring_degree": 8}) == {"ring_degree": 8}  # the other follows
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")  # does not divide the world: one ring window of all ranks
     assert cp.resolved_options("double_ring", 8, 16, {}) == {"window": 8}
+
+
+@pytest.mark.parametrize("name", ["te_p2p", "te_a2a", "te_all_gather", "magi"])
+def test_peer_strategies_not_installed_name_what_to_install(name, monkeypatch):
+    import importlib.util
+
+    spec = cp.get_strategy(name)
+    assert not spec.rehearsable and not spec.returns_lse  # communication inside the library, no LSE
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda mod, *a: None if mod.split(".")[0] in PEER_MODULES else real(mod, *a),
+    )
+    reason = spec.unavailable(torch.device("cuda"), None)  # not installed: said before any device question
+    want = (
+        "pip install --no-build-isolation transformer_engine[pytorch]"
+        if name.startswith("te_")
+        else ("github.com/SandAI-org/MagiAttention")
+    )
+    assert reason and "not installed" in reason and want in reason, reason
+    with pytest.raises(
+        RuntimeError, match="not installed"
+    ):  # called anyway: the same reason, no crash inside
+        x = torch.zeros(1, 2, 4, 8)
+        spec.fn(x, x, x, causal=True)
+
+
+PEER_MODULES = {"transformer_engine", "magi_attention"}
+
+
+def test_peer_strategy_rows_are_unavailable_with_the_reason_in_measure_precheck():
+    from attnbench.studies.context_parallel.measure import precheck
+
+    for name in ("te_p2p", "magi"):
+        refused = precheck(
+            cp.get_strategy(name), mask="causal", seq_len=64, world=2, device=torch.device("cpu"), kernel=None
+        )
+        assert refused is not None and refused[0] == "unavailable", refused

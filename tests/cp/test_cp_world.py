@@ -68,14 +68,28 @@ def test_bench_reports_unavailable_unsupported_and_oom_rows():
 
 
 @pytest.mark.timeout(400)
-def test_reference_oom_in_timed_repetitions_is_a_row_on_every_rank():
+def test_reference_oom_in_warmup_or_timed_repetitions_is_a_row_on_every_rank():
     group = spawned(2, SUITES[2])  # a hang here would kill the group at its timeout and fail
-    for case_id in ("bench-reference-oom", "bench-reference-oom-bwd"):
+    where = {
+        "bench-reference-oom-warmup": "in the steady-state warm-up",
+        "bench-reference-oom": "in the timed repetitions",
+        "bench-reference-oom-bwd": "in the timed repetitions",
+    }
+    for case_id, place in where.items():
         rank0, rank1 = rows(group, case_id)
         assert rank0 == rank1, f"{case_id}: ranks disagree"
         assert rank0["status"] == "oom", rank0
         assert rank0["provider"] == "single_gpu_math"
         assert "rank 1: OutOfMemoryError" in rank0["reason"] and "rank 0" not in rank0["reason"]
-        assert "in the timed repetitions" in rank0["reason"]
+        assert place in rank0["reason"], (case_id, rank0["reason"])
     # the group still works afterwards: the sweep suite runs after these cases in the same group
     assert rows(group, "bench-reference")[0]["status"] == "ok"
+
+
+@pytest.mark.timeout(400)
+def test_reference_row_follows_the_timing_protocol():
+    rank0, rank1 = rows(spawned(2, SUITES[2]), "bench-reference")
+    assert rank0 == rank1
+    assert rank0["warmup_s"] is not None and rank0["timing_method"] == "perf_counter"
+    assert "sm_clock_mhz" in rank0 and "clock_source" in rank0  # None on a CPU: no clock to read
+    assert rank0["setup_ms"] > 0 and rank0["extra"]["baseline"] is True

@@ -6,6 +6,9 @@ q, k, v: this rank's shard, [batch, heads, seq_local, head_dim], in the strategy
 (`layout_for(...).shard(x_global, rank)`). out: same shape and dtype, differentiable in q, k, v.
 lse: [batch, heads, seq_local] float32 (natural log), not differentiable; None for torch_cp.
 kernel: "cpu_math" | "sdpa_flash" | "cudnn" (None: cudnn on CUDA, cpu_math on CPU).
+Peers from other libraries sit beside ours behind the same signature: Transformer Engine's
+(te_p2p, te_a2a, te_all_gather; te_cp.py) and MagiAttention's (magi; magi_cp.py); where the library is
+not installed their `unavailable` names what to install.
 A new strategy is one file (its function, and `defaults(world, heads, given)` if it has options with
 defaults) plus one entry in STRATEGIES.
 """
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 
 from attnbench.cp import burst as _burst
 from attnbench.cp import double_ring as _double_ring
+from attnbench.cp import magi_cp as _magi
+from attnbench.cp import te_cp as _te
 from attnbench.cp import torch_cp as _torch_cp
 from attnbench.cp import usp as _usp
 from attnbench.cp.allgather import allgather_attention
@@ -107,6 +112,28 @@ STRATEGIES: dict[str, Strategy] = {
             options=("rotate_method",),
             returns_lse=False,
             unavailable=_torch_cp.unavailable,
+            rehearsable=False,
+        ),
+        # peers: their communication is inside the library (no rehearsal); no LSE; not installed -> a reason
+        *(
+            Strategy(
+                f"te_{kind}",
+                _te.strategy_fn(kind),
+                "zigzag",
+                f"Transformer Engine's context parallelism, cp_comm_type {kind}",
+                returns_lse=False,
+                unavailable=_te.unavailable,
+                rehearsable=False,
+            )
+            for kind in _te.COMM_TYPES
+        ),
+        Strategy(
+            "magi",
+            _magi.magi_attention,
+            "contiguous",
+            "MagiAttention's distributed attention (its dispatch asked for one contiguous chunk per rank)",
+            returns_lse=False,
+            unavailable=_magi.unavailable,
             rehearsable=False,
         ),
     )

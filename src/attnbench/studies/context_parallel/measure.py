@@ -36,12 +36,13 @@ from attnbench.bench import timing
 from attnbench.bench.distributed import (
     AgreedFailure,
     agree_max,
+    agree_sample,
     agreed_peak_memory,
     attempt_steps,
+    outcome,
     random_call,
     release,
     steady_state,
-    time_reps,
     timed_with_clock,
 )
 from attnbench.bench.flops import attention_flops, tflops
@@ -258,6 +259,41 @@ def measure(
     )
 
 
+def reference_fn(kernel: str, device, mask: str):
+    """fn(q, k, v, check) -> out of single-device attention with `kernel` (SDPA pinned to cudnn |
+    sdpa_flash, FA3's flash_attn_func for flash_attn3; SDPA's math backend off CUDA)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    causal = mask == "causal"
+    if kernel == "flash_attn3":
+
+        def fa3(q, k, v, _check):
+            return flash_attn3_bhsd(q, k, v, causal=causal)
+
+        return fa3
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}
+    chosen = [backends.get(kernel, SDPBackend.MATH)]
+
+    def sdpa(q, k, v, _check):
+        with sdpa_kernel(chosen):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return sdpa
+
+
+def reference_warmup_s(device, warmup_min_s: float | None) -> float:
+    """The reference's steady-state warm-up: bench.timing's floor on a GPU (a profile may ask for more,
+    never less), none on a CPU unless asked (a test asks, to prove long warm-ups cannot time out)."""
+    if device.type != "cuda":
+        return warmup_min_s or 0.0
+    if warmup_min_s is not None and warmup_min_s < timing.WARMUP_MIN_S:
+        raise ValueError(
+            f"measure_reference: warmup_min_s={warmup_min_s} is below the protocol's floor of "
+            f"{timing.WARMUP_MIN_S} s on a GPU (bench.timing.WARMUP_MIN_S)"
+        )
+    return warmup_min_s or timing.WARMUP_MIN_S
+
+
 def measure_reference(
     seq_len: int,
     *,
@@ -273,43 +309,41 @@ def measure_reference(
     max_reps: int = 20,
     min_time_s: float = 1.0,
     max_time_s: float = 60.0,
+    warmup_min_s: float | None = None,
     env: str = "",
 ) -> Result:
     """Single-GPU attention on `seq_len` tokens (e.g. the CP per-GPU tokens) with `kernel`: SDPA pinned to
     cudnn | sdpa_flash, or FlashAttention-3's public flash_attn_func (flash_attn3).
 
-    Every rank runs it alone on its own GPU at the same time (no communication); the slowest is reported.
+    The strategies' protocol: every rank runs it alone on its own GPU at the same time (no communication
+    inside the call), warms up to steady state (bench.distributed.steady_state) and is timed with its
+    clock sampled (timed_with_clock); the slowest rank is reported. The ranks meet after every call and
+    agree on failures there, so no rank waits at a barrier while another warms up or times (a long
+    reference can never trip the process group's timeout, and an out-of-memory on one rank is a row).
     """
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     device = comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
-    backends = {"cudnn": [SDPBackend.CUDNN_ATTENTION], "sdpa_flash": [SDPBackend.FLASH_ATTENTION]}
-    if device.type == "cuda" and kernel not in (*backends, "flash_attn3"):
+    if device.type == "cuda" and kernel not in ("cudnn", "sdpa_flash", "flash_attn3"):
         raise ValueError(f"reference kernel {kernel!r}: choose cudnn, sdpa_flash or flash_attn3")
     if device.type != "cuda":
         kernel = "math"  # SDPA's math backend: the CPU smoke runs
-    chosen = backends.get(kernel, [SDPBackend.MATH])
     provider = f"single_gpu_{kernel}"
-    extra = {"world_size": 1, "ran_on": "every GPU of the job at once, slowest reported", "kernel": kernel}
-    causal = mask == "causal"
-
+    extra = {
+        "world_size": 1,
+        "ran_on": "every GPU of the job at once, slowest reported",
+        "kernel": kernel,
+        "timing": "steady-state warm-up, then timed calls with the clock sampled (as the strategies)",
+        "baseline": True,
+    }
     if kernel == "flash_attn3":
         why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
         if why:
             return row(provider, workload, pass_, "unavailable", why, env=env, extra=extra)
-
-        def fn(q, k, v, _check):
-            return flash_attn3_bhsd(q, k, v, causal=causal)
-    else:
-
-        def fn(q, k, v, _check):
-            with sdpa_kernel(chosen):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-    state: dict = {}
+    warm_s = reference_warmup_s(device, warmup_min_s)
+    fn, state = reference_fn(kernel, device, mask), {}
 
     def first_call():
+        state["setup_start"] = time.perf_counter()
         state["call"] = random_call(
             fn, pass_, (batch, heads, seq_len, head_dim), dtype, device, dist.get_rank()
         )
@@ -317,26 +351,29 @@ def measure_reference(
         state["call"](False)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
 
     failed = attempt_steps([first_call], group, state, device)
     if failed:
         return row(provider, workload, pass_, *failed[:2], env=env, extra=extra)
     try:
-        samples = time_reps(
-            state["call"],
-            group,
-            device,
-            min_reps=min_reps,
-            max_reps=max_reps,
-            min_time_s=min_time_s,
-            max_time_s=max_time_s,
-            agree_failures=True,  # no communication inside the call: a failure on one rank is agreed
-        )
+        setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
+        warmup_s = _reference_steady_state(state["call"], group, device, warm_s)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        rule = {
+            "min_reps": min_reps,
+            "max_reps": max_reps,
+            "min_time_s": min_time_s,
+            "max_time_s": max_time_s,
+        }
+        # no communication inside the call: a failure on one rank is agreed with the sample
+        samples, conditions = timed_with_clock(state["call"], group, device, agree_failures=True, **rule)
         peak = agreed_peak_memory(device, group)
     except AgreedFailure as failure:
-        reason = f"{failure.message} (in the timed repetitions)"
-        return row(provider, workload, pass_, failure.status, reason, env=env, extra=extra)
+        where = "" if "warm-up" in failure.message else " (in the timed repetitions)"
+        return row(
+            provider, workload, pass_, failure.status, f"{failure.message}{where}", env=env, extra=extra
+        )
     finally:
         state.clear()
         release(device)
@@ -349,7 +386,32 @@ def measure_reference(
         **stats,
         tflops=tflops(attention_flops(workload, pass_), stats["ms_median"]),
         peak_mem_bytes=peak,
+        setup_ms=setup_ms,
         timer="cuda_event" if device.type == "cuda" else "perf_counter",
+        warmup_s=warmup_s,
+        **conditions,
         env=env,
         extra=extra,
     )
+
+
+def _reference_steady_state(call, group, device, min_s: float) -> float:
+    """bench.distributed.steady_state for the single-GPU reference, where each rank runs its own copy
+    with no communication inside the call: a failure (out of memory) on one rank is agreed with the
+    elapsed time after every call and AgreedFailure is raised on every rank, so no rank waits alone in
+    a collective and no barrier ever waits out a long warm-up (the process group's timeout)."""
+    began = time.perf_counter()
+    while True:
+        status, message = Status.OK, ""
+        try:
+            call.before(False)
+            call(False)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except Exception as exc:  # noqa: BLE001  (every failure is agreed with the peers, then raised)
+            status, message = outcome(exc)
+        status, message, elapsed = agree_sample(status, message, time.perf_counter() - began, group)
+        if status != Status.OK:
+            raise AgreedFailure(status, f"{message} (in the steady-state warm-up)")
+        if elapsed >= min_s:
+            return elapsed

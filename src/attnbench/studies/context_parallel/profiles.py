@@ -16,6 +16,9 @@ from attnbench.bench.profiles import NOT_GPU, resolve_name
 
 K = 1024
 SEED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
+# The correctness check runs at the timed shape's heads and head dim, at the longest timed length whose
+# check fits one GPU (checks.check_plan states the memory rule); the correctness cell resolves it.
+CHECK_RULE = {"heads": "timed", "seq_len": "longest timed length that fits one GPU (checks.check_plan)"}
 
 
 def overlap(seq_lens: list[int], reps: int) -> dict:
@@ -33,7 +36,6 @@ def gpu_profile(
     *,
     points: list,
     timing: dict,
-    correctness_seq: int,
     overlap_seq_lens: list[int],
     overlap_reps: int,
     target_seq: int,
@@ -48,7 +50,7 @@ def gpu_profile(
         "passes": ["fwd", "fwd_bwd"],
         "timing": timing,
         "warmup_s": 1.0,
-        "correctness": {"seq_len": correctness_seq, "heads": 16, "head_dim": 128},
+        "correctness": CHECK_RULE,
         "overlap": overlap(overlap_seq_lens, overlap_reps),
         "target_seq": target_seq,
     }
@@ -65,14 +67,13 @@ PROFILES: dict[str, dict] = {
         "passes": ["fwd", "fwd_bwd"],
         "timing": {"warmup": 1, "min_reps": 2, "max_reps": 3, "min_time_s": 0.0, "max_time_s": 2.0},
         "warmup_s": 0.05,
-        "correctness": {"seq_len": 64, "heads": 4, "head_dim": 16},
+        "correctness": CHECK_RULE,
         "overlap": overlap([128], reps=2),
         "target_seq": 128,
     },
     "default": gpu_profile(
         points=[[128 * K, "causal"], [128 * K, "full"], [256 * K, "causal"]],
         timing={"warmup": 1, "min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 20.0},
-        correctness_seq=16 * K,
         overlap_seq_lens=[128 * K, 256 * K],
         overlap_reps=2,
         target_seq=256 * K,
@@ -80,7 +81,6 @@ PROFILES: dict[str, dict] = {
     "full": gpu_profile(
         points=[[s * K, m] for s in (128, 256, 512, 1024) for m in ("causal", "full")],
         timing={"warmup": 1, "min_reps": 3, "max_reps": 20, "min_time_s": 2.0, "max_time_s": 60.0},
-        correctness_seq=32 * K,
         overlap_seq_lens=[128 * K, 256 * K, 512 * K],
         overlap_reps=3,
         target_seq=256 * K,
@@ -107,7 +107,9 @@ FULL_FACTOR = 2.0
 ROW_OVERHEAD_S = 0.5  # inputs, agreements, allocator release per row
 CELL_START_S = 20.0  # torchrun, torch import, NCCL and CUDA start-up per gpus=N cell
 OTHER_CELLS_S = 30.0  # gpu, plot, targets, published (pandas/matplotlib imports)
-CORRECTNESS_S = 15.0
+CORRECTNESS_S = 15.0  # start-up, inputs, the strategies' calls at a short length
+PEER_PREFIXES = ("te_", "magi")  # other libraries' strategies (attnbench.cp.te_cp, magi_cp)
+FP32_TFLOPS = 40.0  # true-fp32 matmul rate assumed for the check's reference (H100/H200, no TF32)
 
 
 def call_ms(strategy: str, seq_len: int, mask: str, pass_: str, world: int) -> float:
@@ -122,6 +124,15 @@ def call_ms(strategy: str, seq_len: int, mask: str, pass_: str, world: int) -> f
 def _reps(ms: float, timing: dict) -> int:
     wanted = max(timing["min_reps"], math.ceil(timing["min_time_s"] * 1e3 / ms))
     return max(1, min(wanted, timing["max_reps"], math.ceil(timing["max_time_s"] * 1e3 / ms)))
+
+
+def reference_seconds(config: dict, world: int = 2) -> float:
+    """The check's fp32 reference at the longest timed length (an upper bound: the check may run
+    shorter): 3x the forward FLOPs of both masks (verify.reference_fp32 computes its backward in the same
+    pass) at FP32_TFLOPS, its heads split over the ranks (verify.shared_reference)."""
+    shape, seq = config["shape"], max(s for s, _ in config["points"])
+    forward_full = 4 * shape["batch"] * shape["heads"] * shape["head_dim"] * seq * seq
+    return 3 * forward_full * 1.5 / (FP32_TFLOPS * 1e12) / world
 
 
 def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
@@ -144,11 +155,23 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     )
     # each extra local kernel repeats the sweep and the correctness checks in cells of its own
     kernels = 1 + len(config.get("extra_kernels", []))
-    total = kernels * (bench + CORRECTNESS_S + CELL_START_S) + overlap + 2 * CELL_START_S + OTHER_CELLS_S
+    # the peers (TE, MagiAttention) run their own kernels: checked and timed with the default kernel only
+    check = reference_seconds(config, world) + sum(
+        (1 if name.startswith(PEER_PREFIXES) else kernels)
+        * 3
+        * call_ms(name, max(s for s, _ in config["points"]), m, "fwd_bwd", world)
+        / 1e3
+        for name in strategies
+        for m in ("causal", "full")
+    )
+    total = (
+        kernels * (bench + CELL_START_S) + CORRECTNESS_S + check + overlap + 2 * CELL_START_S + OTHER_CELLS_S
+    )
     return {
         "bench_s": round(bench),  # per kernel
         "kernels": kernels,
         "overlap_s": round(overlap),
+        "correctness_s": round(CORRECTNESS_S + check),
         "notebook_s": round(total),
         "world": world,
         "model": "2x H200 cost model from the first validation run (profiles.py)",

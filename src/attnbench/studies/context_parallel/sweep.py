@@ -24,6 +24,7 @@ from attnbench.bench.warmup import warm_up
 from attnbench.cp import STRATEGIES, comm, get_strategy
 from attnbench.cp.launch import init_distributed
 from attnbench.rows import Result, Workload, write_jsonl
+from attnbench.studies.context_parallel.checks import attach_checks
 from attnbench.studies.context_parallel.measure import measure, measure_reference, row, strategy_label
 
 MEMORY_FRACTION = 0.9  # a strategy that cannot rehearse is not run where its predicted peak exceeds this
@@ -91,13 +92,15 @@ def run_sweep(
     strategy_options: dict | None = None,
     warmup_s: float = 1.0,
     progress: Callable[[Result], None] | None = None,
+    checks: list[dict] | None = None,
     **measure_kwargs,
 ) -> Sweep:
     """Every strategy at every (seq_len, mask) point and pass, each point preceded by a single-GPU
     reference at the same per-GPU tokens (seq_len / world); `warmup_s` seconds of GPU warm-up first.
 
     Rows go to `out_path` (JSONL, rank 0) as soon as they exist, so a crash keeps what was measured;
-    `progress(row)` is called on every rank. strategy_options: {strategy: {option: value}}. Unknown
+    `progress(row)` is called on every rank. `checks` (the correctness cell's results): each row says
+    which check vouches for it (checks.attach_checks). strategy_options: {strategy: {option: value}}. Unknown
     strategies fail before anything runs.
     """
     strategy_options = strategy_options or {}
@@ -109,6 +112,8 @@ def run_sweep(
     started = time.perf_counter()
 
     def emit(result: Result) -> None:
+        if checks is not None:  # which correctness check vouches for it (checks.py), before it is written
+            attach_checks([result], checks)
         rows.append(result)
         if result.status == "ok" and result.peak_mem_bytes:
             key = (result.provider, result.workload.mask, result.pass_)
@@ -162,7 +167,9 @@ def run_sweep(
     return Sweep(rows, warmup, time.perf_counter() - started)
 
 
-def notebook_sweep(config: dict, kernel: str, out_path: str = "results.jsonl") -> tuple[int, Sweep]:
+def notebook_sweep(
+    config: dict, kernel: str, out_path: str = "results.jsonl", checks: list[dict] | None = None
+) -> tuple[int, Sweep]:
     """The notebook's benchmark with one local kernel: every strategy at the profile's points, the
     single-GPU reference with the same kernel first; rows to `out_path` (rank 0, appended as measured),
     a progress line per row and `sweep.json` (rank 0). Returns (rank, sweep); every rank gets the rows.
@@ -203,6 +210,7 @@ def notebook_sweep(config: dict, kernel: str, out_path: str = "results.jsonl") -
         strategy_options=config["strategy_options"],
         warmup_s=config["warmup_s"],
         progress=progress,
+        checks=checks,
         kernel=kernel,
         env=env.machine_id(gpu),
         **config["shape"],

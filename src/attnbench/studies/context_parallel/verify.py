@@ -10,6 +10,7 @@ the kernels return block outputs and gradients in the input dtype) and the LSE w
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -28,25 +29,73 @@ RELATIVE_TOLERANCE = 2e-3
 SINGLE_FACTOR = 3.0
 
 
-def reference_fp32(q, k, v, dout, causal: bool) -> dict:
-    """float32 math attention, one head at a time (bounded memory): out, lse, dq, dk, dv."""
-    res: dict[str, list] = {m: [] for m in ("out", "lse", "dq", "dk", "dv")}
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    for h in range(q.shape[1]):
-        qh, kh, vh = (t[:, h : h + 1].float().requires_grad_() for t in (q, k, v))
-        logits = (qh @ kh.transpose(-1, -2)) * scale
-        if causal:
-            n = logits.shape[-1]
-            logits = logits.masked_fill(
-                torch.ones(n, n, dtype=torch.bool, device=q.device).triu_(1), float("-inf")
-            )
-        lse = torch.logsumexp(logits, -1)
-        out = torch.softmax(logits, -1) @ vh
-        out.backward(dout[:, h : h + 1].float())
-        for name, t in (("out", out), ("lse", lse), ("dq", qh.grad), ("dk", kh.grad), ("dv", vh.grad)):
-            res[name].append(t.detach())
-        del logits, out
-    return {m: torch.cat(ts, dim=1) for m, ts in res.items()}
+REF_CHUNK_BYTES = 1 << 30  # the reference's fp32 working set per query chunk (4 [rows, S] tensors)
+
+
+@contextlib.contextmanager
+def true_fp32():
+    """Matmuls in IEEE fp32 (no TF32) inside: the reference must not round like the kernels it checks."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def reference_fp32(q, k, v, dout, causal: bool, chunk_bytes: int = REF_CHUNK_BYTES) -> dict:
+    """Exact float32 attention and its gradients, one head and one chunk of query rows at a time:
+    out, lse, dq, dk, dv. Each chunk holds its rows' every key, so its softmax is exact and its
+    backward (dq of its rows; its share of dk, dv) follows at once: memory is linear in the sequence
+    (the [rows, S] logits of one chunk at most `chunk_bytes` x 4), so the reference fits one GPU at
+    the timed lengths. Causal: rows see keys up to their own position (keys past the chunk skipped)."""
+    batch, heads, seq, dim = q.shape
+    scale = 1.0 / math.sqrt(dim)
+    res = {m: torch.zeros(q.shape, dtype=torch.float32, device=q.device) for m in ("out", "dq", "dk", "dv")}
+    res["lse"] = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    rows = max(1, min(seq, chunk_bytes // (4 * seq)))
+    positions = torch.arange(seq, device=q.device)
+    with true_fp32(), torch.no_grad():
+        for b in range(batch):
+            for h in range(heads):
+                qh, kh, vh, doh = (t[b, h].float() for t in (q, k, v, dout))
+                for i0 in range(0, seq, rows):
+                    i1 = min(seq, i0 + rows)
+                    end = i1 if causal else seq
+                    logits = (qh[i0:i1] @ kh[:end].T) * scale
+                    if causal:
+                        logits.masked_fill_(
+                            positions[:end][None, :] > positions[i0:i1][:, None], float("-inf")
+                        )
+                    lse = torch.logsumexp(logits, -1)
+                    probs = torch.exp(logits - lse[:, None])
+                    del logits
+                    out = probs @ vh[:end]
+                    res["out"][b, h, i0:i1], res["lse"][b, h, i0:i1] = out, lse
+                    delta = (doh[i0:i1] * out).sum(-1)
+                    res["dv"][b, h, :end] += probs.T @ doh[i0:i1]
+                    dscores = probs * (doh[i0:i1] @ vh[:end].T - delta[:, None]) * scale
+                    del probs
+                    res["dq"][b, h, i0:i1] = dscores @ kh[:end]
+                    res["dk"][b, h, :end] += dscores.T @ qh[i0:i1]
+    return res
+
+
+def shared_reference(q, k, v, dout, causal: bool, group=None) -> dict:
+    """reference_fp32 with its heads split over the group's ranks and all-gathered (every rank gets the
+    whole reference in 1/world of the time); every rank computes it whole when the heads do not divide
+    or the batch is not 1 (the gathered head blocks must be contiguous)."""
+    world, rank, heads = comm.group_size(group), comm.group_rank(group), q.shape[1]
+    if world == 1 or heads % world or q.shape[0] != 1:
+        return reference_fp32(q, k, v, dout, causal)
+    per = heads // world
+    mine = reference_fp32(*(t[:, rank * per : (rank + 1) * per] for t in (q, k, v, dout)), causal)
+    whole = {}
+    for name, part in mine.items():
+        full = part.new_empty((part.shape[0], heads, *part.shape[2:]))
+        dist.all_gather(list(full.split(per, dim=1)), part.contiguous(), group=group)
+        whole[name] = full
+    return whole
 
 
 def single_device(q, k, v, dout, causal: bool, kernel: str) -> dict:
@@ -174,34 +223,39 @@ def check_all(
     heads: int,
     head_dim: int,
     kernel: str | None = None,
+    kernels: list[str] | None = None,
     dtype=torch.bfloat16,
     group=None,
     strategy_options: dict | None = None,
     progress=None,
 ) -> list[dict]:
-    """Every strategy x {causal, full}; `progress(result)` after each (every rank)."""
+    """Every strategy x {causal, full} x local kernel (`kernels`, or the one `kernel`, default the
+    device's); the fp32 reference is computed once per mask for every kernel. `progress(result)` after
+    each (every rank)."""
     device = comm.comm_device(group)
-    kernel = kernel or get_kernel(None, device).name
+    kernels = list(kernels or [kernel or get_kernel(None, device).name])
     inputs = global_inputs(seq_len, heads, head_dim, dtype, device)
     results = []
     for causal in (True, False):
-        ref = reference_fp32(*inputs, causal)
-        single = single_device(*inputs, causal, kernel)
-        for name in strategies:
-            result = check_strategy(
-                name,
-                inputs,
-                ref,
-                single,
-                causal=causal,
-                kernel=kernel,
-                group=group,
-                options=(strategy_options or {}).get(name),
-            )
-            results.append(result)
-            if progress:
-                progress(result)
-        del ref, single
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        ref = shared_reference(*inputs, causal, group=group)
+        for name_kernel in kernels:
+            single = single_device(*inputs, causal, name_kernel)
+            for name in strategies:
+                result = check_strategy(
+                    name,
+                    inputs,
+                    ref,
+                    single,
+                    causal=causal,
+                    kernel=name_kernel,
+                    group=group,
+                    options=(strategy_options or {}).get(name),
+                )
+                results.append(result)
+                if progress:
+                    progress(result)
+            del single
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        del ref
     return results
