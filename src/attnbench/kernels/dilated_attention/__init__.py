@@ -51,4 +51,10 @@ from attnbench.kernels.dilated_attention.function import DilatedAttentionFunctio
 from attnbench.kernels.dilated_attention.launch import best_tiles, interpreting
 from attnbench.kernels.dilated_attention.memory import predicted_peak_bytes
 
-__all__ = ["DilatedAttentionFunction", "best_tiles", "dilated_attention", "interpreting", "predicted_peak_bytes"]
+__all__ = [
+    "DilatedAttentionFunction",
+    "best_tiles",
+    "dilated_attention",
+    "interpreting",
+    "predicted_peak_bytes",
+]

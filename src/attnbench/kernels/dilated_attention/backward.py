@@ -47,7 +47,9 @@ def _dkdv_over_queries(dk, dv, k, v, desc_q, desc_do, lse_ptr, delta_ptr, lo, hi
         valid = offs_m < length
         q = desc_q.load([start_m, 0])
         lse = tl.load(lse_ptr + offs_m * dilation, mask=valid, other=float("inf")) * LOG2E
-        p_t = tl.math.exp2(mma(k, q.T, tl.zeros([BLOCK_N1, BLOCK_M1], tl.float32), MMA_MODE) * qk_scale - lse[None, :])
+        p_t = tl.math.exp2(
+            mma(k, q.T, tl.zeros([BLOCK_N1, BLOCK_M1], tl.float32), MMA_MODE) * qk_scale - lse[None, :]
+        )
         if MASK == CAUSAL_MASK:
             p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         do = desc_do.load([start_m, 0])
@@ -117,7 +119,9 @@ def _dq_over_keys(dq, q, do, lse, delta, desc_k, desc_v, lo, hi, offs_m, qk_scal
         offs_n = start_n + offs_base
         k = desc_k.load([start_n, 0])
         v = desc_v.load([start_n, 0])
-        p = tl.math.exp2(mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N2], tl.float32), MMA_MODE) * qk_scale - lse[:, None])
+        p = tl.math.exp2(
+            mma(q, k.T, tl.zeros([q.shape[0], BLOCK_N2], tl.float32), MMA_MODE) * qk_scale - lse[:, None]
+        )
         if MASK == CAUSAL_MASK:
             p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
         elif MASK == KEY_TAIL_MASK:

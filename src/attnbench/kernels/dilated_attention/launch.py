@@ -34,6 +34,11 @@ DKDV_TILES = [(64, 64, 4, 2), (32, 128, 8, 2), (64, 128, 8, 2)]  # (BLOCK_M1, BL
 DQ_TILES = [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 8, 2)]  # (BLOCK_M2, BLOCK_N2, warps, stages)
 # Under the interpreter: small tiles, so that test shapes span several blocks, a diagonal stage with
 # BLOCK_M > BLOCK_N (forward, dQ) and BLOCK_N1 > BLOCK_M1 (dK/dV), and partial last blocks.
+BLOCK_NAMES = {
+    "forward": ("BLOCK_M", "BLOCK_N"),
+    "dkdv": ("BLOCK_M1", "BLOCK_N1"),
+    "dq": ("BLOCK_M2", "BLOCK_N2"),
+}
 INTERPRETER_TILES = {"forward": (32, 16), "dkdv": (16, 32), "dq": (32, 16)}
 
 
@@ -58,9 +63,9 @@ def _tuned(kernel, tiles, names, restore):
     )(kernel)
 
 
-_forward_tuned = _tuned(dilated_fwd_kernel, FORWARD_TILES, ("BLOCK_M", "BLOCK_N"), ["ACC", "OUT", "LSE"])
-_dkdv_tuned = _tuned(dilated_bwd_dkdv_kernel, DKDV_TILES, ("BLOCK_M1", "BLOCK_N1"), ["DK", "DV"])
-_dq_tuned = _tuned(dilated_bwd_dq_kernel, DQ_TILES, ("BLOCK_M2", "BLOCK_N2"), ["DQ"])
+_forward_tuned = _tuned(dilated_fwd_kernel, FORWARD_TILES, BLOCK_NAMES["forward"], ["ACC", "OUT", "LSE"])
+_dkdv_tuned = _tuned(dilated_bwd_dkdv_kernel, DKDV_TILES, BLOCK_NAMES["dkdv"], ["DK", "DV"])
+_dq_tuned = _tuned(dilated_bwd_dq_kernel, DQ_TILES, BLOCK_NAMES["dq"], ["DQ"])
 
 
 def mma_mode(dtype: torch.dtype) -> int:
@@ -101,9 +106,13 @@ def check_inputs(q, k, v) -> None:
     """ValueError naming what is wrong: shape, dtype, device, head dim, grid size."""
     for name, t in zip("qkv", (q, k, v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            raise ValueError(f"{name} must be a 4-D tensor [batch, heads, seq, head_dim], got {getattr(t, 'shape', t)}")
+            raise ValueError(
+                f"{name} must be a 4-D tensor [batch, heads, seq, head_dim], got {getattr(t, 'shape', t)}"
+            )
     if not q.shape == k.shape == v.shape:
-        raise ValueError(f"q, k, v must have one shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must have one shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in DTYPES:
         raise ValueError(f"q, k, v must share one dtype of {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
@@ -128,8 +137,7 @@ def _set_scratch_allocator(device: torch.device) -> None:
 
 def _launch(tuned, kernel, which: str, grid_of, args, meta) -> None:
     if interpreting():
-        names = {"forward": ("BLOCK_M", "BLOCK_N"), "dkdv": ("BLOCK_M1", "BLOCK_N1"), "dq": ("BLOCK_M2", "BLOCK_N2")}
-        tile = dict(zip(names[which], INTERPRETER_TILES[which]))
+        tile = dict(zip(BLOCK_NAMES[which], INTERPRETER_TILES[which]))
         kernel[grid_of(tile)](*args, **meta, **tile, num_warps=4, num_stages=1)
     else:
         tuned[grid_of](*args, **meta)
@@ -150,13 +158,13 @@ def forward_order(branches) -> tuple[tuple[int, int], ...]:
 
 def forward(q, k, v, branches, causal: bool, scale: float):
     """(out like q, lse [B, H, N] fp32) of contiguous q, k, v; branches already checked."""
-    batch, heads, seq_len, head_dim = q.shape
+    batch, heads, seq_len, _ = q.shape
     acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)
     order = forward_order(branches)
     writes_out = order[-1][1] == 1  # the last launch keeps every row: it writes out, no conversion pass
     out = torch.empty_like(q) if writes_out else acc
-    meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": causal, "MMA_MODE": mma_mode(q.dtype)}
+    meta = _meta(q, causal)
     _set_scratch_allocator(q.device)
     for i, (w, r) in enumerate(order):
         final = writes_out and i == len(order) - 1
@@ -164,6 +172,16 @@ def forward(q, k, v, branches, causal: bool, scale: float):
         _launch(_forward_tuned, dilated_fwd_kernel, "forward", _grid(batch * heads, seq_len, w, r, "BLOCK_M"), args,
                 {**meta, "FINAL": final})  # fmt: skip
     return (out if writes_out else acc.to(q.dtype)), lse
+
+
+def _meta(q, causal: bool) -> dict:
+    head_dim = q.shape[-1]
+    return {
+        "HEAD_DIM": head_dim,
+        "D_PAD": padded_head_dim(head_dim),
+        "CAUSAL": causal,
+        "MMA_MODE": mma_mode(q.dtype),
+    }
 
 
 def _delta(out, dout) -> torch.Tensor:
@@ -183,10 +201,10 @@ def _in_dtype(accumulator: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def backward(dout, q, k, v, out, lse, branches, causal: bool, scale: float):
     """(dq, dk, dv) in q's dtype. fp32 accumulators, converted one at a time so that at most two of the
     three are alive with their converted copy (the peak memory.py counts)."""
-    batch, heads, seq_len, head_dim = q.shape
+    batch, heads, seq_len, _ = q.shape
     _set_scratch_allocator(q.device)
     delta = _delta(out, dout)
-    meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": causal, "MMA_MODE": mma_mode(q.dtype)}
+    meta = _meta(q, causal)
     dk_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dv_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     for w, r in branches:
@@ -200,7 +218,14 @@ def backward(dout, q, k, v, out, lse, branches, causal: bool, scale: float):
     dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     for w, r in branches:
         args = (q, k, v, dout, dq_acc, lse, delta, scale, heads, seq_len, w, r, kept_max(w, r))
-        _launch(_dq_tuned, dilated_bwd_dq_kernel, "dq", _grid(batch * heads, seq_len, w, r, "BLOCK_M2"), args, meta)
+        _launch(
+            _dq_tuned,
+            dilated_bwd_dq_kernel,
+            "dq",
+            _grid(batch * heads, seq_len, w, r, "BLOCK_M2"),
+            args,
+            meta,
+        )
     return _in_dtype(dq_acc, q.dtype), dk, dv
 
 
