@@ -18,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from attnbench.kernels.dilated_attention.forward import KEY_TAIL_MASK, kept_rows
+from attnbench.kernels.dilated_attention.forward import KEY_TAIL_MASK, kept_rows, kept_rows_fp32
 from attnbench.kernels.flash_attention2.forward import CAUSAL_MASK, LOG2E, NO_MASK, mma
 
 
@@ -84,10 +84,10 @@ def _dkdv_block(Q, K, V, DO, DK, DV, lse_ptr, delta_ptr, sm_scale, start_n, firs
     else:
         dk, dv = _dkdv_over_queries(dk, dv, k, v, desc_q, desc_do, lse_ptr, delta_ptr, 0, length, offs_n, qk_scale,
                                     length, dilation, BLOCK_M1, BLOCK_N1, NO_MASK, MMA_MODE)  # fmt: skip
-    desc_dk = kept_rows(DK, first, length, row_stride, HEAD_DIM, BLOCK_N1, D_PAD)
-    desc_dv = kept_rows(DV, first, length, row_stride, HEAD_DIM, BLOCK_N1, D_PAD)
-    desc_dk.store([start_n, 0], desc_dk.load([start_n, 0]) + dk * sm_scale)
-    desc_dv.store([start_n, 0], desc_dv.load([start_n, 0]) + dv)
+    ptrs, mask = kept_rows_fp32(DK, first, start_n, length, dilation, HEAD_DIM, BLOCK_N1, D_PAD)
+    tl.store(ptrs, tl.load(ptrs, mask=mask) + dk * sm_scale, mask=mask)
+    ptrs, mask = kept_rows_fp32(DV, first, start_n, length, dilation, HEAD_DIM, BLOCK_N1, D_PAD)
+    tl.store(ptrs, tl.load(ptrs, mask=mask) + dv, mask=mask)
 
 
 @triton.jit
@@ -157,8 +157,8 @@ def _dq_block(Q, K, V, DO, DQ, lse_ptr, delta_ptr, sm_scale, start_m, first, len
                            BLOCK_N2, NO_MASK, MMA_MODE)  # fmt: skip
         dq = _dq_over_keys(dq, q, do, lse, delta, desc_k, desc_v, full_end, length, offs_m, qk_scale, length,
                            BLOCK_N2, KEY_TAIL_MASK, MMA_MODE)  # fmt: skip
-    desc_dq = kept_rows(DQ, first, length, row_stride, HEAD_DIM, BLOCK_M2, D_PAD)
-    desc_dq.store([start_m, 0], desc_dq.load([start_m, 0]) + dq * sm_scale)
+    ptrs, mask = kept_rows_fp32(DQ, first, start_m, length, dilation, HEAD_DIM, BLOCK_M2, D_PAD)
+    tl.store(ptrs, tl.load(ptrs, mask=mask) + dq * sm_scale, mask=mask)
 
 
 @triton.jit

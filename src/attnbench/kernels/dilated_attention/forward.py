@@ -32,6 +32,18 @@ def kept_rows(base, first, length, row_stride, HEAD_DIM: tl.constexpr, BLOCK: tl
 
 
 @triton.jit
+def kept_rows_fp32(base, first, start, length, dilation, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
+                   D_PAD: tl.constexpr):  # fmt: skip
+    """(pointers, mask) of kept rows start .. start + BLOCK of an fp32 accumulator. Plain loads and
+    stores, not a descriptor: a row of fp32 accumulators is read and written once per block, and a
+    [BLOCK, 128] fp32 TMA box would exceed the 128-byte swizzle width."""
+    t = start + tl.arange(0, BLOCK)
+    d = tl.arange(0, D_PAD)
+    rows = first + t.to(tl.int64) * dilation
+    return base + rows[:, None] * HEAD_DIM + d[None, :], (t < length)[:, None] & (d < HEAD_DIM)[None, :]
+
+
+@triton.jit
 def _attend(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, offs_m, qk_scale, length,
             BLOCK_N: tl.constexpr, MASK: tl.constexpr, MMA_MODE: tl.constexpr):  # fmt: skip
     """Online softmax over key blocks [lo, hi) of the kept rows: the updated (acc, l_i, m_i), log2 units."""
@@ -62,7 +74,7 @@ def _attend(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, offs_m, qk_scale, length,
 
 
 @triton.jit
-def _merged(acc, l_i, m_i, desc_acc, lse_rows, start_m, offs_m, length):
+def _merged(acc, l_i, m_i, running, lse_rows, offs_m, length):
     """(O, lse) of this block's rows after merging its branch result into their running (O, lse).
 
     lse = log(e^lse_run + e^lse_i) (natural log); O = e^(lse_run - lse) O_run + e^(lse_i - lse) O_i. A
@@ -72,15 +84,16 @@ def _merged(acc, l_i, m_i, desc_acc, lse_rows, start_m, offs_m, length):
     lse_run = tl.load(lse_rows, mask=offs_m < length, other=float("-inf"))
     top = tl.maximum(lse_run, lse_i)
     lse = top + tl.log(tl.exp(lse_run - top) + tl.exp(lse_i - top))
-    merged = desc_acc.load([start_m, 0]) * tl.exp(lse_run - lse)[:, None]
+    merged = running * tl.exp(lse_run - lse)[:, None]
     merged += (acc / l_i[:, None]) * tl.exp(lse_i - lse)[:, None]
     return merged, lse
 
 
 @triton.jit
-def _forward_block(Q, K, V, ACC, OUT, sm_scale, start_m, first, length, row_stride, lse_rows,
+def _forward_block(Q, K, V, ACC, OUT, sm_scale, start_m, first, length, dilation, lse_rows,
                    HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, CAUSAL: tl.constexpr, FINAL: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MMA_MODE: tl.constexpr):  # fmt: skip
+    row_stride = dilation * HEAD_DIM
     desc_q = kept_rows(Q, first, length, row_stride, HEAD_DIM, BLOCK_M, D_PAD)
     desc_k = kept_rows(K, first, length, row_stride, HEAD_DIM, BLOCK_N, D_PAD)
     desc_v = kept_rows(V, first, length, row_stride, HEAD_DIM, BLOCK_N, D_PAD)
@@ -101,13 +114,14 @@ def _forward_block(Q, K, V, ACC, OUT, sm_scale, start_m, first, length, row_stri
                                 BLOCK_N, NO_MASK, MMA_MODE)  # fmt: skip
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, desc_k, desc_v, full_end, length, offs_m, qk_scale, length,
                                 BLOCK_N, KEY_TAIL_MASK, MMA_MODE)  # fmt: skip
-    desc_acc = kept_rows(ACC, first, length, row_stride, HEAD_DIM, BLOCK_M, D_PAD)
-    merged, lse = _merged(acc, l_i, m_i, desc_acc, lse_rows, start_m, offs_m, length)
+    acc_ptrs, acc_mask = kept_rows_fp32(ACC, first, start_m, length, dilation, HEAD_DIM, BLOCK_M, D_PAD)
+    running = tl.load(acc_ptrs, mask=acc_mask, other=0.0)
+    merged, lse = _merged(acc, l_i, m_i, running, lse_rows, offs_m, length)
     if FINAL:  # the last launch (an r = 1 branch: it keeps every row) writes the output in its dtype
         desc_out = kept_rows(OUT, first, length, row_stride, HEAD_DIM, BLOCK_M, D_PAD)
         desc_out.store([start_m, 0], merged.to(OUT.dtype.element_ty))
     else:
-        desc_acc.store([start_m, 0], merged)
+        tl.store(acc_ptrs, merged, mask=acc_mask)
     tl.store(lse_rows, lse, mask=offs_m < length)
 
 
@@ -126,8 +140,7 @@ def dilated_fwd_kernel(Q, K, V, ACC, OUT, LSE, sm_scale, heads, seq_len, seg_len
     if start_m < length:
         plane = bh.to(tl.int64) * seq_len * HEAD_DIM  # this (batch, head)'s [N, D] plane
         first = segment.to(tl.int64) * seg_len + offset
-        row_stride = dilation * HEAD_DIM
         lse_rows = LSE + bh.to(tl.int64) * seq_len + first + (start_m + tl.arange(0, BLOCK_M)) * dilation
         _forward_block(Q + plane, K + plane, V + plane, ACC + plane, OUT + plane, sm_scale, start_m, first,
-                       length, row_stride, lse_rows, HEAD_DIM, D_PAD, CAUSAL, FINAL, BLOCK_M, BLOCK_N,
+                       length, dilation, lse_rows, HEAD_DIM, D_PAD, CAUSAL, FINAL, BLOCK_M, BLOCK_N,
                        MMA_MODE)  # fmt: skip
