@@ -1,4 +1,4 @@
-"""Dilated attention (LongNet), exact, in three implementations and across ranks.
+"""Dilated attention (LongNet), exact, in four implementations and across ranks.
 
   pattern.py      the definition (segments, dilation, head offsets, causal, LSE merge), the paper's
                   configuration and its scaling to a length, exact pair counts, masks, a text picture
@@ -8,6 +8,8 @@
                   returns the LSE (kernels.py: math, sdpa_flash, cudnn, sdpa_efficient, fa3, xformers),
                   scattered back and merged by LSE in float32; differentiable
   flex.py         (c) one FlexAttention call: union mask_mod + log-multiplicity score_mod
+  (fused)         (d) our fused Triton kernel (attnbench.kernels.dilated_attention): each branch read in
+                  place through strided descriptors, merged by LSE into one fp32 accumulator
   distributed.py  the sequence split over ranks: local segments need no communication, spanning ones
                   all-gather only the kept K/V of their segment
 
@@ -19,12 +21,12 @@ from __future__ import annotations
 
 from attnbench.dilated.pattern import PAPER_BRANCHES, Branch, for_length
 
-IMPLEMENTATIONS = ("reference", "gather", "flex")
+IMPLEMENTATIONS = ("reference", "gather", "flex", "fused")
 
 
 def dilated_attention(q, k, v, branches, *, causal: bool, implementation: str = "gather", backend=None,
                       scale: float | None = None):  # fmt: skip
-    """(out, lse) of LongNet's dilated attention. implementation: reference | gather | flex;
+    """(out, lse) of LongNet's dilated attention. implementation: reference | gather | flex | fused;
     backend (gather only): math | sdpa_flash | cudnn | sdpa_efficient | fa3 | xformers (None: cudnn on
     CUDA, math elsewhere)."""
     if implementation == "reference":
@@ -39,6 +41,13 @@ def dilated_attention(q, k, v, branches, *, causal: bool, implementation: str = 
         from attnbench.dilated.flex import flex_attention_dilated
 
         return flex_attention_dilated(q, k, v, branches, causal=causal, scale=scale)
+    if implementation == "fused":
+        from attnbench.dilated import pattern
+        from attnbench.kernels.dilated_attention import dilated_attention as fused
+
+        branches = pattern.branches_from(branches)
+        pattern.check(branches, q.shape[2])
+        return fused(q, k, v, branches, causal=causal, scale=scale)
     raise ValueError(f"unknown implementation {implementation!r}; choose one of {', '.join(IMPLEMENTATIONS)}")
 
 

@@ -2,7 +2,7 @@
 gather path's time is its kernels (what a fused kernel could save at most).
 
 `correctness_rows`: at the profile's correctness length, both masks, every gather backend (the ones
-that cannot load here are rows with their reason) and FlexAttention, against the chunked fp32
+that cannot load here are rows with their reason), our fused kernel and FlexAttention, against the chunked fp32
 reference of the same inputs (float64 on CPU): out, and dq, dk, dv for forward+backward, with the
 dtype's tolerance from bench.correctness. Not timed.
 
@@ -40,7 +40,10 @@ def correctness_rows(
 ):
     spec = config["correctness"]
     backends = list(kernels.BACKENDS) if spec["backends"] == "all" else list(spec["backends"])
-    candidates = [("gather", b) for b in backends] + ([("flex", None)] if spec.get("flex") else [])
+    # the fused kernel before FlexAttention: on a CPU it runs under the Triton interpreter, which must be
+    # set up before anything (Flex's compiler) imports triton
+    candidates = [("gather", b) for b in backends] + ([("fused", None)] if spec.get("fused") else [])
+    candidates += [("flex", None)] if spec.get("flex") else []
     references = measure.References(lambda n: branches_for(config, n), device)
     rows = []
     for mask in spec["masks"]:

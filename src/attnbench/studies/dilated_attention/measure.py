@@ -10,7 +10,8 @@ with respect to q, k, v. peak_mem_bytes = the timed calls' peak above what exist
 inputs (and dout), as in bench/sweep.py. OOM is an `oom` row, a backend that cannot run here an
 `unavailable` row with its reason, anything else an `error` row naming the stage.
 
-Rows: provider `dilated_gather_<backend>` / `dilated_flex`, family `dilated`; the workload's mask is the
+Rows: provider `dilated_gather_<backend>` / `dilated_flex` / `dilated_fused` (our Triton kernel,
+kernels/dilated_attention), family `dilated`; the workload's mask is the
 base mask (causal or full) and extra["pattern"] == "dilated" with the branches, the exact pairs and
 FLOPs of the sparse pattern (tflops uses those, never the dense count), and tokens/s.
 """
@@ -28,7 +29,7 @@ from attnbench.bench.sweep import fill_checks, make_dout, make_inputs, record_ti
 from attnbench.dilated import kernels, pattern
 from attnbench.rows import Pass, Result, Workload
 
-IMPLEMENTATIONS = ("gather", "flex")
+IMPLEMENTATIONS = ("gather", "flex", "fused")
 
 
 def provider_name(implementation: str, backend: str | None = None) -> str:
@@ -82,6 +83,10 @@ def prepare(implementation: str, backend: str | None, branches, workload: Worklo
         from attnbench.dilated.flex import FlexDilated
 
         return FlexDilated(branches, workload.seqlen_q, causal=causal, device=device)
+    if implementation == "fused":
+        from attnbench.kernels.dilated_attention import dilated_attention
+
+        return lambda q, k, v: dilated_attention(q, k, v, branches, causal=causal)
     raise ValueError(f"unknown implementation {implementation!r}; choose one of {IMPLEMENTATIONS}")
 
 
@@ -101,6 +106,24 @@ def unavailable(
             return "unavailable", f"this torch has no FlexAttention ({describe_exception(exc)})"
         if pass_ != "fwd" and device.type != "cuda":
             return "unsupported", "FlexAttention has no backward on CPU (eager); the GPU run checks it"
+    if implementation == "fused":
+        return _fused_unavailable(workload, device, dtype)
+    return None
+
+
+def _fused_unavailable(workload: Workload, device, dtype) -> tuple | None:
+    """Our Triton kernel runs on CUDA, or on a CPU under the Triton interpreter (slow: tiny shapes)."""
+    try:
+        from attnbench.kernels.dilated_attention import launch
+    except Exception as exc:  # noqa: BLE001 - e.g. triton imported before TRITON_INTERPRET could be set
+        return "unavailable", f"the fused kernel does not load here: {describe_exception(exc)}"
+    if device.type != "cuda" and not launch.interpreting():
+        return "unavailable", "the fused kernel needs CUDA (or the Triton interpreter, TRITON_INTERPRET=1)"
+    probe = torch.empty(1, 1, 1, workload.head_dim, dtype=dtype, device=device)  # the dtype and head dim
+    try:
+        launch.check_inputs(probe, probe, probe)
+    except ValueError as exc:
+        return "unsupported", str(exc)
     return None
 
 

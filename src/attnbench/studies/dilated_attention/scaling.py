@@ -8,7 +8,9 @@ exceeds twice the budget, or when its peak memory predicted from the previous po
 length: every kernel here keeps O(N) state) exceeds what the GPU has free, because FlashAttention-3
 cannot report an out-of-memory: its C++ error ends the process (a segfault on torch 2.11), so such a
 point must never be started; when its own wall budget (FlexAttention: compile and BlockMask included)
-or the cell's is spent. Every point after a stop is a row (status `oom` after an out-of-memory, else
+or the cell's is spent. The fused kernel's lengths are first checked against its memory model
+(kernels/dilated_attention/memory.py, exact arithmetic, not an extrapolation): a length it would not fit
+is a `skipped` row saying the predicted peak and the free memory. Every point after a stop is a row (status `oom` after an out-of-memory, else
 `unsupported`) whose reason starts with "not run:" and says why; extra["not_run"] is True. A series
 that cannot run at all (unavailable, unsupported) has one row with the reason, not one per length.
 
@@ -43,8 +45,11 @@ class Series:
 
 
 def dilated_series(config: dict) -> list[Series]:
+    """Our fused kernel first (on a CPU its interpreter must load before Flex imports triton), then the
+    gather path on each backend, then FlexAttention."""
     sweep = config["sweep"]
-    series = [Series(measure.provider_name("gather", b), "dilated", "gather", b) for b in sweep["backends"]]
+    series = [Series(measure.provider_name("fused"), "dilated", "fused")] if sweep.get("fused") else []
+    series += [Series(measure.provider_name("gather", b), "dilated", "gather", b) for b in sweep["backends"]]
     if sweep.get("flex"):
         series.append(Series(measure.provider_name("flex"), "dilated", "flex", None, sweep["flex_budget_s"]))
     return series
@@ -156,6 +161,11 @@ class Sweep:
                         stop = (f"not run: predicted {guess:.1f} s per call (from {t:.2f} s at {n} tokens), over "
                                 f"{PREDICT_FACTOR:g}x the {budget:g} s budget per call of this profile")  # fmt: skip
                         timed_stop = "predicted"
+            if stop is None and series.implementation == "fused":
+                paper = self._paper_memory_stop(seq_len, pass_)
+                if paper:  # skipped, not oom: nothing ran out of memory, the arithmetic says it would
+                    self.emit(self.not_run(series, seq_len, pass_, paper, False))
+                    continue
             if stop is None:
                 stop = self._memory_stop(memory, seq_len)
                 oom = oom or stop is not None
@@ -198,6 +208,21 @@ class Sweep:
         n, peak = memory
         return (f"not run: predicted out of memory, {need / 2**30:.1f} GiB (from {peak / 2**30:.1f} GiB at {n} "
                 f"tokens, linear in the length) against {free / 2**30:.1f} GiB free")  # fmt: skip
+
+    def _paper_memory_stop(self, seq_len: int, pass_: str) -> str | None:
+        """The fused kernel's peak from its memory model (kernels/dilated_attention/memory.py) over what is
+        free: this length is skipped (a longer one would need more still; the series goes on to say so)."""
+        import torch
+
+        from attnbench.kernels.dilated_attention.memory import predicted_peak_bytes
+
+        free, s = self.free_bytes(), self.config["shape"]
+        size = torch.empty(0, dtype=getattr(torch, s["dtype"])).element_size()
+        need = predicted_peak_bytes(s["batch"], s["heads"], seq_len, s["head_dim"], size, pass_ != "fwd")
+        if free is None or need <= MEMORY_MARGIN * free:
+            return None
+        return (f"not run: predicted peak {need / 2**30:.1f} GiB (the fused kernel's memory model: inputs, output, "
+                f"fp32 accumulators) against {free / 2**30:.1f} GiB free")  # fmt: skip
 
     def _budget_stop(self, series: Series, began: float, cell_budget: float) -> str | None:
         now = time.perf_counter()
