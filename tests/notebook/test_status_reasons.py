@@ -57,3 +57,31 @@ def test_the_source_hash_is_the_same_on_every_python_version():
     assert _canonical(src.replace("Doc.", "Doc!")) != canonical
     assert "type_params" not in canonical and "kind=None" not in canonical  # empty fields: version-dependent
     assert _canonical(src.replace("return f", "return (f").replace("+ 's'", "+ 's')")) == canonical
+
+
+def test_presenting_cells_are_refreshed_away_from_the_machine_that_measured(project, monkeypatch):
+    """--reuse-elsewhere --cell b: the measuring cell `a` (same code, another machine) is read as it
+    is, never re-run here; `b` runs here on a's stored artifacts; afterwards neither is stale."""
+    measure = cell("id=a outputs=n.txt", "import pathlib\npathlib.Path('n.txt').write_text('measured')")
+    present = "import attnbench, pathlib\nprint('shown', (attnbench.inputs('a') / 'n.txt').read_text())"
+    path = project.write("s.md", notebook(measure, cell("id=b needs=a", present)))
+    assert project.run(path).code == 0
+    measured = project.status(path)
+    _on_another_machine(monkeypatch)
+    path.write_text(notebook(measure, cell("id=b needs=a", present + "\nprint('new presentation')")))
+    assert _rows(project.status(path).out)["b"] == "stale: code changed"
+
+    plain = project.run(path, "--cell", "b", "--reuse-elsewhere")
+    assert plain.code == 0, plain.out + plain.err
+    rows = _rows(project.status(path).out)
+    assert rows["a"].startswith("measured elsewhere")  # not re-run: still the other machine's result
+    assert rows["b"] == "cached"
+    assert "stale" not in project.status(path).out and measured.code == 0
+
+    refused = project.run(path, "--reuse-elsewhere")
+    assert refused.code == 2 and "--reuse-elsewhere needs --cell" in refused.err
+
+    path.write_text(notebook(cell("id=a outputs=n.txt", "print('changed')"), cell("id=b needs=a", present)))
+    stale = project.run(path, "--cell", "b", "--reuse-elsewhere")
+    assert stale.code == 2
+    assert "cell a of s.md is needed by the named cells but cannot be reused (code changed)" in stale.err

@@ -81,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--force", action="store_true", help="re-run cells even when cached")
     run.add_argument(
+        "--reuse-elsewhere",
+        action="store_true",
+        help="with --cell: use the results the named cells need as they are when only measured on "
+        "another machine or environment (same code), e.g. to refresh a report's presenting cells "
+        "away from the GPU machine that measured what they present",
+    )
+    run.add_argument(
         "-j",
         "--jobs",
         type=int,
@@ -144,6 +151,7 @@ def _options(args: argparse.Namespace) -> Options:
         params=dict(args.params),
         cells=getattr(args, "cell", []),
         force=getattr(args, "force", False),
+        reuse_elsewhere=getattr(args, "reuse_elsewhere", False),
         jobs=getattr(args, "jobs", 1),
         dist=DistOptions(
             *(

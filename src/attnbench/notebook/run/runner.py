@@ -66,6 +66,8 @@ class Runner:
         selected = selected or self.graph.all_named_nodes()
         order = self.graph.order(selected)
         forced = set(selected) if opts.cells else set()
+        if opts.reuse_elsewhere:
+            self._check_reusable(order, forced)
         if opts.force:
             forced |= {n for n in order if n[0] in self.graph.named}
         self._check_launchers(order)
@@ -153,7 +155,7 @@ class Runner:
                     words = self.states[bad[0]].state.words
                     why = f"upstream {self._name(bad[0], node[0])} {words}"
                     self._set(node, CellState(Status.SKIPPED, why))
-                elif node not in forced and self.session.judge(node).current:
+                elif node not in forced and self._reusable(node):
                     self._set(node, CellState(Status.HIT))
                 elif len(self.running) >= capacity:
                     break
@@ -170,6 +172,27 @@ class Runner:
             if len(self.running) > 1:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
+
+    def _reusable(self, node: NodeId) -> bool:
+        judged = self.session.judge(node)
+        return judged.current or (self.session.options.reuse_elsewhere and judged.measured_elsewhere)
+
+    def _check_reusable(self, order: list[NodeId], forced: set[NodeId]) -> None:
+        """--reuse-elsewhere runs only the named cells: every cell they need must be stored, good and
+        of the code of now (here or measured elsewhere), or the run stops before any cell starts."""
+        if not forced:
+            raise SetupError("--reuse-elsewhere needs --cell: name the cells to run here")
+        for node in order:
+            if node in forced or self._reusable(node):
+                continue
+            judged = self.session.judge(node)
+            why = "; ".join(judged.code_reasons) or (
+                f"its stored result is {judged.stored.status}" if judged.stored else "never run"
+            )
+            raise SetupError(
+                f"--reuse-elsewhere: cell {node[1]} of {node[0]}.md is needed by the named cells but cannot be reused "
+                f"({why}); run it where it is measured, or name it with --cell"
+            )
 
     def _check_launchers(self, order: list[NodeId]) -> None:
         """A bad torchrun setting (several nodes, no rendezvous) stops the run before any cell starts."""

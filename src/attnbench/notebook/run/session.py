@@ -40,6 +40,10 @@ class Options:
     params: dict[str, Any] = field(default_factory=dict)  # -p overrides
     cells: list[str] = field(default_factory=list)  # --cell specs
     force: bool = False
+    # --reuse-elsewhere: results measured on another machine or environment with the code of now are
+    # used as they are (never re-run here); only the --cell cells run. How a report's presenting cells
+    # are refreshed away from the GPU machine that measured what they present.
+    reuse_elsewhere: bool = False
     jobs: int = 1
     dist: DistOptions = field(default_factory=DistOptions)
     kill_grace: float | None = None
@@ -66,10 +70,20 @@ class Judgment:
         return self.stored is not None and self.stored.status == Status.OK and not self.reasons
 
     @property
+    def measured_elsewhere(self) -> bool:
+        """A good stored result of the code of now, measured on another machine or environment."""
+        ok = self.stored is not None and self.stored.status == Status.OK
+        return ok and bool(self.reasons) and not self.code_reasons
+
+    @property
     def effective_key(self) -> str:
-        """What dependents key on: the stored result's key while it is current (a result stored by
-        an older engine keeps its key), else the key the cell will be stored under."""
-        return self.stored.key if self.current and self.stored is not None else self.key.key
+        """What dependents key on: the stored result's key while it is current or only measured
+        elsewhere (a result stored by an older engine keeps its key; a dependent keys on the result it
+        read, wherever it was measured, so its key is the same on every machine), else the key the
+        cell will be stored under."""
+        if self.stored is not None and (self.current or self.measured_elsewhere):
+            return self.stored.key
+        return self.key.key
 
 
 ENVIRONMENT_REASONS = ("environment changed", "machine fingerprint changed")  # stale_reasons' words
