@@ -71,8 +71,10 @@ def test_presenting_cells_are_refreshed_away_from_the_machine_that_measured(proj
     path.write_text(notebook(measure, cell("id=b needs=a", present + "\nprint('new presentation')")))
     assert _rows(project.status(path).out)["b"] == "stale: code changed"
 
+    machine = project.run_json("s")["machine"]
     plain = project.run(path, "--cell", "b", "--reuse-elsewhere")
     assert plain.code == 0, plain.out + plain.err
+    assert project.run_json("s")["machine"] == machine  # still the machine that measured
     rows = _rows(project.status(path).out)
     assert rows["a"].startswith("measured elsewhere")  # not re-run: still the other machine's result
     assert rows["b"] == "cached"

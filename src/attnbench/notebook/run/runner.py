@@ -352,6 +352,9 @@ class Runner:
                 entry = cells.get(c.id) or self._unreached(name, c.id, old_cells.get(c.id))
                 if entry is not None:
                     merged[c.id] = entry
+            # --reuse-elsewhere presents another machine's measurements: the run stays that machine's
+            # (its cells' result.json say where each ran)
+            measured_by = previous if previous and self.session.options.reuse_elsewhere else None
             run = RunRecord(
                 notebook=name,
                 title=notebook.title,
@@ -359,8 +362,8 @@ class Runner:
                 started=kept.started if kept else self.started,
                 finished=kept.finished if kept else store.now_iso(),
                 params=self.session.params[name],
-                machine=self.session.machine_summary(),
-                env=self.session.env_summary(),
+                machine=measured_by.machine if measured_by else self.session.machine_summary(),
+                env=measured_by.env if measured_by else self.session.env_summary(),
                 cells=merged,
             )
             store.write_run(folder, run)
