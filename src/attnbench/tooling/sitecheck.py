@@ -1,7 +1,7 @@
 """Load every page of a built site in headless Chromium and say what a reader would trip over.
 
 For each page: no console error, uncaught exception or failed load; every image decoded; every local
-link (and its #fragment) resolves; the headline (`#headline`) comes before the first figure and starts
+link (and its #fragment) resolves; the answer (`#answer`, else the headline `#headline`) comes before the first figure and starts
 on the first screen; nothing overflows sideways at 400 px; in every SVG figure shown, at 1400 px and at
 400 px, no text falls outside the drawing or is cut with "…", and no text is smaller than MIN_TEXT_PX. Screenshots (first screen at 1400 px light
 and dark, 400 px, and the whole page at 1400 px) go to a folder for a person to look at.
@@ -44,7 +44,9 @@ LINKS = """
 
 HEADLINE = """
 (() => {
-  const headline = document.getElementById("headline");
+  // a report's answer (question, answer, key numbers, key figure) opens the page; the ranking
+  // (#headline) follows it; a page without an answer opens with the ranking
+  const headline = document.getElementById("answer") || document.getElementById("headline");
   const figure = document.querySelector("figure.artifact img, figure.artifact.image");
   if (!headline) return {present: false};
   return {
