@@ -34,7 +34,18 @@ def test_every_cell_succeeds(smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     states = json.loads((run_dir / "run.json").read_text())["cells"]
     assert {cell: s["state"] for cell, s in states.items()} == dict.fromkeys(
-        ["gpu", "bench", "correctness", "plot", "summary", "trust", "cudnn_h200", "cudnn_h200_report"], "ran"
+        [
+            "gpu",
+            "bench",
+            "bench_fwd_bwd",
+            "correctness",
+            "plot",
+            "summary",
+            "trust",
+            "cudnn_h200",
+            "cudnn_h200_report",
+        ],
+        "ran",
     )
 
 
