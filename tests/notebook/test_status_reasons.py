@@ -87,3 +87,31 @@ def test_presenting_cells_are_refreshed_away_from_the_machine_that_measured(proj
     stale = project.run(path, "--cell", "b", "--reuse-elsewhere")
     assert stale.code == 2
     assert "cell a of s.md is needed by the named cells but cannot be reused (code changed)" in stale.err
+
+
+def test_stale_measurements_are_presented_anew_and_the_presentation_stays_stale(project):
+    """--reuse-stale --cell b: `a`, measured by older code, is read as it is (never re-run); `b` runs
+    with the code of now on it and is stale until `a` is measured again."""
+    a = cell("id=a outputs=n.txt", "import pathlib\npathlib.Path('n.txt').write_text('old measurement')")
+    b = "import attnbench\nprint('shown', (attnbench.inputs('a') / 'n.txt').read_text())"
+    path = project.write("s.md", notebook(a, cell("id=b needs=a", b)))
+    assert project.run(path).code == 0
+    newer_a = cell(
+        "id=a outputs=n.txt", "import pathlib\npathlib.Path('n.txt').write_text('new measurement')"
+    )
+    path.write_text(notebook(newer_a, cell("id=b needs=a", b + "\nprint('new presentation')")))
+
+    refused = project.run(path, "--cell", "b", "--reuse-elsewhere")
+    assert (
+        refused.code == 2
+        and "cell a of s.md is needed by the named cells but cannot be reused" in refused.err
+    )
+    done = project.run(path, "--cell", "b", "--reuse-stale")
+    assert done.code == 0, done.out + done.err
+    assert "shown old measurement" in project.stdout("s", "b") and "new presentation" in project.stdout(
+        "s", "b"
+    )
+    rows = _rows(project.status(path).out)
+    assert rows["a"] == "stale: code changed"
+    assert rows["b"].startswith("stale: upstream a changed")
+    assert project.run(path, "--reuse-stale").code == 2  # names no cell

@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         "away from the GPU machine that measured what they present",
     )
     run.add_argument(
+        "--reuse-stale",
+        action="store_true",
+        help="with --cell: as --reuse-elsewhere, and also use results measured by older code: the named "
+        "cells present them with the code of now and stay stale until those are measured again",
+    )
+    run.add_argument(
         "-j",
         "--jobs",
         type=int,
@@ -151,7 +157,11 @@ def _options(args: argparse.Namespace) -> Options:
         params=dict(args.params),
         cells=getattr(args, "cell", []),
         force=getattr(args, "force", False),
-        reuse_elsewhere=getattr(args, "reuse_elsewhere", False),
+        reuse="stale"
+        if getattr(args, "reuse_stale", False)
+        else "elsewhere"
+        if getattr(args, "reuse_elsewhere", False)
+        else "",
         jobs=getattr(args, "jobs", 1),
         dist=DistOptions(
             *(

@@ -66,7 +66,7 @@ class Runner:
         selected = selected or self.graph.all_named_nodes()
         order = self.graph.order(selected)
         forced = set(selected) if opts.cells else set()
-        if opts.reuse_elsewhere:
+        if opts.reuse:
             self._check_reusable(order, forced)
         if opts.force:
             forced |= {n for n in order if n[0] in self.graph.named}
@@ -174,14 +174,15 @@ class Runner:
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
 
     def _reusable(self, node: NodeId) -> bool:
-        judged = self.session.judge(node)
-        return judged.current or (self.session.options.reuse_elsewhere and judged.measured_elsewhere)
+        return self.session.judge(node).reusable(self.session.options.reuse)
 
     def _check_reusable(self, order: list[NodeId], forced: set[NodeId]) -> None:
-        """--reuse-elsewhere runs only the named cells: every cell they need must be stored, good and
-        of the code of now (here or measured elsewhere), or the run stops before any cell starts."""
+        """--reuse-elsewhere / --reuse-stale run only the named cells: every cell they need must be
+        stored and good (and, for --reuse-elsewhere, of the code of now), or the run stops before any
+        cell starts."""
+        flag = f"--reuse-{self.session.options.reuse}"
         if not forced:
-            raise SetupError("--reuse-elsewhere needs --cell: name the cells to run here")
+            raise SetupError(f"{flag} needs --cell: name the cells to run here")
         for node in order:
             if node in forced or self._reusable(node):
                 continue
@@ -190,7 +191,7 @@ class Runner:
                 f"its stored result is {judged.stored.status}" if judged.stored else "never run"
             )
             raise SetupError(
-                f"--reuse-elsewhere: cell {node[1]} of {node[0]}.md is needed by the named cells but cannot be reused "
+                f"{flag}: cell {node[1]} of {node[0]}.md is needed by the named cells but cannot be reused "
                 f"({why}); run it where it is measured, or name it with --cell"
             )
 
@@ -354,7 +355,7 @@ class Runner:
                     merged[c.id] = entry
             # --reuse-elsewhere presents another machine's measurements: the run stays that machine's
             # (its cells' result.json say where each ran)
-            measured_by = previous if previous and self.session.options.reuse_elsewhere else None
+            measured_by = previous if previous and self.session.options.reuse else None
             run = RunRecord(
                 notebook=name,
                 title=notebook.title,

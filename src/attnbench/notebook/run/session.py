@@ -40,10 +40,13 @@ class Options:
     params: dict[str, Any] = field(default_factory=dict)  # -p overrides
     cells: list[str] = field(default_factory=list)  # --cell specs
     force: bool = False
-    # --reuse-elsewhere: results measured on another machine or environment with the code of now are
-    # used as they are (never re-run here); only the --cell cells run. How a report's presenting cells
-    # are refreshed away from the GPU machine that measured what they present.
-    reuse_elsewhere: bool = False
+    # Only the --cell cells run; the results they need are used as they are, never re-run here:
+    # "elsewhere" (--reuse-elsewhere) those of the code of now measured on another machine or
+    # environment: how a report's presenting cells are refreshed away from the GPU that measured;
+    # "stale" (--reuse-stale) also those measured by older code: the named cells present them with the
+    # presenting code of now and stay stale until those are measured again.
+    reuse: str = ""  # "" | "elsewhere" | "stale"
+
     jobs: int = 1
     dist: DistOptions = field(default_factory=DistOptions)
     kill_grace: float | None = None
@@ -74,6 +77,18 @@ class Judgment:
         """A good stored result of the code of now, measured on another machine or environment."""
         ok = self.stored is not None and self.stored.status == Status.OK
         return ok and bool(self.reasons) and not self.code_reasons
+
+    def reusable(self, mode: str) -> bool:
+        """Used as it is under the --reuse mode `mode` ("" | "elsewhere" | "stale")."""
+        ok = self.stored is not None and self.stored.status == Status.OK
+        return self.current or (mode == "elsewhere" and self.measured_elsewhere) or (mode == "stale" and ok)
+
+    def key_for_dependents(self, mode: str) -> str:
+        """effective_key, except that a stale result reused under --reuse-stale is keyed as stored: the
+        dependents run on it say so (they are stale until it is measured again)."""
+        if mode == "stale" and self.reusable(mode) and self.stored is not None:
+            return self.stored.key
+        return self.effective_key
 
     @property
     def effective_key(self) -> str:
@@ -117,7 +132,7 @@ class Session:
             key = cell_key(
                 cell,
                 self.params[node[0]],
-                {need: judged.effective_key for need, _, judged in ups},
+                {need: judged.key_for_dependents(self.options.reuse) for need, _, judged in ups},
                 self._attnbench[node],
                 self.envs[node],
                 self.machine.fingerprint,
