@@ -267,3 +267,18 @@ def test_a_grouping_folders_docstring_is_not_code(tmp_path):
     assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") == before
     (package / "kernels" / "fa" / "__init__.py").write_text("x = 2\n")
     assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") != before
+
+
+def test_a_module_beside_the_subpackages_of_a_grouping_folder_is_a_part(tmp_path):
+    """kernels/common.py (code, not a docstring) is indexed as the part kernels.common: a kernel that
+    imports it goes stale when it changes."""
+    package = tmp_path / "mine"
+    (package / "kernels" / "fa").mkdir(parents=True)
+    (package / "kernels" / "__init__.py").write_text('"""Kernels."""\n')
+    (package / "kernels" / "fa" / "__init__.py").write_text("from mine.kernels.common import helper\n")
+    (package / "kernels" / "common.py").write_text("def helper():\n    return 1\n")
+    index = SourceIndex.of(package, "mine")
+    assert index.closure("from mine.kernels import fa\n") == ["kernels.common", "kernels.fa"]
+    before = index.hash_for("from mine.kernels import fa\n")
+    (package / "kernels" / "common.py").write_text("def helper():\n    return 2\n")
+    assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") != before

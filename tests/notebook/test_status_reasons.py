@@ -115,3 +115,38 @@ def test_stale_measurements_are_presented_anew_and_the_presentation_stays_stale(
     assert rows["a"] == "stale: code changed"
     assert rows["b"].startswith("stale: upstream a changed")
     assert project.run(path, "--reuse-stale").code == 2  # names no cell
+
+
+def _git(root, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_a_result_keyed_by_an_earlier_index_is_rekeyed_from_git(project, monkeypatch):
+    """The index's rules change (here: a salt on every hash, then none) while the files do not: the
+    result stays cached, checked against the files at the commit it was measured at; once a file it
+    uses differs from that commit, it is stale."""
+    from attnbench.notebook.run.plan import SourceIndex
+
+    root = project.root
+    (root / "pyproject.toml").write_text('[tool.attnbench]\npackage = "mine"\n')
+    (root / "src" / "mine" / "bench" / "sub").mkdir(parents=True)
+    (root / "src" / "mine" / "__init__.py").write_text('"""Mine."""\n')
+    (root / "src" / "mine" / "bench" / "__init__.py").write_text('"""Grouping."""\n')
+    (root / "src" / "mine" / "bench" / "sub" / "__init__.py").write_text("x = 1\n")
+    (root / "src" / "mine" / "bench" / "timing.py").write_text("y = 1\n")
+    path = project.write("s.md", notebook(cell("id=a", "print('uses mine.bench.timing')")))
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "code")
+
+    real = SourceIndex.hash_for
+    monkeypatch.setattr(SourceIndex, "hash_for", lambda self, source: "earlier-" + real(self, source))
+    assert project.run(path).code == 0
+    assert project.result("s", "a")["key_parts"]["attnbench"].startswith("earlier-")
+    monkeypatch.setattr(SourceIndex, "hash_for", real)
+
+    assert _rows(project.status(path).out)["a"] == "cached"
+    (root / "src" / "mine" / "bench" / "timing.py").write_text("y = 2\n")
+    assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed"

@@ -12,13 +12,15 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attnbench.notebook.document.model import Cell, Need, Notebook, NotebookError
 from attnbench.notebook.document.parse import front_matter_line, parse_notebook
 from attnbench.notebook.run import store
+from attnbench.notebook.run.provenance import git_output as _git_text
 from attnbench.notebook.run.store import CellResult
 
 NodeId = tuple[str, str]  # (notebook name, cell id)
@@ -221,15 +223,15 @@ def _referenced_parts(text: str, package: str = "attnbench") -> set[str]:
     return found
 
 
-def _is_grouping(folder: Path) -> bool:
+def _is_grouping(folder: str, rels: list[PurePosixPath], read: Callable[[PurePosixPath], str]) -> bool:
     """A folder of independent packages (e.g. studies/: one per report): its __init__.py holds no code,
     only a docstring, so each subpackage is a part of its own and editing one report's measuring code
-    leaves the others' results cached."""
-    init = folder / "__init__.py"
-    if not init.is_file() or not any(child.is_dir() and (child / "__init__.py").is_file()
-                                     for child in folder.iterdir()):  # fmt: skip
+    leaves the others' results cached. `rels`: every .py path of the package; `read` reads one."""
+    init = PurePosixPath(folder, "__init__.py")
+    subpackage = any(len(r.parts) == 3 and r.parts[0] == folder and r.name == "__init__.py" for r in rels)
+    if init not in rels or not subpackage:
         return False
-    body = ast.parse(init.read_text(encoding="utf-8")).body
+    body = ast.parse(read(init)).body
     return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
 
 
@@ -273,38 +275,78 @@ class SourceIndex:
     part) the first time a cell needs it: a cell that imports nothing from attnbench costs one file.
     """
 
-    files: dict[str, list[Path]]  # part -> its files, read when a cell first needs the part
-    package_dir: Path
+    files: dict[
+        str, list[PurePosixPath]
+    ]  # part -> its files (relative), read when a cell first needs the part
+    read: Callable[[PurePosixPath], str]  # a file's text (from the working tree, or from a commit)
     package: str = "attnbench"  # the name cells import it by
+    package_dir: Path | None = None  # where it is in the working tree (as_of reads it at a commit)
+    engine_part: str | None = "notebook"
     _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
     _refs: dict[str, frozenset[str]] = field(default_factory=dict)
     _hashes: dict[str, str] = field(default_factory=dict)
+    _at: dict[str, SourceIndex | None] = field(default_factory=dict)  # as_of's indexes, per commit
 
     @classmethod
     def of(
         cls, package_dir: Path, package: str | None = None, engine_part: str | None = "notebook"
     ) -> SourceIndex:
-        """`package` defaults to the folder's name; `engine_part` is left out of the index."""
-        files: dict[str, list[Path]] = {}
-        groups = {p.name for p in package_dir.iterdir() if p.is_dir() and _is_grouping(p)}
-        for path in sorted(package_dir.rglob("*.py")):
-            rel = path.relative_to(package_dir)
+        """The package as it is in the working tree; `package` defaults to the folder's name;
+        `engine_part` is left out of the index."""
+        rels = [PurePosixPath(p.relative_to(package_dir).as_posix()) for p in package_dir.rglob("*.py")]
+
+        def read(rel: PurePosixPath) -> str:
+            return (package_dir / rel).read_text(encoding="utf-8", errors="replace")
+
+        return cls.over(rels, read, package or package_dir.name, engine_part, package_dir)
+
+    @classmethod
+    def at_commit(
+        cls, package_dir: Path, commit: str, package: str | None = None, engine_part: str | None = "notebook"
+    ) -> SourceIndex | None:
+        """The package as it was at git `commit` (None: no git, or the commit is unknown here)."""
+        listed = _git_text(package_dir, "ls-tree", "-r", "--name-only", commit, ".")
+        if listed is None:
+            return None
+        rels = [PurePosixPath(line) for line in listed.splitlines() if line.endswith(".py")]
+
+        def read(rel: PurePosixPath) -> str:
+            return _git_text(package_dir, "show", f"{commit}:./{rel}") or ""
+
+        return cls.over(rels, read, package or package_dir.name, engine_part, package_dir)
+
+    @classmethod
+    def over(
+        cls,
+        rels: list[PurePosixPath],
+        read: Callable[[PurePosixPath], str],
+        package: str,
+        engine_part: str | None,
+        package_dir: Path | None = None,
+    ) -> SourceIndex:
+        files: dict[str, list[PurePosixPath]] = {}
+        tops = {r.parts[0] for r in rels if len(r.parts) > 1}
+        groups = {top for top in tops if _is_grouping(top, rels, read)}
+        for rel in sorted(rels):
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-            if part in groups and len(rel.parts) > 2:
-                part = f"{rel.parts[0]}.{rel.parts[1]}"
-            elif part in groups:  # a grouping folder's own __init__.py: only a docstring, nothing runs
-                continue
+            if part in groups and rel.name == "__init__.py" and len(rel.parts) == 2:
+                continue  # a grouping folder's own __init__.py: only a docstring, nothing runs
+            if part in groups:  # its subpackage or module: a part of its own
+                part = f"{rel.parts[0]}.{PurePosixPath(rel.parts[1]).stem}"
             # the engine's folder as a whole, also where it groups subpackages (notebook/run, ...)
             if rel.parts[0] != engine_part:
-                files.setdefault(part, []).append(path)
-        return cls(files, package_dir, package or package_dir.name)
+                files.setdefault(part, []).append(rel)
+        return cls(files, read, package, package_dir, engine_part)
+
+    def as_of(self, commit: str) -> SourceIndex | None:
+        """The same package read at git `commit` (None: unknown there, or no git); one per commit."""
+        if commit not in self._at and self.package_dir is not None:
+            self._at[commit] = SourceIndex.at_commit(self.package_dir, commit, self.package, self.engine_part)
+        return self._at.get(commit)
 
     def texts(self, part: str) -> list[tuple[str, str]]:
         if part not in self._texts:
-            self._texts[part] = [
-                (p.relative_to(self.package_dir).as_posix(), p.read_text(encoding="utf-8", errors="replace"))
-                for p in self.files[part]
-            ]
+            self._texts[part] = [(rel.as_posix(), self.read(rel)) for rel in self.files[part]]
         return self._texts[part]
 
     def refs(self, part: str) -> frozenset[str]:

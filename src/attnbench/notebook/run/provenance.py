@@ -16,7 +16,7 @@ COMMIT_VARIABLE = "ATTNBENCH_CODE_COMMIT"
 WATCHED = ("src", "notebooks")  # an edit here, uncommitted, makes the result's commit "dirty"
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git_output(root: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
             ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20, check=False
@@ -32,25 +32,25 @@ def code_version(root: Path) -> dict | None:
     given = os.environ.get(COMMIT_VARIABLE, "").strip()
     if given:
         return {"commit": given, "dirty": None, "date": None, "from": COMMIT_VARIABLE}
-    commit = _git(root, "rev-parse", "HEAD")
+    commit = git_output(root, "rev-parse", "HEAD")
     if not commit:
         return None
-    status = _git(root, "status", "--porcelain", "--", *WATCHED)
+    status = git_output(root, "status", "--porcelain", "--", *WATCHED)
     return {
         "commit": commit,
         "dirty": None if status is None else bool(status),
-        "date": _git(root, "show", "-s", "--format=%cI", commit),
+        "date": git_output(root, "show", "-s", "--format=%cI", commit),
         "from": "git",
     }
 
 
 def commit_date(root: Path, commit: str) -> str | None:
-    return _git(root, "show", "-s", "--format=%cI", commit)
+    return git_output(root, "show", "-s", "--format=%cI", commit)
 
 
 def last_commit_of(root: Path, path: Path) -> dict | None:
     """The commit that last changed `path` in the repository: {"commit", "date", "subject"} or None."""
-    line = _git(root, "log", "-1", "--format=%H%x00%cI%x00%s", "--", str(path))
+    line = git_output(root, "log", "-1", "--format=%H%x00%cI%x00%s", "--", str(path))
     if not line:
         return None
     commit, date, subject = (line.split("\0") + ["", ""])[:3]
@@ -58,4 +58,4 @@ def last_commit_of(root: Path, path: Path) -> dict | None:
 
 
 def git_toplevel(path: Path) -> str | None:
-    return _git(path, "rev-parse", "--show-toplevel")
+    return git_output(path, "rev-parse", "--show-toplevel")

@@ -127,8 +127,9 @@ class Session:
         if node not in self._judged:
             cell = self.graph.cell(node)
             ups = [(str(need), up, self.judge(up)) for need, up in self.graph.upstream[node]]
+            stored = store.load_result(self.cell_dir(node))
             if node not in self._attnbench:
-                self._attnbench[node] = self.sources.hash_for(cell.source)
+                self._attnbench[node] = self._sources_hash(cell.source, stored)
             key = cell_key(
                 cell,
                 self.params[node[0]],
@@ -138,7 +139,6 @@ class Session:
                 self.machine.fingerprint,
                 inputs={need: store.artifacts_digest(self.cell_dir(up)) for need, up, _ in ups},
             )
-            stored = store.load_result(self.cell_dir(node))
             reasons = []
             if stored is not None:
                 finished = {
@@ -158,6 +158,19 @@ class Session:
             ]
             self._judged[node] = Judgment(key, stored, reasons, elsewhere)
         return self._judged[node]
+
+    def _sources_hash(self, source: str, stored: CellResult | None) -> str:
+        """The hash of the package parts the cell uses. A result keyed by an earlier way of hashing them
+        (the index's rules changed, the files did not) keeps its stored hash when those parts, hashed
+        the way of now, are the same at the commit it was measured at (read from git) as today."""
+        now = self.sources.hash_for(source)
+        was = stored.key_parts.get("attnbench") if stored else None
+        code = (stored.code or {}) if stored else {}
+        if was and was != now and code.get("commit") and code.get("dirty") is not True:
+            then = self.sources.as_of(code["commit"])
+            if then is not None and then.hash_for(source) == now:
+                return was
+        return now
 
     def forget(self, node: NodeId) -> None:
         """After `node` ran: what it stored changed, so its judgment and those of the cells downstream
