@@ -10,13 +10,13 @@ the kernels return block outputs and gradients in the input dtype) and the LSE w
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from attnbench.bench.correctness import full_fp32_matmul
 from attnbench.bench.distributed import attempt
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
@@ -32,17 +32,6 @@ SINGLE_FACTOR = 3.0
 REF_CHUNK_BYTES = 1 << 30  # the reference's fp32 working set per query chunk (4 [rows, S] tensors)
 
 
-@contextlib.contextmanager
-def true_fp32():
-    """Matmuls in IEEE fp32 (no TF32) inside: the reference must not round like the kernels it checks."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
 def reference_fp32(q, k, v, dout, causal: bool, chunk_bytes: int = REF_CHUNK_BYTES) -> dict:
     """Exact float32 attention and its gradients, one head and one chunk of query rows at a time:
     out, lse, dq, dk, dv. Each chunk holds its rows' every key, so its softmax is exact and its
@@ -55,7 +44,7 @@ def reference_fp32(q, k, v, dout, causal: bool, chunk_bytes: int = REF_CHUNK_BYT
     res["lse"] = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     rows = max(1, min(seq, chunk_bytes // (4 * seq)))
     positions = torch.arange(seq, device=q.device)
-    with true_fp32(), torch.no_grad():
+    with full_fp32_matmul(), torch.no_grad():  # the reference must not round like the kernels it checks
         for b in range(batch):
             for h in range(heads):
                 qh, kh, vh, doh = (t[b, h].float() for t in (q, k, v, dout))
