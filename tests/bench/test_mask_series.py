@@ -3,6 +3,8 @@ per-row limit, time budget, stand-in variants) that keep the default profile ins
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -220,7 +222,7 @@ def test_profiles_resolve_and_filter():
         profiles.configure("default", ["flash_attn9"])
 
 
-def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
+def test_the_timed_cells_split_the_tiers_by_pass_and_keep_their_order():
     from attnbench.studies.attention_masks import measure
 
     config = profiles.configure("default")
@@ -228,12 +230,16 @@ def test_the_two_measuring_cells_split_the_tiers_by_pass_and_keep_their_order():
     assert [passes for _, passes in separate] == [["fwd", "bwd"]] * 2 and separate[0][0][0] == "flash_attn3"
     assert [passes for _, passes in both] == [["fwd_bwd"]] * 2 and both[0][0] == profiles.FIRST
     assert (
-        measure.stage_budget(config, "separate") == 450.0 and measure.stage_budget(config, "fwd_bwd") == 360.0
+        measure.stage_budget(config, "separate") == 480.0 and measure.stage_budget(config, "fwd_bwd") == 480.0
     )
     full = profiles.configure("full")
     assert {p for _, ps in measure.stage_tiers(full, "separate") for p in ps} == {"fwd", "bwd"}
-    with pytest.raises(ValueError, match="stage must be one of separate, fwd_bwd; got 'both'"):
+    with pytest.raises(ValueError, match="stage must be one of checks, separate, fwd_bwd; got 'both'"):
         measure.stage_tiers(config, "both")
+    assert measure.stage_tiers(config, "checks") == []  # the checks stage times nothing
+    assert profiles.FIRST[:3] == ["flash_attn3", "magi_ffa", "magi_ffa_default"]  # FFA both ways, first
+    with pytest.raises(ValueError, match="the fwd_bwd stage needs the checks stage's folder"):
+        measure.run_stage({**profiles.configure("smoke"), "device": "cpu"}, "fwd_bwd")
 
 
 def test_the_report_reads_both_cells_as_one_sweep(tmp_path):
@@ -296,7 +302,9 @@ def test_a_mask_registered_here_runs_in_the_smoke_sweep_with_reasons_for_the_res
     assert config["masks"] == [*masks.REGISTRY]  # the smoke profile sweeps the registry, prefix_lm included
     config = {**config, "masks": ["prefix_lm"], "seq_lens": [64]}  # this mask alone, to stay quick
     monkeypatch.chdir(tmp_path)  # the stage writes its artifacts into the working directory
-    measure.run_stage(config, "separate")
+    measure.run_stage(config, "checks")
+    measure.run_stage(config, "separate", first_stage=tmp_path)  # the checks' folder is the working one
+    assert json.loads((tmp_path / "sweep.json").read_text())["stage"] == "separate"
     rows = read_jsonl(tmp_path / "results.jsonl")
     checks = read_rows_document(tmp_path / "checks.json")
     assert {r.workload.mask for r in rows} == {"prefix_lm"}

@@ -16,7 +16,7 @@ from attnbench.studies.attention_masks import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "attention_masks.md"
-CELLS = ["gpu", "inputs_drawn", "bench", "bench_fwd_bwd", "figures", "summary"]
+CELLS = ["gpu", "inputs_drawn", "checks", "bench", "bench_fwd_bwd", "figures", "summary"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_every_cell_runs_and_every_provider_mask_length_pass_has_a_row(smoke_run
     ok = [r for r in rows if r.status == "ok"]
     assert {r.workload.mask for r in ok} == set(config["masks"])  # every mask measured by sdpa_math/flex
     assert all(r.timer == "perf_counter" and r.ok and r.extra["checked_at_seqlen"] == 128 for r in ok)
-    checks = read_rows_document(smoke_run / "bench" / "artifacts" / "checks.json")
+    checks = read_rows_document(smoke_run / "checks" / "artifacts" / "checks.json")
     assert {(r.workload.mask, r.pass_) for r in checks if r.provider == "sdpa_math" and r.ok} == {
         (m, p) for m in config["masks"] for p in ("fwd", "bwd")
     }
@@ -88,6 +88,7 @@ def test_report_cells_run_without_torch(smoke_run, tmp_path):
         "import runpy, sys; sys.modules['torch'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
     )
     inputs = {"ATTNBENCH_INPUT_BENCH": str(smoke_run / "bench" / "artifacts"),
+              "ATTNBENCH_INPUT_CHECKS": str(smoke_run / "checks" / "artifacts"),
               "ATTNBENCH_INPUT_BENCH_FWD_BWD": str(smoke_run / "bench_fwd_bwd" / "artifacts"),
               "ATTNBENCH_INPUT_GPU": str(smoke_run / "gpu" / "artifacts")}  # fmt: skip
     for cell in ("inputs_drawn", "figures", "summary"):

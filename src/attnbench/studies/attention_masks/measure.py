@@ -1,15 +1,17 @@
-"""The attention-masks notebook's two measuring cells, one function each calls.
+"""The attention-masks notebook's three measuring cells, one function each calls.
 
-The sweep is measured in two stages, each a cell of its own so that neither outlives a 10-minute GPU
-session and a figure edit re-runs neither:
+The sweep is measured in three stages, each a cell of its own so that none outlives a 10-minute GPU
+session, a figure edit re-runs none, and the checks (minutes of first-call compiles: FlexAttention per
+mask, FlashAttention-4's and FlashInfer's JIT) leave the timed rows their whole budget:
 
-  separate  the correctness checks (forward and backward at the check length), then the forward and
-            the backward rows of every tier, in tier order;
+  checks    the correctness checks (forward and backward at the check length) and the matmul peak;
+  separate  the forward and the backward rows of every tier, in tier order;
   fwd_bwd   the forward + backward rows, which cost about as much as both others and add least: they
-            run last, with their own budget, and take their checks from the first stage.
+            run last, with their own budget.
 
-Each stage writes results.jsonl (its timed rows) and sweep.json (its budget, time and counts) into the
-working directory; the first also writes checks.json. The matmul peak is measured once, by the first.
+The timed stages take their checks and peak from the checks stage (`first_stage`). Each stage writes
+sweep.json (its budget, time and counts) into the working directory; the checks stage writes
+checks.json, the timed stages results.jsonl (their timed rows).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from attnbench.bench.sweep import print_progress
 from attnbench.rows import Result, read_rows_document, write_jsonl, write_rows_document
 from attnbench.studies.attention_masks import profiles, series
 
-STAGES = {"separate": tuple(profiles.SEPARATE), "fwd_bwd": tuple(profiles.BOTH)}
+STAGES = {"checks": (), "separate": tuple(profiles.SEPARATE), "fwd_bwd": tuple(profiles.BOTH)}
 
 
 def stage_tiers(config: dict, stage: str) -> list[list]:
@@ -73,58 +75,86 @@ def _print_plan(tiers, plan, config: dict, budget_s: float | None) -> float:
 
 def run_stage(config: dict, stage: str, *, first_stage: Path | None = None) -> dict:
     """Measure one stage of the sweep under a resolved profile config (profile.json of the gpu cell);
-    `first_stage` is the separate stage's artifacts folder (needed by fwd_bwd for the checks and peak).
+    `first_stage` is the checks stage's artifacts folder (the timed stages take its checks and peak).
     Returns the summary it writes to sweep.json."""
     import torch
 
     device = config["device"]
     if torch.cuda.is_available() != (device == "cuda"):
         raise SystemExit(f"profile.json was resolved for {device}; rerun the gpu cell on this machine")
-    if stage == "fwd_bwd" and first_stage is None:
-        raise ValueError("the fwd_bwd stage needs the separate stage's folder (first_stage) for its checks")
+    if stage != "checks" and first_stage is None:
+        raise ValueError(f"the {stage} stage needs the checks stage's folder (first_stage) for its checks")
     if config.get("label"):
         print(f"*** {config['label']} ***")
+    gpu_name = torch.cuda.get_device_name(0) if device == "cuda" else None
+    machine = {
+        "gpu": gpu_name,
+        "datasheet_peak_tflops": flops.datasheet_peak(gpu_name),
+        "env_id": env.machine_id(),
+    }
+    if stage == "checks":
+        return _run_checks(config, machine)
+    return _run_timed(config, stage, machine, first_stage)
+
+
+def _run_checks(config: dict, machine: dict) -> dict:
+    started = time.perf_counter()
+    device = config["device"]
+    peak = flops.measure_matmul_peak("cuda") if device == "cuda" else None
+    if peak:
+        print(
+            f"bf16 matmul peak: {peak:.1f} TFLOP/s (datasheet {machine['datasheet_peak_tflops'] or 'unknown'})"
+        )
+    print(f"\n--- correctness at {config['check']['seqlen']} tokens ---")
+    chosen = [providers.get(name) for name in config["providers"]]
+    budget = series.Budget(None, config["row_limit_s"])  # every check runs: a timed row needs its check
+    checks = series.run_checks(chosen, profiles.check_workloads(config), config["check_passes"], device=device,
+                               env_id=machine["env_id"], budget=budget, progress=_Progress())  # fmt: skip
+    # a JSON document, not rows: checks at another length must never be ranked beside the timed rows
+    write_rows_document("checks.json", checks, checked_at_seqlen=config["check"]["seqlen"])
+    elapsed = time.perf_counter() - started
+    print(f"\n{len(checks)} check rows in {elapsed:.0f} s: {_counts(checks)}")
+    return _write_summary(config, "checks", {"gpu": machine["gpu"], "measured_matmul_peak_tflops": peak,
+                                             "datasheet_peak_tflops": machine["datasheet_peak_tflops"],
+                                             "check_seqlen": config["check"]["seqlen"],
+                                             "check_seconds": round(elapsed, 1),
+                                             "status_counts": _counts(checks)})  # fmt: skip
+
+
+def _run_timed(config: dict, stage: str, machine: dict, first_stage: Path) -> dict:
     tiers = [
         ([providers.get(name) for name in names], passes) for names, passes in stage_tiers(config, stage)
     ]
     plan = profiles.plan(config)
     budget_s = stage_budget(config, stage)
     estimate = _print_plan(tiers, plan, config, budget_s)
-    progress = _Progress()
-    env_id = env.machine_id()
-    gpu_name = torch.cuda.get_device_name(0) if device == "cuda" else None
-    datasheet = flops.datasheet_peak(gpu_name)
-    budget = series.Budget(budget_s, config["row_limit_s"])  # from here: checks and timed rows
+    checks = read_rows_document(first_stage / "checks.json")
+    peak = json.loads((first_stage / "sweep.json").read_text())["measured_matmul_peak_tflops"]
+    budget = series.Budget(budget_s, config["row_limit_s"])
     started = time.perf_counter()
-    if stage == "separate":
-        peak = flops.measure_matmul_peak("cuda") if device == "cuda" else None
-        if peak:
-            print(f"bf16 matmul peak: {peak:.1f} TFLOP/s (datasheet {datasheet or 'unknown'})")
-        print(f"\n--- correctness at {config['check']['seqlen']} tokens ---")
-        chosen = [providers.get(name) for name in config["providers"]]
-        checks = series.run_checks(chosen, profiles.check_workloads(config), config["check_passes"],
-                                   device=device, env_id=env_id, budget=budget, progress=progress)  # fmt: skip
-        # a JSON document, not rows: checks at another length must never be ranked beside the timed rows
-        write_rows_document("checks.json", checks, checked_at_seqlen=config["check"]["seqlen"])
-    else:
-        checks = read_rows_document(first_stage / "checks.json")
-        peak = json.loads((first_stage / "sweep.json").read_text())["measured_matmul_peak_tflops"]
-    checked_s = time.perf_counter() - started
-    print(f"\n--- timed series ({checked_s:.0f} s spent on checks) ---")
-    rows = series.run_series(tiers, plan, device=device, timing_options=config["timing"], budget=budget,
-                             checks=checks, env_id=env_id, peak_tflops=peak, datasheet_tflops=datasheet,
-                             progress=progress)  # fmt: skip
+    rows = series.run_series(tiers, plan, device=config["device"], timing_options=config["timing"], budget=budget,
+                             checks=checks, env_id=machine["env_id"], peak_tflops=peak,
+                             datasheet_tflops=machine["datasheet_peak_tflops"], progress=_Progress())  # fmt: skip
     elapsed = time.perf_counter() - started
     write_jsonl("results.jsonl", rows)
-    counts = {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}
+    counts = _counts(rows)
+    summary = _write_summary(config, stage, {"gpu": machine["gpu"], "measured_matmul_peak_tflops": peak,
+                                             "datasheet_peak_tflops": machine["datasheet_peak_tflops"],
+                                             "timing": config["timing"], "budget_s": budget_s,
+                                             "check_seqlen": config["check"]["seqlen"],
+                                             "estimate_s": round(estimate, 1), "sweep_seconds": round(elapsed, 1),
+                                             "status_counts": counts})  # fmt: skip
+    print(f"\n{len(rows)} timed rows in {elapsed:.0f} s (estimate {estimate:.0f} s): {counts}")
+    return summary
+
+
+def _counts(rows: list[Result]) -> dict[str, int]:
+    return {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})}
+
+
+def _write_summary(config: dict, stage: str, fields: dict) -> dict:
     summary = {"profile": config["profile"], "stage": stage, "passes": list(STAGES[stage]),
-               "label": config.get("label"), "gpu": gpu_name, "measured_matmul_peak_tflops": peak,
-               "datasheet_peak_tflops": datasheet, "timing": config["timing"], "budget_s": budget_s,
-               "check_seqlen": config["check"]["seqlen"], "estimate_s": round(estimate, 1),
-               "check_seconds": round(checked_s, 1), "sweep_seconds": round(elapsed, 1),
-               "status_counts": counts}  # fmt: skip
+               "label": config.get("label"), **fields}  # fmt: skip
     with open("sweep.json", "w") as f:
         json.dump(summary, f, indent=2)
-    print(f"\n{len(rows)} timed rows" + (f" and {len(checks)} check rows" if stage == "separate" else "")
-          + f" in {elapsed:.0f} s (estimate {estimate:.0f} s): {counts}")  # fmt: skip
     return summary
