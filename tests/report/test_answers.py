@@ -150,6 +150,31 @@ def test_timed_numbers_carry_the_measured_spread(tmp_path):
     assert [n.spread for n in with_spreads(answer, 0.05).numbers] == [0.05, 0.1, None]
 
 
+def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_path, monkeypatch):
+    """The Flux page says how repeatable a row is on the GPU it ran on (issue: repeatability on the page);
+    a run on a machine with no repeatability file says nothing of it."""
+    import json
+
+    from attnbench.report.answers import flux
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    doc = {"machine_id": "h100-a", "median_spread": 0.0048, "p95_spread": 0.0943, "pairs": [{}] * 36}
+    (tmp_path / "measurements" / "flux_repeatability-h100.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    row = {"status": "ok", "ok": True, "pass": "fwd", "seqlen_q": 4608, "provider": "flash_attn3",
+           "ms_median": 0.37, "env": "h100-a"}  # fmt: skip
+
+    class Data:
+        rows = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
+
+    said = " ".join(flux(Data).answer)
+    assert "36 rows timed twice, measurements/flux_repeatability-h100.json" in said
+    assert "median spread 0.5%, 95th percentile 9.4%" in said
+    Data.rows = [{**r, "env": "h200-b"} for r in Data.rows]
+    assert "Run to run" not in " ".join(flux(Data).answer)
+
+
 def test_quantised_kernels_get_their_own_panels(tmp_path):
     """fp8/int8 rows are drawn on a second row of panels with their own axis, never on the exact chart."""
     from attnbench.report.figures import plot_sweep

@@ -228,6 +228,12 @@ def flux(data) -> page.Answer:
         answer.answer.append(text + ".")
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
+    noise = repeatability_of({str(r.get("env")) for r in data.rows if r.get("env")})
+    if noise:
+        answer.answer.append(
+            f"Run to run on this GPU ({noise['rows']} rows timed twice, {noise['file']}): median spread "
+            f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}; a lead smaller than that is noise."
+        )
     return answer
 
 
@@ -287,6 +293,23 @@ def measured_spread(start: Path | None = None) -> float | None:
             values = [v for v in values if v]
             if values:
                 return max(values)
+            if found or (folder / "pyproject.toml").exists():
+                break
+    return None
+
+
+def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:
+    """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
+    machine_id), from the nearest measurements/ above `start` (as measured_spread): rows, median and
+    95th-percentile spread and the file's name; None when that machine has none (a smoke run has none)."""
+    for top in (start or Path.cwd(), Path(__file__).resolve()):
+        for folder in (top, *top.parents):
+            found = sorted(folder.glob(REPEATABILITY))
+            for path in found:
+                doc = _load(path)
+                if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
+                    return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+                            "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread"))}  # fmt: skip
             if found or (folder / "pyproject.toml").exists():
                 break
     return None
