@@ -72,9 +72,14 @@ def test_figures_tables_and_pictures_are_written_and_labelled(smoke_run):
     for mask in profiles.configure("smoke")["masks"]:  # every registered mask
         svg = (figures / f"{mask}.svg").read_text()
         assert "not a GPU measurement" in svg and "series-fwd-sdpa_math-ok" in svg, mask
+        # three panels side by side are drawn at ~90 % on a 1400 px page: 9 pt keeps text >= 8 px there
+        assert min(float(x) for x in re.findall(r"font-size: ([\d.]+)px", svg)) >= 9, mask
     assert "| flash_attn3 | unavailable |" in (figures / "did_not_run.md").read_text()
     drawn = smoke_run / "inputs_drawn" / "artifacts"
     assert (drawn / "masks.svg").exists() and (drawn / "documents.svg").exists()
+    for name in ("masks.svg", "documents.svg"):
+        sizes = [float(x) for x in re.findall(r"font-size: ([\d.]+)px", (drawn / name).read_text())]
+        assert min(sizes) >= 9, name
     assert "probability 0.305" in (smoke_run / "inputs_drawn" / "stdout.txt").read_text()  # 0.40 / 1.31
     summary = smoke_run / "summary" / "artifacts"
     assert (summary / "best.md").read_text().startswith("**smoke profile: not a GPU measurement**")

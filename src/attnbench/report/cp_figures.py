@@ -94,16 +94,16 @@ def _draw_bars(ax, rows: list[Result], world: int, checks: dict, looks: dict, ma
         hatch = "//" if looks[strategy]["linestyle"] != "-" else None
         ax.barh(y, lines[strategy][0].tflops, color=color, alpha=0.85, hatch=hatch, edgecolor=MID, linewidth=0.5,
                 label=strategy + (" (incorrect)" if bad else ""), gid=f"series-{strategy}")  # fmt: skip
-    ax.set_yticks(range(len(ranked)), ranked, fontsize=8)
+    ax.set_yticks(range(len(ranked)), ranked, fontsize=9)
     for container in ax.containers:  # the value at the end of each bar: close bars stay readable
-        ax.bar_label(container, fmt="%.0f", fontsize=7, label_type="center", color="white")
+        ax.bar_label(container, fmt="%.0f", fontsize=9, label_type="center", color="white")
     for i, (provider, refs) in enumerate(_references(rows).items()):
         ax.axvline(refs[0].tflops, color=MID, linewidth=2.0, linestyle=(0, (4, 2)) if i == 0 else (0, (1, 1)),
                    label=_ref_label(provider, world), gid=f"series-reference-{provider}")  # fmt: skip
     missing = [r for r in rows if r.status in DID_NOT_RUN and not is_reference(r)]
     if missing:
         ax.text(0.99, 0.01, "not run: " + ", ".join(sorted({f"{strategy_of(r)} ({r.status})" for r in missing})),
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=7)  # fmt: skip
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=9)  # fmt: skip
     ax.set_xlim(left=0)
 
 
@@ -156,7 +156,7 @@ def plot_tflops(
                     ax.grid(True)
                     if seqs:
                         ax.set_xscale("log", base=2)
-                        ax.set_xticks(seqs, [str(s) for s in seqs], fontsize=8)
+                        ax.set_xticks(seqs, [str(s) for s in seqs], fontsize=10)
                     ax.set_ylim(bottom=0)
                     ax.yaxis.set_major_locator(MaxNLocator(nbins=9, min_n_ticks=5))
                 if not _measured(panel):
@@ -181,4 +181,4 @@ def _legend(fig, axes, speed: dict[str, float]) -> None:
     labels = sorted(handles, key=key)
     if labels:
         fig.legend([handles[label] for label in labels], labels, loc="upper left", bbox_to_anchor=(1.0, 0.95),
-                   fontsize=8, frameon=False, title="fastest first", title_fontsize=8)  # fmt: skip
+                   fontsize=10, frameon=False, title="fastest first", title_fontsize=10)  # fmt: skip

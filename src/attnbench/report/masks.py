@@ -78,7 +78,7 @@ def plot_mask(
             ax.set_xscale("log", base=2)
             seqs = sorted({_seq(r) for r in rows})
             ax.set_xticks(seqs)
-            ax.set_xticklabels([f"{s // 1024}k" if s >= 1024 else str(s) for s in seqs], fontsize=8)
+            ax.set_xticklabels([f"{s // 1024}k" if s >= 1024 else str(s) for s in seqs], fontsize=10)
             ax.set_xlabel("sequence length")
             ax.set_ylabel("TFLOP/s")
             ax.set_ylim(bottom=0)
@@ -90,7 +90,7 @@ def plot_mask(
         if shown:
             key = " · ".join(f"{letter} {LETTER_TEXT[letter]}" for letter in shown)
             fig.supxlabel(
-                f"letters at the bottom of a panel: {key} (every reason in the table below)", fontsize=8
+                f"letters at the bottom of a panel: {key} (every reason in the table below)", fontsize=10
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="svg", bbox_inches="tight")
@@ -130,7 +130,7 @@ def _letters(ax, rows: list[Result], looks: dict) -> None:
         level = stacked[_seq(r)]
         stacked[_seq(r)] += 1
         ax.text(_seq(r), 0.03 + 0.045 * level, letter, transform=at_bottom, ha="center", va="bottom",
-                fontsize=8, fontweight="bold", color=looks[r.provider]["color"], gid=f"not-run-{r.status}")  # fmt: skip
+                fontsize=10, fontweight="bold", color=looks[r.provider]["color"], gid=f"not-run-{r.status}")  # fmt: skip
 
 
 def best_table(rows: Iterable[Result]):
@@ -212,12 +212,12 @@ def plot_documents(packs: dict[int, list[int]], path: Path | str, *, note: str =
                         f"{n}",
                         ha="center",
                         va="center",
-                        fontsize=7,
+                        fontsize=9,
                         color="white",
                     )
                 start += n
         ax.set_yticks(range(len(lengths)))
-        ax.set_yticklabels([f"{s // 1024}k ({len(packs[s])} docs)" for s in lengths], fontsize=8)
+        ax.set_yticklabels([f"{s // 1024}k ({len(packs[s])} docs)" for s in lengths], fontsize=9)
         ax.set_xlim(0, 1)
         ax.set_xlabel("share of the sequence (each segment one document; its length in tokens)")
         ax.set_title(
@@ -244,7 +244,7 @@ def plot_mask_pictures(pictures: dict[str, dict], path: Path | str) -> None:
         for ax, name in zip(axes[0], names):
             ax.imshow(pictures[name]["rows"], cmap="Blues", vmin=0, vmax=1.4, interpolation="nearest")
             ax.set_title(name.replace("_", " "), fontsize=9)
-            ax.set_xlabel(pictures[name].get("caption", ""), fontsize=7)
+            ax.set_xlabel(pictures[name].get("caption", ""), fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
         fig.suptitle("query rows (down) x key columns (right): blue = attended", fontsize=9)
