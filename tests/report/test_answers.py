@@ -154,6 +154,7 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
     """The Flux page says how repeatable a row is on the GPU it ran on (issue: repeatability on the page);
     a run on a machine with no repeatability file says nothing of it."""
     import json
+    from typing import ClassVar
 
     from attnbench.report.answers import flux
 
@@ -166,7 +167,7 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
            "ms_median": 0.37, "env": "h100-a"}  # fmt: skip
 
     class Data:
-        rows = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
+        rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
 
     said = " ".join(flux(Data).answer)
     assert "36 rows timed twice, measurements/flux_repeatability-h100.json" in said
