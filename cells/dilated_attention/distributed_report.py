@@ -60,4 +60,4 @@ else:
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("distributed")
+write_headline_of("distributed", notebook="dilated_distributed")

@@ -191,3 +191,28 @@ def test_quantised_kernels_get_their_own_panels(tmp_path):
                                                                                           "flash_fp8 (quantised)"]  # fmt: skip
     exact_panel, quantised_panel = svg.split('<g id="axes_2">')
     assert "series-fwd-flash_exact-ok" in exact_panel and "series-fwd-flash_fp8-ok" in quantised_panel
+
+
+def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
+    """Split over GPUs vs one GPU on all tokens, in wall time (never per-GPU TFLOP/s against one GPU's)."""
+    from typing import ClassVar
+
+    from attnbench.report.answers import dilated_distributed
+
+    def row(world, L, ms, pass_="fwd"):
+        return {"status": "ok", "ok": None, "pass": pass_, "seqlen_q": L, "ms_median": ms,
+                "provider": "dilated_distributed_cudnn" if world > 1 else "dilated_gather_cudnn",
+                "extra": {"world_size": world, "pattern": "dilated"}}  # fmt: skip
+
+    class Data:
+        rows: ClassVar[list[dict]] = [row(1, 1 << 20, 106.1), row(1, 1 << 21, 209.9), row(2, 1 << 21, 108.6),
+                                      row(2, 1 << 22, 212.9)]  # fmt: skip
+
+    answer = dilated_distributed(Data)
+    said = (
+        "forward: 2097152 tokens split over 2 GPUs run 1.93× as fast as one GPU on all of them (wall time 108.6 "
+        "vs 209.9 ms; strong-scaling efficiency 97%); the split run reaches 4194304 tokens (212.9 ms)."
+    )
+    assert answer.answer == [said]
+    assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|speedup", "×", "wall time"),
+                                                                ("fwd|longest", "tokens", "")]  # fmt: skip

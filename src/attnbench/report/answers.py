@@ -270,8 +270,42 @@ def masks(data) -> page.Answer:
     return answer
 
 
+def dilated_distributed(data) -> page.Answer:
+    """The dilated report's cells across GPUs: at the longest length one GPU also ran whole, how much
+    faster the split run is (wall time) and its strong-scaling efficiency; the longest split length."""
+    answer = page.Answer(question="How much faster is dilated attention with the sequence split over GPUs, "
+                                  "and how long can it go?")  # fmt: skip
+    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        mine = [r for r in rows if r.get("pass") == pass_]
+        one = {r.get("seqlen_q"): r for r in mine if r["extra"]["world_size"] == 1}
+        split = [r for r in mine if r["extra"]["world_size"] > 1]
+        if not split:
+            continue
+        world = split[0]["extra"]["world_size"]
+        longest = max(split, key=lambda r: r.get("seqlen_q") or 0)
+        both = [r for r in split if r.get("seqlen_q") in one]
+        text = f"{word}:"
+        if both:
+            at = max(both, key=lambda r: r.get("seqlen_q") or 0)
+            L, speedup = at["seqlen_q"], one[at["seqlen_q"]]["ms_median"] / at["ms_median"]
+            text += (f" {L} tokens split over {world} GPUs run {_x(speedup)} as fast as one GPU on all of them"
+                     f" (wall time {at['ms_median']:.1f} vs {one[L]['ms_median']:.1f} ms; strong-scaling efficiency"
+                     f" {speedup / world:.0%});")  # fmt: skip
+            answer.numbers.append(_number(f"{pass_}|speedup", f"{word} speed-up on {world} GPUs at S {L}", speedup,
+                                          "×", "wall time", at["provider"]))  # fmt: skip
+        text += f" the split run reaches {longest['seqlen_q']} tokens ({longest['ms_median']:.1f} ms)."
+        answer.numbers.append(_number(f"{pass_}|longest", f"{word} longest length on {world} GPUs",
+                                      longest["seqlen_q"], "tokens"))  # fmt: skip
+        answer.answer.append(text)
+    if not answer.answer:
+        answer.answer.append("No run split over GPUs to compare with one GPU.")
+    return answer
+
+
 ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
     "dilated_attention": dilated,
+    "dilated_distributed": dilated_distributed,
     "context_parallel": context_parallel,
     "cs336_systems": cs336,
     "flux_attention": flux,
