@@ -282,3 +282,56 @@ def test_a_module_beside_the_subpackages_of_a_grouping_folder_is_a_part(tmp_path
     before = index.hash_for("from mine.kernels import fa\n")
     (package / "kernels" / "common.py").write_text("def helper():\n    return 2\n")
     assert SourceIndex.of(package, "mine").hash_for("from mine.kernels import fa\n") != before
+
+
+def test_a_reexport_folder_keys_a_cell_on_the_modules_of_the_names_it_imports(tmp_path):
+    """rows/: one module per report's rows, an __init__.py that only gathers their names. A cell is keyed
+    on the modules defining the names it imports, so one report's row schema can change without staling
+    the others' GPU results; the __init__.py (what a name means) is in every module's hash."""
+    package = tmp_path / "attnbench"
+    (package / "rows").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "rows" / "base.py").write_text("class Row: ...\n")
+    (package / "rows" / "kernel.py").write_text(
+        "from attnbench.rows.base import Row\nclass Result(Row): ...\n"
+    )
+    (package / "rows" / "cs336.py").write_text(
+        "from attnbench.rows.base import Row\nclass TileAuditRow(Row): ...\n"
+    )
+    (package / "rows" / "__init__.py").write_text(
+        '"""Rows."""\n\nfrom attnbench.rows.cs336 import TileAuditRow\nfrom attnbench.rows.kernel import Result\n\n'
+        '__all__ = ["Result", "TileAuditRow"]\n'
+    )
+    masks = "from attnbench.rows import Result\n"
+    cs336 = "from attnbench.rows import Result, TileAuditRow\n"
+    everything = "from attnbench import rows\n"
+    index = SourceIndex.of(package)
+    assert index.closure(masks) == ["__init__", "rows.base", "rows.kernel"]
+    assert index.closure(cs336) == ["__init__", "rows.base", "rows.cs336", "rows.kernel"]
+    assert index.closure(everything) == ["__init__", "rows.base", "rows.cs336", "rows.kernel"]
+    assert index.closure("from attnbench.rows.cs336 import TileAuditRow\n") == [
+        "__init__",
+        "rows.base",
+        "rows.cs336",
+    ]
+    keys = {
+        name: index.hash_for(src) for name, src in (("masks", masks), ("cs336", cs336), ("all", everything))
+    }
+
+    (package / "rows" / "cs336.py").write_text(
+        "from attnbench.rows.base import Row\nclass TileAuditRow(Row):\n    x = 1\n"
+    )
+    index = SourceIndex.of(package)
+    assert index.hash_for(masks) == keys["masks"]  # the mask report never names the CS336 rows
+    assert index.hash_for(cs336) != keys["cs336"] and index.hash_for(everything) != keys["all"]
+
+    keys = {name: index.hash_for(src) for name, src in (("masks", masks), ("cs336", cs336))}
+    init = (package / "rows" / "__init__.py").read_text()
+    (package / "rows" / "__init__.py").write_text(
+        init.replace("import Result\n", "import Result as Result\n")
+    )
+    index = SourceIndex.of(package)
+    assert index.hash_for(masks) != keys["masks"] and index.hash_for(cs336) != keys["cs336"]
+
+    (package / "rows" / "__init__.py").write_text(init + "CACHE = {}\n")  # code in it: one part, as before
+    assert SourceIndex.of(package).closure(masks) == ["__init__", "rows"]

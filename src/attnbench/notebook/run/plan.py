@@ -205,22 +205,51 @@ def _part_ref(package: str) -> re.Pattern[str]:
 
 
 def _referenced_parts(text: str, package: str = "attnbench") -> set[str]:
-    """Every name a part could be known by: `attnbench.studies.x` gives "studies" and "studies.x";
-    SourceIndex keeps those that are parts."""
+    """Every name a part could be known by: `attnbench.studies.x` gives "studies/" and "studies.x";
+    `from attnbench.rows import Result` gives "rows/" and "rows.Result"; `from attnbench import rows` or
+    a bare `attnbench.rows` gives "rows". A trailing "/" marks a package named only on the way to one of
+    its members (SourceIndex.closure: the whole package, unless it is a re-export folder, whose members
+    are parts of their own). SourceIndex keeps those that are parts."""
     found = set()
     for dotted, sub, subpackage, imported in _part_ref(package).findall(text):
         if dotted:
-            found.add(dotted)
+            found.add(f"{dotted}/" if sub else dotted)
             if sub:
                 found.add(f"{dotted}.{sub}")
         else:  # "a, b as c" or "(a,\n b)"
             names = [name.split()[0] for name in imported.strip("()").split(",") if name.strip()]
             if subpackage:
-                found.add(subpackage)
+                found.add(f"{subpackage}/")
                 found.update(f"{subpackage}.{name}" for name in names)
             else:
                 found.update(names)
     return found
+
+
+def _reexports(folder: str, rels: list[PurePosixPath], read: Callable[[PurePosixPath], str], package: str):
+    """A re-export folder (e.g. rows/: one module per report's rows and an __init__.py that only gathers
+    their names): {exported name: module} when its __init__.py holds nothing but a docstring, `__all__`
+    and `from <package>.<folder>.<module> import ...` of its own modules, and it has no subpackage; else
+    None. Each module is then a part of its own, so a change to one report's row schema leaves the
+    results of reports that never name it cached."""
+    init = PurePosixPath(folder, "__init__.py")
+    modules = {r.stem for r in rels if len(r.parts) == 2 and r.parts[0] == folder and r.name != "__init__.py"}
+    if init not in rels or any(len(r.parts) > 2 and r.parts[0] == folder for r in rels):
+        return None
+    names: dict[str, str] = {}
+    for node in ast.parse(read(init)).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            continue
+        module = getattr(node, "module", None) or ""
+        prefix = f"{package}.{folder}."
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and module.startswith(prefix)):
+            return None
+        if module[len(prefix) :] not in modules:
+            return None
+        names.update({alias.asname or alias.name: module[len(prefix) :] for alias in node.names})
+    return names or None  # an empty __init__.py is a plain package
 
 
 def _is_grouping(folder: str, rels: list[PurePosixPath], read: Callable[[PurePosixPath], str]) -> bool:
@@ -282,6 +311,8 @@ class SourceIndex:
     package: str = "attnbench"  # the name cells import it by
     package_dir: Path | None = None  # where it is in the working tree (as_of reads it at a commit)
     engine_part: str | None = "notebook"
+    # a re-export folder's exported names -> the module part defining them ("rows.Result" -> "rows.kernel")
+    aliases: dict[str, str] = field(default_factory=dict)
     _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
     _refs: dict[str, frozenset[str]] = field(default_factory=dict)
     _hashes: dict[str, str] = field(default_factory=dict)
@@ -325,18 +356,31 @@ class SourceIndex:
         package_dir: Path | None = None,
     ) -> SourceIndex:
         files: dict[str, list[PurePosixPath]] = {}
-        tops = {r.parts[0] for r in rels if len(r.parts) > 1}
+        tops = {r.parts[0] for r in rels if len(r.parts) > 1} - {engine_part}
         groups = {top for top in tops if _is_grouping(top, rels, read)}
+        exports = {
+            top: names for top in tops - groups if (names := _reexports(top, rels, read, package)) is not None
+        }
         for rel in sorted(rels):
             part = rel.parts[0] if len(rel.parts) > 1 else rel.stem
             if part in groups and rel.name == "__init__.py" and len(rel.parts) == 2:
                 continue  # a grouping folder's own __init__.py: only a docstring, nothing runs
-            if part in groups:  # its subpackage or module: a part of its own
+            if part in exports and rel.name == "__init__.py":
+                continue  # a re-export folder's __init__.py: hashed with each of its modules (below)
+            if part in groups or part in exports:  # its subpackage or module: a part of its own
                 part = f"{rel.parts[0]}.{PurePosixPath(rel.parts[1]).stem}"
             # the engine's folder as a whole, also where it groups subpackages (notebook/run, ...)
             if rel.parts[0] != engine_part:
                 files.setdefault(part, []).append(rel)
-        return cls(files, read, package, package_dir, engine_part)
+        for top in exports:  # what the __init__.py gathers decides what a name means: in every module's hash
+            for part in [p for p in files if p.startswith(f"{top}.")]:
+                files[part] = [PurePosixPath(top, "__init__.py"), *files[part]]
+        aliases = {
+            f"{top}.{name}": f"{top}.{module}"
+            for top, names in exports.items()
+            for name, module in names.items()
+        }
+        return cls(files, read, package, package_dir, engine_part, aliases=aliases)
 
     def as_of(self, commit: str) -> SourceIndex | None:
         """The same package read at git `commit` (None: unknown there, or no git); one per commit."""
@@ -352,8 +396,13 @@ class SourceIndex:
     def refs(self, part: str) -> frozenset[str]:
         """The parts the code of `part` names."""
         if part not in self._refs:
+            # a re-export folder's __init__.py names every module: a member's own code says what it uses
+            gathered = f"{part.split('.')[0]}/__init__.py" if "." in part else None
             self._refs[part] = frozenset(
-                ref for _, text in self.texts(part) for ref in _referenced_parts(text, self.package)
+                ref
+                for rel, text in self.texts(part)
+                if rel != gathered
+                for ref in _referenced_parts(text, self.package)
             )
         return self._refs[part]
 
@@ -370,12 +419,29 @@ class SourceIndex:
         """The parts `source` uses: the package's __init__.py always, plus what it imports, transitively."""
         todo, seen = ["__init__", *_referenced_parts(source, self.package)], set()
         while todo:
-            part = todo.pop()
-            if part in seen or part not in self.files:
+            name = todo.pop()
+            part = self._resolve(name)
+            if isinstance(part, list):
+                todo.extend(part)
+                continue
+            if part is None or part in seen or part not in self.files:
                 continue
             seen.add(part)
             todo.extend(self.refs(part))
         return sorted(seen)
+
+    def _resolve(self, name: str) -> str | list[str] | None:
+        """The part a referenced name stands for: "x/" is package x (nothing for a re-export folder,
+        whose members are named beside it), a re-export folder named alone is all of its modules, an
+        exported name is the module defining it."""
+        folder = name.rstrip("/")
+        members = [p for p in self.files if p.startswith(f"{folder}.")] if folder not in self.files else []
+        exported = bool(members) and any(a.startswith(f"{folder}.") for a in self.aliases)
+        if name.endswith("/"):
+            return None if exported else folder
+        if exported and name == folder:
+            return members
+        return self.aliases.get(name, name)
 
     def hash_for(self, source: str) -> str:
         digest = hashlib.sha256()
