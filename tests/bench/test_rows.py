@@ -102,3 +102,19 @@ def test_unmeasured_optional_fields_are_left_out():
     written = row.to_dict()
     assert "forward_ms" not in written and written["failed_phase"] == "forward"
     assert written["status"] == "oom" and type(written["status"]) is str
+
+
+def test_a_tile_audit_row_keeps_the_clock_its_gpu_timing_recorded(tmp_path):
+    # On a GPU every Timing carries its conditions (clock, power, warm-up); the CS336 tile audit puts them
+    # in its rows, so its schema must take them: the leaderboard cell failed on an H100 when it did not.
+    from attnbench.bench.timing import summarize
+    from attnbench.rows import write_jsonl_dicts
+
+    gpu_timing = summarize([2.0, 2.1, 2.2], "cuda_event", timing_method="cuda_event_per_call", warmup_s=1.2,
+                           warmup_settled=True, sm_clock_mhz=1650.0, power_w=690.0, temperature_c=61.0,
+                           clock_source="nvml")  # fmt: skip
+    row = {"kernel": "forward", "tile": "fwd 128x128 w8 s3", "block_m": 128, "block_n": 128, "status": "ok",
+           "ms": gpu_timing.ms_median, **gpu_timing.conditions()}  # fmt: skip
+    write_jsonl_dicts(tmp_path / "audit.jsonl", [row], TileAuditRow)
+    (back,) = read_jsonl(tmp_path / "audit.jsonl", TileAuditRow)
+    assert (back.sm_clock_mhz, back.power_w, back.warmup_settled) == (1650.0, 690.0, True)
