@@ -335,3 +335,25 @@ def test_a_reexport_folder_keys_a_cell_on_the_modules_of_the_names_it_imports(tm
 
     (package / "rows" / "__init__.py").write_text(init + "CACHE = {}\n")  # code in it: one part, as before
     assert SourceIndex.of(package).closure(masks) == ["__init__", "rows"]
+
+
+def test_a_mention_of_a_reexport_folder_in_prose_is_not_an_import_of_all_of_it(tmp_path):
+    package = tmp_path / "attnbench"
+    (package / "rows").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "rows" / "kernel.py").write_text("class Result: ...\n")
+    (package / "rows" / "cs336.py").write_text("class TileAuditRow: ...\n")
+    (package / "rows" / "__init__.py").write_text(
+        "from attnbench.rows.cs336 import TileAuditRow\nfrom attnbench.rows.kernel import Result\n"
+    )
+    index = SourceIndex.of(package)
+    prose = (
+        '"""Statuses are the shared vocabulary of attnbench.rows.\n"""\nfrom attnbench.rows import Result\n'
+    )
+    assert index.closure(prose) == ["__init__", "rows.kernel"]
+    assert index.closure("import attnbench.rows\n") == ["__init__", "rows.cs336", "rows.kernel"]
+    assert index.closure("import attnbench.rows\nattnbench.rows.Result\n") == [
+        "__init__",
+        "rows.cs336",
+        "rows.kernel",
+    ]

@@ -207,13 +207,18 @@ def _part_ref(package: str) -> re.Pattern[str]:
 def _referenced_parts(text: str, package: str = "attnbench") -> set[str]:
     """Every name a part could be known by: `attnbench.studies.x` gives "studies/" and "studies.x";
     `from attnbench.rows import Result` gives "rows/" and "rows.Result"; `from attnbench import rows` or
-    a bare `attnbench.rows` gives "rows". A trailing "/" marks a package named only on the way to one of
+    `import attnbench.rows` gives "rows"; any other `attnbench.rows` (prose) "rows/". A trailing "/" marks a package named only on the way to one of
     its members (SourceIndex.closure: the whole package, unless it is a re-export folder, whose members
     are parts of their own). SourceIndex keeps those that are parts."""
     found = set()
-    for dotted, sub, subpackage, imported in _part_ref(package).findall(text):
+    for match in _part_ref(package).finditer(text):
+        dotted, sub, subpackage, imported = match.groups(default="")
         if dotted:
-            found.add(f"{dotted}/" if sub else dotted)
+            # `import attnbench.rows` names the whole package; a mention in prose ("the vocabulary of
+            # attnbench.rows.") names it only on the way, like `attnbench.rows.Result` does
+            line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+            whole = not sub and re.search(r"\bimport[ \t]+$", line) is not None
+            found.add(dotted if whole else f"{dotted}/")
             if sub:
                 found.add(f"{dotted}.{sub}")
         else:  # "a, b as c" or "(a,\n b)"
