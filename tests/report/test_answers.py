@@ -61,6 +61,20 @@ def test_dense_rows_of_a_sparse_report_are_baselines_never_winners():
     assert [e.baseline for e in entries] == [False, True]  # references listed last, apart
 
 
+def test_one_gpu_rows_of_a_multi_gpu_run_are_baselines_never_winners():
+    """The dilated report across GPUs times each implementation on one GPU too (world_size 1): those are
+    references beside the split run, never its winner, however fast per GPU."""
+    one = {"world_size": 1, "pattern": "dilated"}
+    two = {"world_size": 2, "pattern": "dilated"}
+    rows = [row("dilated_gather_cudnn", 1 << 20, 106.1, tflops=177.0, extra=one),
+            row("dilated_distributed_cudnn", 1 << 20, 55.9, tflops=172.4, extra=two),
+            row("dilated_gather_cudnn", 1 << 17, 14.8, tflops=160.7, extra=one)]  # fmt: skip
+    bests = {b.shape: (b.provider, b.baseline) for b in headline(rows).bests}
+    assert sorted(bests.values()) == [("dilated_distributed_cudnn", False), ("dilated_gather_cudnn", True)]
+    (solo,) = headline([rows[0], rows[2]]).bests[:1]  # a one-GPU run alone: ranked as usual
+    assert not solo.baseline
+
+
 def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
     rows = [row("single_gpu_cudnn", 8192, 1.0, "fwd_bwd", tflops=600.0),
             row("cp_ring", 8192, 1.1, "fwd_bwd", tflops=540.0, extra={"world_size": 2}),

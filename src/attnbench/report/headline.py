@@ -99,11 +99,14 @@ BASELINE_PREFIXES = ("single_gpu",)  # context parallel's one-GPU references
 BASELINE_PROVIDERS = {"torch_eager", "sdpa_math", "eager", "reference"}  # reference implementations
 
 
-def is_baseline(row: Mapping, sparse_report: bool = False) -> bool:
-    """A reference, never the winner: a single-GPU run on a multi-GPU report, an eager/reference
+def is_baseline(row: Mapping, sparse_report: bool = False, multi_gpu_report: bool = False) -> bool:
+    """A reference, never the winner: a single-GPU run on a multi-GPU report (a `single_gpu*` provider,
+    or with `multi_gpu_report` a row that ran on one GPU: world_size 1), an eager/reference
     implementation, or (`sparse_report`) a dense row beside sparse-pattern rows."""
     provider = str(row.get("provider", ""))
     if provider.startswith(BASELINE_PREFIXES) or provider in BASELINE_PROVIDERS:
+        return True
+    if multi_gpu_report and _world(row) == 1:
         return True
     return sparse_report and not (row.get("extra") or {}).get("pattern")
 
@@ -220,8 +223,9 @@ def headline(
     result = Headline(rows=len(rows), targets=list(targets))
     result.cpu = any(r.get("timer") == "perf_counter" for r in measured)
     sparse = any((r.get("extra") or {}).get("pattern") for r in measured)
+    multi_gpu = any((_world(r) or 1) > 1 for r in measured)
     for (pass_, shape), group in groups.items():
-        best = _best(pass_, shape, group, checks, peaks, sparse)
+        best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu)
         if best is not None:
             result.bests.append(best)
     order = {s: i for i, s in enumerate(dict.fromkeys(shape_label(r, fields) for r in _by_shape(measured)))}
@@ -241,8 +245,8 @@ def _by_shape(rows: list[Mapping]) -> list[Mapping]:
                                             else f"{r.get(f):020}" for f in SHAPE_FIELDS))  # fmt: skip
 
 
-def _best(pass_, shape, group, checks, peaks, sparse=False) -> Best | None:
-    contenders = [r for r in group if not is_baseline(r, sparse)]
+def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False) -> Best | None:
+    contenders = [r for r in group if not is_baseline(r, sparse, multi_gpu)]
     verdicts = [(r, _verdict(r, checks)) for r in contenders or group]
     correct = [r for r, v in verdicts if v is True]
     checked = bool(correct)
