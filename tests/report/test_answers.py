@@ -145,6 +145,9 @@ def test_unchecked_rows_rank_only_alone_and_are_badged():
         "not checked"
     ]
     assert targets_from({"verdict": "holds"}, "trust.json")[0].verdict == "met"
+    # the ranking's title says "correct" only when every winner was checked
+    assert page_headline(headline(rows)).entries_title == "fastest correct provider per shape and pass"
+    assert "unchecked ones marked" in page_headline(headline([row("a", 64, 1.0, ok=None)])).entries_title
 
 
 def test_timed_numbers_carry_the_measured_spread(tmp_path):

@@ -135,7 +135,7 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
         targets=[
             page.Target(t.name, page.Verdict(t.verdict), t.subject, t.detail, t.said) for t in h.targets
         ],
-        entries_title="fastest correct provider per shape and pass" if entries else "",
+        entries_title=_entries_title(h) if entries else "",
         entries_note=note,
         entries=entries,
     )
@@ -194,6 +194,13 @@ def index_lines(h: Headline) -> list[str]:
                 text += f" ({_percent(top.peak_share)} of {top.peak} peak)"
         lines.append(text)
     return lines
+
+
+def _entries_title(h) -> str:
+    """The ranking's title: "correct" only when every winner was checked (an unchecked one is marked)."""
+    if all(b.checked for b in h.bests):
+        return "fastest correct provider per shape and pass"
+    return "fastest provider per shape and pass (unchecked ones marked)"
 
 
 def headline_of(
