@@ -316,36 +316,39 @@ ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
 REPEATABILITY = "measurements/*repeatability*.json"  # scripts/flux_repeatability.py: the same rows run twice
 
 
-def measured_spread(start: Path | None = None) -> float | None:
-    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
-    ms_median) of the repeatability files in the nearest measurements/ above `start` (default: the working
-    directory, then this package); None when there is none (history then flags at its default)."""
+def _repeatability_files(start: Path | None = None):
+    """The repeatability files (REPEATABILITY) of the nearest folder holding any, above `start` (default:
+    the working directory), then above this package; a search stops at the project root (pyproject.toml)."""
     for top in (start or Path.cwd(), Path(__file__).resolve()):
         for folder in (top, *top.parents):
             found = sorted(folder.glob(REPEATABILITY))
-            values = [_num(_load(path).get("p95_spread")) for path in found]
-            values = [v for v in values if v]
-            if values:
-                return max(values)
+            if found:
+                yield found
             if found or (folder / "pyproject.toml").exists():
                 break
+
+
+def measured_spread(start: Path | None = None) -> float | None:
+    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
+    ms_median) of the nearest repeatability files; None when there is none (history then flags at its
+    default)."""
+    for found in _repeatability_files(start):
+        values = [v for v in (_num(_load(path).get("p95_spread")) for path in found) if v]
+        if values:
+            return max(values)
     return None
 
 
 def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:
     """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
-    machine_id), from the nearest measurements/ above `start` (as measured_spread): rows, median and
-    95th-percentile spread and the file's name; None when that machine has none (a smoke run has none)."""
-    for top in (start or Path.cwd(), Path(__file__).resolve()):
-        for folder in (top, *top.parents):
-            found = sorted(folder.glob(REPEATABILITY))
-            for path in found:
-                doc = _load(path)
-                if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
-                    return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
-                            "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread"))}  # fmt: skip
-            if found or (folder / "pyproject.toml").exists():
-                break
+    machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
+    file's name; None when that machine has none (a smoke run has none)."""
+    for found in _repeatability_files(start):
+        for path in found:
+            doc = _load(path)
+            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
+                return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread"))}  # fmt: skip
     return None
 
 

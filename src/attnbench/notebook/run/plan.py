@@ -318,6 +318,9 @@ class SourceIndex:
     engine_part: str | None = "notebook"
     # a re-export folder's exported names -> the module part defining them ("rows.Result" -> "rows.kernel")
     aliases: dict[str, str] = field(default_factory=dict)
+    reexported: dict[str, tuple[str, ...]] = field(
+        default_factory=dict
+    )  # re-export folder -> its module parts
     _texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # part -> [(rel, text)]
     _refs: dict[str, frozenset[str]] = field(default_factory=dict)
     _hashes: dict[str, str] = field(default_factory=dict)
@@ -377,15 +380,16 @@ class SourceIndex:
             # the engine's folder as a whole, also where it groups subpackages (notebook/run, ...)
             if rel.parts[0] != engine_part:
                 files.setdefault(part, []).append(rel)
-        for top in exports:  # what the __init__.py gathers decides what a name means: in every module's hash
-            for part in [p for p in files if p.startswith(f"{top}.")]:
+        members = {top: tuple(p for p in files if p.startswith(f"{top}.")) for top in exports}
+        for top, parts in members.items():  # what the __init__.py gathers decides what a name means
+            for part in parts:
                 files[part] = [PurePosixPath(top, "__init__.py"), *files[part]]
         aliases = {
             f"{top}.{name}": f"{top}.{module}"
             for top, names in exports.items()
             for name, module in names.items()
         }
-        return cls(files, read, package, package_dir, engine_part, aliases=aliases)
+        return cls(files, read, package, package_dir, engine_part, aliases=aliases, reexported=members)
 
     def as_of(self, commit: str) -> SourceIndex | None:
         """The same package read at git `commit` (None: unknown there, or no git); one per commit."""
@@ -440,12 +444,10 @@ class SourceIndex:
         whose members are named beside it), a re-export folder named alone is all of its modules, an
         exported name is the module defining it."""
         folder = name.rstrip("/")
-        members = [p for p in self.files if p.startswith(f"{folder}.")] if folder not in self.files else []
-        exported = bool(members) and any(a.startswith(f"{folder}.") for a in self.aliases)
         if name.endswith("/"):
-            return None if exported else folder
-        if exported and name == folder:
-            return members
+            return None if folder in self.reexported else folder
+        if folder in self.reexported:
+            return list(self.reexported[folder])
         return self.aliases.get(name, name)
 
     def hash_for(self, source: str) -> str:
