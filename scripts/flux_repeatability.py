@@ -53,6 +53,7 @@ def pair_spreads(first: list, second: list) -> list[dict]:
             "spread": abs(a.ms_median - b.ms_median) / ((a.ms_median + b.ms_median) / 2),
             "sm_clock_mhz_a": a.sm_clock_mhz, "sm_clock_mhz_b": b.sm_clock_mhz,
             "power_w_a": a.power_w, "power_w_b": b.power_w,
+            "temperature_c_a": a.temperature_c, "temperature_c_b": b.temperature_c,
         })  # fmt: skip
     return pairs
 

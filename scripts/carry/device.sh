@@ -3,9 +3,10 @@
 # 1. Stash: the carried .carry/ holds only what THIS call carried (earlier calls' folders are gone), so
 #    copy the arrivals to /tmp/carry/parts, which survives between calls while the machine stays warm.
 # 2. Install every group whose pieces are all there now (once; /tmp/carry/done.<group> marks it).
-# 3. Once FlashInfer is installed, JIT-compile its single-prefill modules in the background (setsid:
-#    it outlives this call), so that the notebooks find them cached.
-# WAIT_S (default 0): wait up to that long for that background JIT before returning (the last call).
+# 3. Once FlashInfer and MagiAttention are installed, JIT-compile FlashInfer's single-prefill modules and
+#    the FFA variants of MagiAttention's distributed attention (magi_jit.py) in the background (setsid:
+#    they outlive this call), so that the notebooks find them cached.
+# WAIT_S (default 0): wait up to that long for those background JITs before returning (the last call).
 # Exit 0 when nothing failed (missing groups are reported, not failures); 2 on a checksum or install error.
 set -u
 C=${CARRY_DIR:-/tmp/carry}; P=$C/parts; mkdir -p "$P"
@@ -20,14 +21,17 @@ install_small() {
   local d=$1
   # MagiAttention: source tree + debugpy stub in /tmp/magi; the prebuilt .so files hold absolute paths
   # under /tmp/magi (the helper extension inside the source tree, the 4 JIT kernels in the JIT cache)
-  mkdir -p /tmp/magi && tar -xJf "$d/magi/magi_src.tar.xz" -C /tmp/magi && tar -xzf "$d/magi/ffa_built.tgz" -C / \
-    || return 1
+  mkdir -p /tmp/magi && tar -xJf "$d/magi/magi_src.tar.xz" -C /tmp/magi || return 1
+  for built in "$d"/magi/*.tgz; do tar -xzf "$built" -C / || return 1; done  # ffa_built.tgz (+ magi_dist_built.tgz)
   $PIP --target /tmp/common "$d"/common/*.whl || return 1
   mkdir -p /tmp/fi && tar -xzf "$d/fi/flashinfer_stripped.tgz" -C /tmp/fi || return 1
   mkdir -p /tmp/te_small && cp "$d"/te/*.whl /tmp/te_small/ || return 1
   ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
       > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
   echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
+  ( setsid nohup bash -c "(python3 $REPO/scripts/carry/magi_jit.py; echo rc=\$?) > $C/magi_jit.log 2>&1; \
+      touch $C/magi_jit.done" >/dev/null 2>&1 & )
+  echo "MagiAttention distributed FFA variants: JIT started in the background (log: $C/magi_jit.log)"
 }
 install_base() { mkdir -p "$ATTNBENCH_WHEELS" && cp "$1"/*.whl "$ATTNBENCH_WHEELS/"; }
 # all CuTe DSL wheels in ONE pip call: they share nvidia_cutlass_dsl/, a second --target call replaces it
@@ -56,11 +60,14 @@ done < "$P/MANIFEST"
   && touch $C/done.tecore && rm -rf $C/tecore && echo "tecore: installed now"
 
 wait_s=${1:-0}; t0=$(date +%s)
-while [ -f $C/done.small ] && [ ! -f $C/fi_jit.done ] && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 3; done
+jits_done() { [ -f $C/fi_jit.done ] && [ -f $C/magi_jit.done ]; }
+while [ -f $C/done.small ] && ! jits_done && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 3; done
 if [ -f $C/fi_jit.done ]; then
   grep -q '^rc=0' $C/fi_jit_0.log && grep -q '^rc=0' $C/fi_jit_1.log && echo "FlashInfer JIT: done" \
     || { echo "FlashInfer JIT failed (the report's first FlashInfer call compiles instead):"; tail -n 4 $C/fi_jit_*.log; }
 elif [ -f $C/done.small ]; then echo "FlashInfer JIT: still compiling"; fi
+if [ -f $C/magi_jit.done ]; then sed 's/^/MagiAttention JIT: /' $C/magi_jit.log | tail -n 6
+elif [ -f $C/done.small ]; then echo "MagiAttention JIT: still compiling"; fi
 [ "$wait_s" -gt 0 ] && PYTHONPATH=$REPO/src:$PYTHONPATH python3 "$REPO/scripts/carry/check_imports.py"
 du -sh /tmp/te /tmp/fa4 /tmp/fi /tmp/magi /tmp/common 2>/dev/null
 exit $status

@@ -33,6 +33,10 @@ $PIPDL -d "$DL/small/te" "transformer-engine==$TE_VER" "pydantic==2.14.4" "pydan
   "annotated-types==0.8.0" "typing-inspection==0.4.5"
 cp "$SHARED"/transformer_engine_torch-$TE_VER-cp312-cp312-linux_x86_64.whl "$DL/small/te/"
 cp "$SHARED"/magi_flashinfer/src/magi_src.tar.xz "$SHARED"/magi_flashinfer/built/ffa_built.tgz "$DL/small/magi/"
+# MAGI_DIST_BUILT: an archive of the distributed-attention FFA variants that an earlier device call built and
+# packed (scripts/carry/magi_jit.py --pack); unpacked beside ffa_built.tgz, it spares the next machine the JIT
+rm -f "$DL"/small/magi/magi_dist_built.tgz
+if [ -n "${MAGI_DIST_BUILT:-}" ]; then cp "$MAGI_DIST_BUILT" "$DL/small/magi/magi_dist_built.tgz"; fi
 # import flashinfer needs tvm_ffi; FA4's CuTe DSL needs both: one copy in common/
 $PIPDL -d "$DL/small/common" "apache-tvm-ffi==0.1.15.post2" "torch-c-dlpack-ext==0.1.5"
 if [ ! -s "$DL/small/fi/flashinfer_stripped.tgz" ]; then

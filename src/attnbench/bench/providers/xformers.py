@@ -13,6 +13,11 @@ reports "xFormers wasn't built with CUDA support", so that case is `unavailable`
 
 Documents (varlen masks) are `BlockDiagonalMask` / `BlockDiagonalCausalMask.from_seqlens` over the
 batch packed into one row of batch * seqlen tokens.
+FlashAttention-4 installs a `flash_attn` package too (`flash_attn.cute`, no FA2 interface). xFormers 0.0.35
+imports `flash_attn.flash_attn_interface` whenever any `flash_attn` is importable, unguarded, so with FA4
+installed `import xformers.ops` fails. `import_xformers` hides such a `flash_attn` while xFormers first
+imports: xFormers then runs its fa2 op on PyTorch's own flash kernels, as it does without FA2 installed.
+
 Causal is `LowerTriangularFromBottomRightMask` (our causal is bottom-right aligned; xFormers'
 `LowerTriangularMask` is top-left, which differs when seqlen_q != seqlen_k). GQA uses xFormers' 5-D
 BMGHK form: K/V are expanded (a view, no copy) across the query heads of each group.
@@ -21,6 +26,10 @@ BMGHK form: K/V are expanded (a view, no copy) across the query heads of each gr
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from contextlib import contextmanager
+from pathlib import Path
 
 from attnbench import masks
 from attnbench.bench.providers.base import (
@@ -42,6 +51,44 @@ CUDA12_HINT = (
     "the PyPI wheel is built against CUDA 12: pip install nvidia-cuda-runtime-cu12 and put "
     "its nvidia/cuda_runtime/lib folder on LD_LIBRARY_PATH"
 )
+
+
+def flash_attn_without_fa2() -> bool:
+    """True when an importable `flash_attn` has no FlashAttention-2 interface (FA4's CuTe-only package).
+
+    Looks for the file instead of importing it, so that asking does not import FA4."""
+    try:
+        spec = importlib.util.find_spec("flash_attn")
+    except (ImportError, ValueError):  # a broken or half-imported package: xFormers' check fails too
+        return False
+    if spec is None:
+        return False
+    places = spec.submodule_search_locations or []
+    return not any((Path(place) / "flash_attn_interface.py").exists() for place in places)
+
+
+@contextmanager
+def hidden_module(name: str):
+    """`importlib.util.find_spec(name)` answers None inside; the module (if imported) is back afterwards."""
+    missing = object()
+    saved = sys.modules.get(name, missing)
+    sys.modules[name] = None  # find_spec returns None for a None entry; `import name` raises
+    try:
+        yield
+    finally:
+        if saved is missing:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = saved
+
+
+def import_xformers() -> None:
+    """Import xformers.ops, hiding FA4's `flash_attn` from xFormers' unguarded FA2 import (see above)."""
+    if "xformers.ops" in sys.modules or not flash_attn_without_fa2():
+        importlib.import_module("xformers.ops")
+        return
+    with hidden_module("flash_attn"):
+        importlib.import_module("xformers.ops")
 
 
 def _memory_efficient_attention(q, k, v, attn_bias=None, op=None):
@@ -90,6 +137,10 @@ class XFormers(Provider):
         return module.FwOp, module.BwOp
 
     def unavailable(self) -> str | None:
+        try:
+            import_xformers()
+        except Exception:  # noqa: BLE001 - import_failure below words the reason
+            pass
         missing = import_failure("xformers.ops", self.install) or cuda_missing() or _library_failure()
         if missing or self.op is None:
             return missing

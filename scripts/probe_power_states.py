@@ -1,0 +1,81 @@
+"""Why does one kernel time differently from run to run? Time it again and again in one process and print
+what the GPU did each time: per-call time, SM clock, power, temperature and energy per call.
+
+The Flux repeatability run (scripts/flux_repeatability.py, H100) found flash_attn3's rows 9-11 % apart
+between its two runs: one run at ~1700 MHz and 689 W (the power limit), the other at ~1900 MHz and 635 W,
+while flash_attn3_compiled (the same kernel) stayed within 0.4 %. A faster clock at lower power means
+less energy per call, so the two states did different work, not the same work at another clock. This
+probe separates the candidates: the same inputs timed again (`same`), fresh inputs of the same shape and
+seed (`fresh`), and fresh inputs from another seed (`reseeded`), each provider in turn, round after round,
+with the report's timing protocol (bench.timing: steady-state warm-up, then >= 200 ms of calls).
+
+    python scripts/probe_power_states.py --out probe.json       # GPU machine, ~1-2 min
+    python scripts/probe_power_states.py --smoke                # CPU: the plumbing only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--providers", nargs="*", default=["flash_attn3", "flash_attn3_compiled", "sdpa_cudnn"])
+    parser.add_argument("--seq-len", type=int, default=4224)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, sdpa_math")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from attnbench.bench import providers, timing
+    from attnbench.bench.sweep import make_inputs
+    from attnbench.rows import Workload
+
+    device = "cpu" if args.smoke else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device: run on the GPU machine, or pass --smoke")
+        return 2
+    seq, heads, dim = (256, 2, 64) if args.smoke else (args.seq_len, 24, 128)
+    names = ["sdpa_math"] if args.smoke else args.providers
+    workload = Workload(1, seq, seq, heads, heads, dim, "bfloat16", "full")
+    counts = ({"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 1, "max_reps": 20} if args.smoke
+              else {"min_reps": 20, "min_time_ms": 200.0, "warmup_reps": 3, "max_reps": 2000})  # fmt: skip
+    chosen = [p for p in providers.select(names) if p.unavailable() is None]
+    if not chosen:
+        print(f"none of {names} is available here")
+        return 1
+    rows = []
+    inputs = make_inputs(workload, device, seed=0)
+    for round_ in range(args.rounds):
+        for variant in ("same", "fresh", "reseeded"):
+            if variant == "fresh":
+                inputs = make_inputs(workload, device, seed=0)
+            elif variant == "reseeded":
+                inputs = make_inputs(workload, device, seed=round_ + 1)
+            for provider in chosen:
+                with torch.no_grad():
+                    prepared = provider.prepare(*inputs, workload)
+                    t = timing.measure(prepared.run, device=device, **counts)
+                energy = t.power_w * t.ms_median if t.power_w else None  # mJ per call
+                row = {"round": round_, "inputs": variant, "provider": provider.name, "ms": t.ms_median,
+                       "sm_clock_mhz": t.sm_clock_mhz, "power_w": t.power_w, "temperature_c": t.temperature_c,
+                       "energy_mj_per_call": energy, "warmup_s": t.warmup_s, "settled": t.warmup_settled}  # fmt: skip
+                rows.append(row)
+                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                      flush=True)  # fmt: skip
+    for provider in chosen:
+        mine = [r["ms"] for r in rows if r["provider"] == provider.name]
+        print(f"{provider.name}: {len(mine)} timings, min {min(mine):.4f} max {max(mine):.4f} ms "
+              f"({(max(mine) - min(mine)) / min(mine):.1%} apart)")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps({"workload": workload.label(), "timing": counts, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
