@@ -48,16 +48,18 @@ while read -r group count sha; do
   if [ "$have" -lt "$count" ]; then echo "$group: $have of $count pieces"; continue; fi
   cat "$P/$group".p* > "$C/$group.tar"
   echo "$sha  $C/$group.tar" | sha256sum -c --quiet - || { echo "$group: sha256 mismatch"; status=2; continue; }
-  rm -rf "${C:?}/$group" && mkdir -p "$C/$group" && tar -xf "$C/$group.tar" -C "$C/$group" && rm -f "$C/$group.tar"
-  install_"$group" "$C/$group"; rc=$?
+  # unpacked apart from $C/base (ATTNBENCH_WHEELS, where install_base puts the wheels to stay)
+  U=$C/unpacked/$group
+  rm -rf "$U" && mkdir -p "$U" && tar -xf "$C/$group.tar" -C "$U" && rm -f "$C/$group.tar"
+  install_"$group" "$U"; rc=$?
   if [ $rc -eq 0 ]; then
-    touch "$C/done.$group"; rm -rf "$P/$group".p* "${C:?}/$group"; echo "$group: installed now"
+    touch "$C/done.$group"; rm -rf "$P/$group".p* "$U"; echo "$group: installed now"
   elif [ $rc -eq 3 ]; then :  # waits for another group: tried again below or next call
   else echo "$group: install failed (rc $rc)"; status=2; fi
 done < "$P/MANIFEST"
 # tecore may have completed before small: one more try
-[ -f $C/done.small ] && [ ! -f $C/done.tecore ] && [ -d $C/tecore ] && install_tecore $C/tecore \
-  && touch $C/done.tecore && rm -rf $C/tecore && echo "tecore: installed now"
+[ -f $C/done.small ] && [ ! -f $C/done.tecore ] && [ -d $C/unpacked/tecore ] && install_tecore $C/unpacked/tecore \
+  && touch $C/done.tecore && rm -rf $C/unpacked/tecore && echo "tecore: installed now"
 
 wait_s=${1:-0}; t0=$(date +%s)
 jits_done() { [ -f $C/fi_jit.done ] && [ -f $C/magi_jit.done ]; }
