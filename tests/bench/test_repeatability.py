@@ -13,8 +13,8 @@ repeatability = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(repeatability)
 
 
-def _row(provider, ms, status="ok", seq=4224):
-    return Result(provider, "f", status, Workload(1, seq, seq, 24, 24, 128), ms_median=ms)
+def _row(provider, ms, status="ok", seq=4224, temperature=None):
+    return Result(provider, "f", status, Workload(1, seq, seq, 24, 24, 128), ms_median=ms, temperature_c=temperature)
 
 
 def test_spread_pairs_rows_ok_in_both_runs():
@@ -27,3 +27,8 @@ def test_spread_pairs_rows_ok_in_both_runs():
     assert stats["rows"] == 2 and stats["median_spread"] == pytest.approx(0.05 / 1.05)
     assert stats["p95_spread"] == pytest.approx(0.95 * 0.1 / 1.05)
     assert repeatability.summary([])["median_spread"] is None
+
+
+def test_pairs_keep_both_runs_temperature():
+    pairs = repeatability.pair_spreads([_row("a", 1.0, temperature=53.0)], [_row("a", 1.1, temperature=68.0)])
+    assert (pairs[0]["temperature_c_a"], pairs[0]["temperature_c_b"]) == (53.0, 68.0)
