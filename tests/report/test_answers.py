@@ -177,7 +177,10 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "measurements").mkdir()
-    doc = {"machine_id": "h100-a", "median_spread": 0.0048, "p95_spread": 0.0943, "pairs": [{}] * 36}
+    widest = {"provider": "flash_attn3", "pass": "fwd", "spread": 0.114, "sm_clock_mhz_a": 1965.0,
+              "sm_clock_mhz_b": 1635.0}  # fmt: skip
+    doc = {"machine_id": "h100-a", "median_spread": 0.0048, "p95_spread": 0.0943,
+           "pairs": [{"spread": 0.01}] * 35 + [widest]}  # fmt: skip
     (tmp_path / "measurements" / "flux_repeatability-h100.json").write_text(json.dumps(doc))
     monkeypatch.chdir(tmp_path)
     row = {"status": "ok", "ok": True, "pass": "fwd", "seqlen_q": 4608, "provider": "flash_attn3",
@@ -189,6 +192,7 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
     said = " ".join(flux(Data).answer)
     assert "36 rows timed twice, measurements/flux_repeatability-h100.json" in said
     assert "median spread 0.5%, 95th percentile 9.4%" in said
+    assert "Widest: flash_attn3 fwd, 11.4% apart, at 1965 MHz in one run and 1635 MHz in the other." in said
     Data.rows = [{**r, "env": "h200-b"} for r in Data.rows]
     assert "Run to run" not in " ".join(flux(Data).answer)
 

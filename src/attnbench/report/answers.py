@@ -233,6 +233,7 @@ def flux(data) -> page.Answer:
         answer.answer.append(
             f"Run to run on this GPU ({noise['rows']} rows timed twice, {noise['file']}): median spread "
             f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}; a lead smaller than that is noise."
+            + widest_text(noise.get("widest"))
         )
     return answer
 
@@ -348,8 +349,26 @@ def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | Non
             doc = _load(path)
             if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
                 return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
-                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread"))}  # fmt: skip
+                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
+                        "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip
     return None
+
+
+def _widest_pair(pairs: list) -> dict | None:
+    """The pair of runs furthest apart, with both runs' SM clocks (None without a spread)."""
+    spread = [p for p in pairs if isinstance(p, dict) and _num(p.get("spread"))]
+    return max(spread, key=lambda p: p["spread"]) if spread else None
+
+
+def widest_text(pair: dict | None) -> str:
+    """' Widest: flash_attn3 fwd, 11.4% apart, at 1965 MHz in one run and 1635 MHz in the other.' (the clocks where both are known)."""
+    if not pair:
+        return ""
+    text = f" Widest: {pair.get('provider')} {pair.get('pass')}, {pair['spread']:.1%} apart"
+    clocks = [_num(pair.get(k)) for k in ("sm_clock_mhz_a", "sm_clock_mhz_b")]
+    if all(clocks) and clocks[0] != clocks[1]:
+        text += f", at {clocks[0]:.0f} MHz in one run and {clocks[1]:.0f} MHz in the other"
+    return text + "."
 
 
 def _load(path: Path) -> dict:

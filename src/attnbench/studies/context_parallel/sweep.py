@@ -168,11 +168,17 @@ def run_sweep(
 
 
 def notebook_sweep(
-    config: dict, kernel: str, out_path: str = "results.jsonl", checks: list[dict] | None = None
+    config: dict,
+    kernel: str,
+    out_path: str = "results.jsonl",
+    checks: list[dict] | None = None,
+    strategies: list[str] | None = None,
+    reference: bool = True,
 ) -> tuple[int, Sweep]:
-    """The notebook's benchmark with one local kernel: every strategy at the profile's points, the
-    single-GPU reference with the same kernel first; rows to `out_path` (rank 0, appended as measured),
-    a progress line per row and `sweep.json` (rank 0). Returns (rank, sweep); every rank gets the rows.
+    """The notebook's benchmark with one local kernel: `strategies` (default: the profile's) at the
+    profile's points, the single-GPU reference with the same kernel first (unless `reference` is False:
+    another cell of the run times it); rows to `out_path` (rank 0, appended as measured), a progress line
+    per row and `sweep.json` (rank 0). Returns (rank, sweep); every rank gets the rows.
     """
     from attnbench.bench import env, flops
 
@@ -200,13 +206,13 @@ def notebook_sweep(
             )
 
     # the reference runs the same kernel family alone; on CPU SDPA's math backend, once (default kernel)
-    reference = kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
+    reference_kernel = kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
     sweep = run_sweep(
-        config["strategies"],
+        config["strategies"] if strategies is None else strategies,
         config["points"],
         passes=config["passes"],
         out_path=out_path,
-        reference_kernel=reference,
+        reference_kernel=reference_kernel if reference else None,
         strategy_options=config["strategy_options"],
         warmup_s=config["warmup_s"],
         progress=progress,
