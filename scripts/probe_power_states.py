@@ -23,7 +23,9 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--providers", nargs="*", default=["flash_attn3", "flash_attn3_compiled", "sdpa_cudnn"])
+    parser.add_argument(
+        "--providers", nargs="*", default=["flash_attn3", "flash_attn3_compiled", "sdpa_cudnn"]
+    )
     parser.add_argument("--seq-len", type=int, default=4224)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", type=Path, default=None)
@@ -73,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{provider.name}: {len(mine)} timings, min {min(mine):.4f} max {max(mine):.4f} ms "
               f"({(max(mine) - min(mine)) / min(mine):.1%} apart)")  # fmt: skip
     if args.out:
-        args.out.write_text(json.dumps({"workload": workload.label(), "timing": counts, "rows": rows}, indent=1))
+        args.out.write_text(
+            json.dumps({"workload": workload.label(), "timing": counts, "rows": rows}, indent=1)
+        )
     return 0
 
 

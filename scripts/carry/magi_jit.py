@@ -25,14 +25,20 @@ from magi_attention.common.jit import env as jit_env
 from magi_attention.functional._flex_flash_attn_jit import get_ffa_jit_spec
 
 F32 = torch.float32
-COMMON = dict(arch=(9, 0), head_dim=128, compute_dtype=torch.bfloat16, softcap=False, deterministic=False)
+COMMON = {
+    "arch": (9, 0),
+    "head_dim": 128,
+    "compute_dtype": torch.bfloat16,
+    "softcap": False,
+    "deterministic": False,
+}
 VARIANTS = {  # what dist_attn.py passes: out_type / dq_type / dk_type = fp32 ("high precision" partials)
-    "fwd fp32 first stage": dict(direction="fwd", output_dtype=F32, disable_atomic_reduction=True),
-    "fwd fp32 accumulate": dict(direction="fwd", output_dtype=F32, disable_atomic_reduction=False),
-    "bwd fp32 dkv no atomics": dict(direction="bwd", output_dtype=None, disable_atomic_reduction=True,
-                                    dq_dtype=F32, dkv_dtype=F32),
-    "bwd fp32 atomics": dict(direction="bwd", output_dtype=None, disable_atomic_reduction=False,
-                             dq_dtype=F32, dkv_dtype=F32),
+    "fwd fp32 first stage": {"direction": "fwd", "output_dtype": F32, "disable_atomic_reduction": True},
+    "fwd fp32 accumulate": {"direction": "fwd", "output_dtype": F32, "disable_atomic_reduction": False},
+    "bwd fp32 dkv no atomics": {"direction": "bwd", "output_dtype": None, "disable_atomic_reduction": True,
+                                "dq_dtype": F32, "dkv_dtype": F32},
+    "bwd fp32 atomics": {"direction": "bwd", "output_dtype": None, "disable_atomic_reduction": False,
+                         "dq_dtype": F32, "dkv_dtype": F32},
 }  # fmt: skip
 
 

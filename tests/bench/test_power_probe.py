@@ -16,7 +16,12 @@ def test_smoke_probe_writes_a_row_per_round_input_and_provider(tmp_path):
     assert probe.main(["--smoke", "--rounds", "2", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["round"], r["inputs"]) for r in rows] == [
-        (0, "same"), (0, "fresh"), (0, "reseeded"), (1, "same"), (1, "fresh"), (1, "reseeded")
+        (0, "same"),
+        (0, "fresh"),
+        (0, "reseeded"),
+        (1, "same"),
+        (1, "fresh"),
+        (1, "reseeded"),
     ]
     assert all(r["provider"] == "sdpa_math" and r["ms"] > 0 for r in rows)
     assert all(r["energy_mj_per_call"] is None for r in rows)  # no power reading on a CPU: no energy

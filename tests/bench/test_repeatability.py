@@ -14,7 +14,9 @@ spec.loader.exec_module(repeatability)
 
 
 def _row(provider, ms, status="ok", seq=4224, temperature=None):
-    return Result(provider, "f", status, Workload(1, seq, seq, 24, 24, 128), ms_median=ms, temperature_c=temperature)
+    return Result(
+        provider, "f", status, Workload(1, seq, seq, 24, 24, 128), ms_median=ms, temperature_c=temperature
+    )
 
 
 def test_spread_pairs_rows_ok_in_both_runs():

@@ -44,7 +44,7 @@ def test_fa4_package_breaks_the_plain_import(fake_packages):
 
 
 def test_import_xformers_hides_fa4_and_restores_it(fake_packages):
-    import flash_attn.cute  # FA4 already imported earlier in the process (e.g. its provider ran first)
+    import flash_attn.cute  # noqa: F401 - FA4 imported earlier in the process (its provider ran first)
 
     fa4 = sys.modules["flash_attn"]
     assert provider.flash_attn_without_fa2()

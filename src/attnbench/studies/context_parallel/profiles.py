@@ -166,7 +166,9 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     strategies are timed per local kernel (`bench`, `bench_fa3`); the peers, which run their own kernels,
     once in `bench_peers`: so each cell fits one 10-minute device command."""
     bench = sweep_seconds(config, ours(strategies), world)
-    bench_peers = sweep_seconds(config, peers(strategies), world, reference=False) if peers(strategies) else 0.0
+    bench_peers = (
+        sweep_seconds(config, peers(strategies), world, reference=False) if peers(strategies) else 0.0
+    )
     spec = config["overlap"]
     overlap = config.get("warmup_s", 0.0) + sum(
         (1 + spec["reps"]) * call_ms(name, seq, spec["mask"], spec["pass"], world) / 1e3 + ROW_OVERHEAD_S
@@ -187,7 +189,11 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     total = (
         kernels * (bench + CELL_START_S)
         + (bench_peers + CELL_START_S if bench_peers else 0.0)
-        + CORRECTNESS_S + check + overlap + 2 * CELL_START_S + OTHER_CELLS_S
+        + CORRECTNESS_S
+        + check
+        + overlap
+        + 2 * CELL_START_S
+        + OTHER_CELLS_S
     )
     return {
         "bench_s": round(bench),  # per kernel, our strategies

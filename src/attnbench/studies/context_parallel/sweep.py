@@ -206,7 +206,9 @@ def notebook_sweep(
             )
 
     # the reference runs the same kernel family alone; on CPU SDPA's math backend, once (default kernel)
-    reference_kernel = kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
+    reference_kernel = (
+        kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
+    )
     sweep = run_sweep(
         config["strategies"] if strategies is None else strategies,
         config["points"],
