@@ -153,3 +153,16 @@ def test_image_size_from_headers():
     assert image_size(b'<svg xmlns="x" width="72pt" height="36pt">', ".svg") == (96, 48)
     assert image_size(b'<svg viewBox="0 0 200 100" width="400">', ".svg") == (400, 200)
     assert image_size(b"<svg>", ".svg") is None and image_size(b"junk", ".webp") is None
+
+
+def test_no_headline_says_which_report_cell_did_not_run():
+    """A run whose report cell never ran (a measuring cell before it was interrupted) says so; only a run
+    whose report cell ran without writing headline.json predates headline data."""
+    from attnbench.notebook.site.summary import NO_HEADLINE, missing_headline
+
+    said = missing_headline([{"id": "targets", "status": "not run", "reason": ""},
+                             {"id": "bench", "status": "interrupted", "reason": "interrupted (SIGTERM)"}])  # fmt: skip
+    assert said == ("No headline: the cell that writes it has not run on this machine: targets not run; "
+                    "bench interrupted (interrupted (SIGTERM)).")  # fmt: skip
+    assert missing_headline([{"id": "targets", "status": "ok", "reason": ""}]) == NO_HEADLINE
+    assert missing_headline([]) == NO_HEADLINE

@@ -36,6 +36,7 @@ from attnbench.notebook.site.artifacts import (
     split_tail,
     terminal_text,
 )
+from attnbench.notebook.site.headline import HEADLINE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,8 @@ class _Renderer:
             log.warning("%s/%s: %s", name, run_dir.name, problem)
         front = notebook.front_matter if notebook else {}
         machine = run.get("machine") or {}
-        page = summary.page_view(data, run, cells, run_dir, self.repo, machine)
+        writers = [c.id for c in (notebook.cells if notebook else []) if HEADLINE_FILE in c.outputs]
+        page = summary.page_view(data, run, cells, run_dir, self.repo, machine, writers)
         # fmt: off
         return {
             "name": name, "label": run_dir.name, "labels": labels, "blocks": blocks, "problems": problems,

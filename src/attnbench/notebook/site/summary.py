@@ -88,12 +88,24 @@ def answer_view(h) -> dict[str, Any]:
     return {"question": h.question, "answer": h.answer, "numbers": numbers, "key_figure": h.key_figure}
 
 
-def headline_view(data: RunData) -> dict[str, Any]:
+def missing_headline(report_cells: list[dict]) -> str:
+    """Why a run has no headline.json: the cells that write it (their views: id, status, reason) did not
+    run here, or (they ran) the run predates headline data."""
+    unfinished = [c for c in report_cells if c.get("status") != "ok"]
+    if not unfinished:
+        return NO_HEADLINE
+    said = "; ".join(f"{c['id']} {c.get('status')}" + (f" ({c['reason']})" if c.get("reason") else "")
+                     for c in unfinished)  # fmt: skip
+    return f"No headline: the cell that writes it has not run on this machine: {said}."
+
+
+def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict[str, Any]:
     """The headline block, from the run's headline.json (headline.py): badges, lead sentences, failures,
-    missed targets, the table of entries; or the note that the run has none."""
+    missed targets, the table of entries; or the note that the run has none (`report_cells`: the views of
+    the cells declaring headline.json among their outputs, to say why)."""
     h = data.headline
     if h is None:
-        return {"missing": NO_HEADLINE, "badges": [], "sentences": [], "rows": [], "failures": [],
+        return {"missing": missing_headline(report_cells or []), "badges": [], "sentences": [], "rows": [], "failures": [],
                 "missed": [], "not_gpu": False, "index_lines": [],
                 "question": "", "answer": [], "numbers": [], "key_figure": ""}  # fmt: skip
     return {
@@ -180,9 +192,10 @@ def as_run(params: dict, data: RunData) -> dict[str, Any]:
 
 
 def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: Path | None,
-              machine: dict) -> dict[str, Any]:  # fmt: skip
-    """Everything the top of a notebook page and its index line show, beside render.py's own view."""
-    head = headline_view(data)
+              machine: dict, report_cells: list[str] = ()) -> dict[str, Any]:  # fmt: skip
+    """Everything the top of a notebook page and its index line show, beside render.py's own view
+    (`report_cells`: the ids of the cells that write headline.json)."""
+    head = headline_view(data, [c for c in cells if c.get("id") in report_cells])
     results = [c["result"] for c in cells if c.get("result")]
     timing = notebook_timing(cells)
     return {
