@@ -118,3 +118,20 @@ def test_a_tile_audit_row_keeps_the_clock_its_gpu_timing_recorded(tmp_path):
     write_jsonl_dicts(tmp_path / "audit.jsonl", [row], TileAuditRow)
     (back,) = read_jsonl(tmp_path / "audit.jsonl", TileAuditRow)
     assert (back.sm_clock_mhz, back.power_w, back.warmup_settled) == (1650.0, 690.0, True)
+
+
+def test_every_candidate_tile_of_the_audit_fits_the_schema(tmp_path):
+    # The audit writes each tile's own fields (tile.to_dict()); the backward tiles carry the dQ kernel's
+    # warps and stages, which the schema refused on an H100 (leaderboard cell, 2026-11-26). Built here the
+    # way studies/cs336_systems/kernels.py builds them, from every real candidate.
+    from attnbench.kernels.flash_attention2 import configs
+    from attnbench.rows import write_jsonl_dicts
+
+    rows = [{"kernel": "forward", "tile": t.label(), **t.to_dict(), "status": "ok"}
+            for causal in (True, False) for t in configs.forward_candidates(2, 64, causal)]  # fmt: skip
+    rows += [{"kernel": f"backward ({mode} dQ)", "tile": t.label(), "dq_mode": mode, **t.to_dict(), "status": "ok"}
+             for mode in ("recompute", "atomic") for t in configs.backward_candidates(2, 64)]  # fmt: skip
+    assert any("dq_warps" in r for r in rows)
+    write_jsonl_dicts(tmp_path / "audit.jsonl", rows, TileAuditRow)
+    back = read_jsonl(tmp_path / "audit.jsonl", TileAuditRow)
+    assert [r.tile for r in back] == [r["tile"] for r in rows]

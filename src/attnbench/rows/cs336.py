@@ -76,6 +76,8 @@ class TileAuditRow(Row):
     block_n2: int | None = field(default=None, metadata=OMIT_IF_NONE)
     warps: int | None = field(default=None, metadata=OMIT_IF_NONE)
     stages: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    dq_warps: int | None = field(default=None, metadata=OMIT_IF_NONE)  # the dQ kernel's own (0: as dK/dV's)
+    dq_stages: int | None = field(default=None, metadata=OMIT_IF_NONE)
     warp_specialize: bool | None = field(default=None, metadata=OMIT_IF_NONE)
     status: Status = Status.OK
     reason: str = ""
