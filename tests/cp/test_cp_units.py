@@ -183,7 +183,27 @@ def test_verdict_names_a_nan_error_on_one_rank_as_failed():
     nan_lse = combine_verdicts([(True, good, 1e-5), (False, good, float("nan"))])
     assert nan_lse["reason"] == "beyond tolerance: lse" and nan_lse["lse_err"] != nan_lse["lse_err"]
     fine = combine_verdicts([(True, good, 1e-5), (True, good, 2e-5)])
-    assert fine == {"errors": good, "lse_err": 2e-5, "ok": True, "status": "ok", "reason": ""}
+    assert fine == {"errors": good, "rank_errors": [good, good], "lse_err": 2e-5, "ok": True, "status": "ok",
+                    "reason": ""}  # fmt: skip
+
+
+def test_verdict_keeps_every_ranks_errors_beside_the_worst():
+    # The worst of each metric may come from different ranks: on 2x H100 MagiAttention's row showed a
+    # single-GPU dq error 80x the one ring's row showed for the same tensors and layout, and the combined
+    # errors could not tell whether another rank or a changed tensor gave it.
+    from attnbench.rows import CpCheckRow
+    from attnbench.studies.context_parallel.verify import combine_verdicts
+
+    rank0 = {m: {"cp": 1e-4, "single": 2e-4, "bound": 1e-3} for m in ("out", "dq", "dk", "dv")}
+    rank1 = {**rank0, "dq": {"cp": 9.9, "single": 1.5e-2, "bound": 5e-2}}
+    combined = combine_verdicts([(True, rank0, None), (False, rank1, None)])
+    assert combined["errors"]["dq"]["single"] == 1.5e-2 and combined["errors"]["out"]["single"] == 2e-4
+    assert combined["rank_errors"] == [rank0, rank1]
+    row = CpCheckRow.from_dict({"strategy": "magi", "kernel": "cudnn", "mask": "causal", "seq_len": 16,
+                                "heads": 4, "head_dim": 8, "dtype": "bfloat16", "world_size": 2, **combined})  # fmt: skip
+    assert row.rank_errors[1]["dq"]["cp"] == 9.9 and "rank_errors" in row.to_dict()
+    older = CpCheckRow.from_dict({k: v for k, v in row.to_dict().items() if k != "rank_errors"})
+    assert older.rank_errors is None and "rank_errors" not in older.to_dict()  # older results still read
 
 
 @pytest.mark.parametrize("name", sorted(cp.STRATEGIES))

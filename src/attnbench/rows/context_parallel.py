@@ -24,6 +24,8 @@ class CpCheckRow(Row):
     options: dict = field(default_factory=dict)
     # per tensor (out, dq, dk, dv): {"cp": error, "single": error, "bound": tolerance}
     errors: dict[str, dict[str, float]] = field(default_factory=dict)
+    # the same per rank, in rank order (errors holds each metric's worst rank); absent in older results
+    rank_errors: list[dict[str, dict[str, float]]] | None = field(default=None, metadata=OMIT_IF_NONE)
     lse_err: float | None = None
     reason: str = ""
     ok: bool | None = None  # None: not checked (status says why)

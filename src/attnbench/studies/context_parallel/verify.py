@@ -121,7 +121,10 @@ def beyond(err: float, bound: float) -> bool:
 
 
 def combine_verdicts(verdicts: list) -> dict:
-    """(ok, errors, lse_err) of every rank -> the worst errors, ok, status and reason (NaN is worst)."""
+    """(ok, errors, lse_err) of every rank -> the worst errors, ok, status and reason (NaN is worst), and
+    every rank's own errors in rank order (`rank_errors`: the worst of each metric may come from different
+    ranks, and a single-device error that differs between strategies of one layout is only explained
+    rank by rank)."""
     errors = {
         m: max((v[1][m] for v in verdicts), key=lambda e: (beyond(e["cp"], e["bound"]), e["cp"] - e["bound"]))
         for m in METRICS
@@ -134,6 +137,7 @@ def combine_verdicts(verdicts: list) -> dict:
         failed.append("lse")
     return {
         "errors": errors,
+        "rank_errors": [v[1] for v in verdicts],
         "lse_err": lse_err,
         "ok": ok,
         "status": "ok" if ok else "incorrect",
