@@ -34,3 +34,26 @@ def test_spread_pairs_rows_ok_in_both_runs():
 def test_pairs_keep_both_runs_temperature():
     pairs = repeatability.pair_spreads([_row("a", 1.0, temperature=53.0)], [_row("a", 1.1, temperature=68.0)])
     assert (pairs[0]["temperature_c_a"], pairs[0]["temperature_c_b"]) == (53.0, 68.0)
+
+
+def test_summaries_of_k_runs_compare_the_first_half_with_the_second():
+    # a row that flips between a fast and a slow state from run to run: one run against another spreads
+    # 10 %; the fastest of two runs against the fastest of the next two repeats exactly
+    runs = [[_row("fa3", ms)] for ms in (1.0, 1.1, 1.1, 1.0)]
+    assert repeatability.pair_spreads(runs[0], runs[1])[0]["spread"] == pytest.approx(0.1 / 1.05)
+    halves = repeatability.summaries_of_halves(runs)
+    assert halves["fastest_of_2"]["max_spread"] == 0.0
+    assert halves["mean_of_2"]["max_spread"] == 0.0  # 1.05 and 1.05
+    assert [r.ms_median for r in repeatability.summarised(runs[:3], "mean")] == [pytest.approx(3.2 / 3)]
+    assert runs[0][0].ms_median == 1.0  # the runs' own rows are left as they were
+
+
+def test_summaries_keep_only_rows_ok_in_every_run():
+    runs = [[_row("a", 1.0), _row("b", 2.0)], [_row("a", 1.0), _row("b", 2.0, status="oom")]]
+    assert [r.provider for r in repeatability.summarised(runs, "fastest")] == ["a"]
+
+
+def test_an_odd_run_count_is_refused_naming_it(capsys):
+    with pytest.raises(SystemExit):
+        repeatability.main(["--runs", "3", "--smoke"])
+    assert "--runs 3: give 2, or an even count of at least 4" in capsys.readouterr().err
