@@ -164,5 +164,10 @@ def test_no_headline_says_which_report_cell_did_not_run():
                              {"id": "bench", "status": "interrupted", "reason": "interrupted (SIGTERM)"}])  # fmt: skip
     assert said == ("No headline: the cell that writes it has not run on this machine: targets not run; "
                     "bench interrupted (interrupted (SIGTERM)).")  # fmt: skip
+    assert missing_headline(
+        [{"id": "targets", "status": "not run", "reason": "not run on this machine"}]
+    ) == (
+        "No headline: the cell that writes it has not run on this machine: targets not run."
+    )  # a reason that only repeats the status is left out
     assert missing_headline([{"id": "targets", "status": "ok", "reason": ""}]) == NO_HEADLINE
     assert missing_headline([]) == NO_HEADLINE

@@ -94,8 +94,13 @@ def missing_headline(report_cells: list[dict]) -> str:
     unfinished = [c for c in report_cells if c.get("status") != "ok"]
     if not unfinished:
         return NO_HEADLINE
-    said = "; ".join(f"{c['id']} {c.get('status')}" + (f" ({c['reason']})" if c.get("reason") else "")
-                     for c in unfinished)  # fmt: skip
+
+    def why(cell: dict) -> str:  # the reason, unless it only repeats the status ("not run on this machine")
+        reason = cell.get("reason") or ""
+        adds = reason.removeprefix(str(cell.get("status"))).strip(" :") not in ("", "on this machine")
+        return f" ({reason})" if adds else ""
+
+    said = "; ".join(f"{c['id']} {c.get('status')}{why(c)}" for c in unfinished)
     return f"No headline: the cell that writes it has not run on this machine: {said}."
 
 
