@@ -23,6 +23,7 @@ stay those of runs 1 and 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -80,8 +81,6 @@ def summary(pairs: list[dict]) -> dict:
 def summarised(runs: list[list], how: str) -> list:
     """One row per (provider, workload, pass) measured ok in every run: its fastest run (`fastest`), or
     that row with ms_median the mean over the runs (`mean`)."""
-    import dataclasses
-
     ok = [{row_key(r): r for r in run if r.status == "ok" and r.ms_median} for run in runs]
     rows = []
     for key in ok[0]:

@@ -28,9 +28,14 @@ install_small() {
   mkdir -p /tmp/te_small && cp "$d"/te/*.whl /tmp/te_small/ || return 1
   # CARRY_FI_JIT=0 (e.g. a context-parallel run, which needs no FlashInfer): no FlashInfer compile competing
   # with the timed run for the CPUs
-  [ "${CARRY_FI_JIT:-1}" = 0 ] && touch $C/fi_jit.done || ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
-      > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
-  echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
+  if [ "${CARRY_FI_JIT:-1}" = 0 ]; then
+    echo "skipped (CARRY_FI_JIT=0)" > $C/fi_jit.skipped; touch $C/fi_jit.done
+    echo "FlashInfer JIT skipped (CARRY_FI_JIT=0)"
+  else
+    ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
+        > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
+    echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
+  fi
   ( setsid nohup bash -c "(python3 $REPO/scripts/carry/magi_jit.py; echo rc=\$?) > $C/magi_jit.log 2>&1; \
       touch $C/magi_jit.done" >/dev/null 2>&1 & )
   echo "MagiAttention distributed FFA variants: JIT started in the background (log: $C/magi_jit.log)"
@@ -66,7 +71,8 @@ done < "$P/MANIFEST"
 wait_s=${1:-0}; t0=$(date +%s)
 jits_done() { [ -f $C/fi_jit.done ] && [ -f $C/magi_jit.done ]; }
 while [ -f $C/done.small ] && ! jits_done && [ $(( $(date +%s) - t0 )) -lt "$wait_s" ]; do sleep 3; done
-if [ -f $C/fi_jit.done ]; then
+if [ -f $C/fi_jit.skipped ]; then echo "FlashInfer JIT: skipped (CARRY_FI_JIT=0)"
+elif [ -f $C/fi_jit.done ]; then
   grep -q '^rc=0' $C/fi_jit_0.log && grep -q '^rc=0' $C/fi_jit_1.log && echo "FlashInfer JIT: done" \
     || { echo "FlashInfer JIT failed (the report's first FlashInfer call compiles instead):"; tail -n 4 $C/fi_jit_*.log; }
 elif [ -f $C/done.small ]; then echo "FlashInfer JIT: still compiling"; fi

@@ -102,8 +102,7 @@ def test_default_profile_fits_one_device_call_on_two_h200():
     points = {tuple(p) for p in config["points"]}
     assert points == {(131072, "causal"), (131072, "full"), (262144, "causal")}  # 256k causal: the target
     assert config["timing"]["min_reps"] == 3 and config["timing"]["min_time_s"] == 1.0
-    ours = [n for n in STRATEGIES if not n.startswith(("te_", "magi"))]
-    estimate = profiles.estimate_seconds(config, ours, world=2)
+    estimate = profiles.estimate_seconds(config, profiles.ours(STRATEGIES), world=2)
     assert 180 <= estimate["bench_s"] <= 330  # about 4-5 minutes of benchmark per local kernel
     assert estimate["kernels"] == 2  # cuDNN and FlashAttention-3: each sweep is a cell of its own
     # one device command runs at most 10 minutes: every distributed cell fits one (cached cells carry

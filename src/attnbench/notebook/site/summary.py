@@ -7,6 +7,7 @@ provenance.py only for dates and for results that did not record their commit).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,7 @@ def as_run(params: dict, data: RunData) -> dict[str, Any]:
 
 
 def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: Path | None,
-              machine: dict, report_cells: list[str] = ()) -> dict[str, Any]:  # fmt: skip
+              machine: dict, report_cells: Collection[str] = ()) -> dict[str, Any]:  # fmt: skip
     """Everything the top of a notebook page and its index line show, beside render.py's own view
     (`report_cells`: the ids of the cells that write headline.json)."""
     head = headline_view(data, [c for c in cells if c.get("id") in report_cells])
