@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 FLUX_SEQ_LENS = (4224, 4352, 4416, 4480, 4544, 4608)  # 4096 image tokens + 128 ... 512 text tokens
-FLUX_TIMING = {"min_reps": 20, "min_time_ms": 200.0, "warmup_reps": 3, "max_reps": 2000}
 SMOKE = {"seq_lens": (288, 320), "heads": 2, "head_dim": 64, "providers": ["sdpa_math"],
          "timing": {"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 1, "max_reps": 20}}  # fmt: skip
 
@@ -123,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda and not args.smoke:
         print("no CUDA device: run on the GPU machine, or pass --smoke for the CPU plumbing check")
         return 2
-    shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": 24, "head_dim": 128,
-                                      "providers": args.providers, "timing": FLUX_TIMING}  # fmt: skip
+    from attnbench.studies.flux_attention.profiles import PROFILES  # the report's own counts and shape
+
+    flux = PROFILES["default"]
+    shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": flux["heads"], "head_dim": flux["head_dim"],
+                                      "providers": args.providers, "timing": flux["timing"]}  # fmt: skip
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
     chosen = providers.select(shape["providers"])

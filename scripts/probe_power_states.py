@@ -24,7 +24,10 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--providers", nargs="*", default=["flash_attn3", "flash_attn3_compiled", "sdpa_cudnn"]
+        "--providers",
+        nargs="*",
+        default=None,
+        help="names or families (default: flash_attn3 flash_attn3_compiled sdpa_cudnn; --smoke: sdpa_math)",
     )
     parser.add_argument("--seq-len", type=int, default=4224)
     parser.add_argument("--rounds", type=int, default=4)
@@ -37,17 +40,27 @@ def main(argv: list[str] | None = None) -> int:
     from attnbench.bench import providers, timing
     from attnbench.bench.sweep import make_inputs
     from attnbench.rows import Workload
+    from attnbench.studies.flux_attention.profiles import PROFILES
 
     device = "cpu" if args.smoke else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: run on the GPU machine, or pass --smoke")
         return 2
-    seq, heads, dim = (256, 2, 64) if args.smoke else (args.seq_len, 24, 128)
-    names = ["sdpa_math"] if args.smoke else args.providers
-    workload = Workload(1, seq, seq, heads, heads, dim, "bfloat16", "full")
-    counts = ({"min_reps": 3, "min_time_ms": 5.0, "warmup_reps": 1, "max_reps": 20} if args.smoke
-              else {"min_reps": 20, "min_time_ms": 200.0, "warmup_reps": 3, "max_reps": 2000})  # fmt: skip
-    chosen = [p for p in providers.select(names) if p.unavailable() is None]
+    flux = PROFILES["smoke" if args.smoke else "default"]  # the Flux report's shape and timing counts
+    seq = flux["seq_lens"][0] if args.smoke else args.seq_len
+    names = args.providers or (
+        ["sdpa_math"] if args.smoke else ["flash_attn3", "flash_attn3_compiled", "sdpa_cudnn"]
+    )
+    workload = Workload(1, seq, seq, flux["heads"], flux["heads"], flux["head_dim"], flux["dtype"], "full")
+    counts = flux["timing"]
+    chosen, unavailable = [], {}
+    for provider in providers.select(names):
+        why = provider.unavailable()
+        if why:
+            unavailable[provider.name] = why
+            print(f"{provider.name}: unavailable: {why}")
+        else:
+            chosen.append(provider)
     if not chosen:
         print(f"none of {names} is available here")
         return 1
@@ -75,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{provider.name}: {len(mine)} timings, min {min(mine):.4f} max {max(mine):.4f} ms "
               f"({(max(mine) - min(mine)) / min(mine):.1%} apart)")  # fmt: skip
     if args.out:
-        args.out.write_text(
-            json.dumps({"workload": workload.label(), "timing": counts, "rows": rows}, indent=1)
-        )
+        found = {"workload": workload.label(), "timing": counts, "rows": rows, "unavailable": unavailable}
+        args.out.write_text(json.dumps(found, indent=1))
     return 0
 
 

@@ -25,3 +25,14 @@ def test_smoke_probe_writes_a_row_per_round_input_and_provider(tmp_path):
     ]
     assert all(r["provider"] == "sdpa_math" and r["ms"] > 0 for r in rows)
     assert all(r["energy_mj_per_call"] is None for r in rows)  # no power reading on a CPU: no energy
+
+
+def test_a_provider_that_cannot_run_is_reported_with_its_reason(tmp_path):
+    out = tmp_path / "probe.json"
+    assert (
+        probe.main(["--smoke", "--rounds", "1", "--providers", "sdpa_math", "flash_attn3", "--out", str(out)])
+        == 0
+    )
+    found = json.loads(out.read_text())
+    assert {r["provider"] for r in found["rows"]} == {"sdpa_math"}
+    assert found["unavailable"]["flash_attn3"]  # its reason, never silently dropped
