@@ -155,7 +155,8 @@ def test_timed_numbers_carry_the_measured_spread(tmp_path):
     import json
 
     from attnbench.notebook.site import headline as page
-    from attnbench.report.answers import measured_spread, with_spreads
+    from attnbench.report.answers import with_spreads
+    from attnbench.report.repeatability import measured_spread
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "measurements").mkdir()
@@ -237,3 +238,34 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
     assert answer.answer == [said]
     assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|speedup", "×", "wall time"),
                                                                 ("fwd|longest", "tokens", "")]  # fmt: skip
+
+
+def test_the_environment_answer_names_the_gpu_and_what_bounds_its_speed():
+    """The environment page's first lines: the GPU with its SMs, memory, clock and power limit as numbers
+    the comparison page can pair (keys the same on every machine), then the software."""
+    from typing import ClassVar
+
+    from attnbench.report.answers import answer_for
+
+    env = {"gpu": "NVIDIA H100 80GB HBM3", "gpus": [{}], "sm_count": 132, "memory_bytes": 85017493504,
+           "max_sm_clock_mhz": 1980.0, "power_limit_w": 700.0, "driver": "580.159.04", "cuda": "13.0",
+           "cudnn": 91900, "packages": {"torch": "2.11.0", "triton": "3.6.0"}, "python": "3.12.3",
+           "cpu": "Xeon", "cpu_count": 16, "reasons": {}}  # fmt: skip
+
+    class Data:
+        rows: ClassVar[list] = []
+        documents: ClassVar[dict] = {"environment": env}
+
+    answer = answer_for("environment", Data, spread=0.1)
+    assert answer.answer[0] == ("NVIDIA H100 80GB HBM3: 132 SMs, 79.2 GiB of GPU memory, SM clock up to 1980 MHz, "
+                                "power limit 700 W.")  # fmt: skip
+    assert "cuDNN 9.19.0" in answer.answer[1] and "torch 2.11.0" in answer.answer[1]
+    numbers = {n.key: (n.value, n.unit, n.spread) for n in answer.numbers}
+    assert numbers == {"gpu|sm_count": (132, "SMs", None), "gpu|memory": (79.2, "GiB", None),
+                       "gpu|max_sm_clock": (1980, "MHz", None), "gpu|power_limit": (700, "W", None)}  # fmt: skip
+
+    Data.documents = {"environment": {**env, "gpu": None, "gpus": [], "reasons": {"gpu": "no CUDA device"}}}
+    answer = answer_for("environment", Data)
+    assert answer.answer[0].startswith("No NVIDIA GPU (no CUDA device)") and not answer.numbers
+    Data.documents = {}
+    assert "has not run here" in answer_for("environment", Data).answer[0]

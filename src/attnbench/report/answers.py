@@ -12,12 +12,12 @@ the answer's winner.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from attnbench.notebook.site import headline as page
+from attnbench.report.kernel_names import short_kernel_name
+from attnbench.report.repeatability import measured_spread, repeatability_of, widest_text
 
 FA3 = "flash_attn3"
 LEADERBOARD_BEST_MS = 5.364  # best public entry of the CS336 leaderboard (fwd+bwd, causal, S 16384, D 64)
@@ -195,7 +195,7 @@ def _time_sink(breakdown: Any) -> str:
     text = f"the {name} phase, {_pct(phase['us_per_step'] / total)} of the step"
     top = (phase.get("top") or [None])[0]
     if isinstance(top, Mapping) and _num(top.get("share")) is not None:
-        text += f" (top kernel {str(top.get('kernel'))[:48]}: {_pct(top['share'])} of it)"
+        text += f" (top kernel {short_kernel_name(str(top.get('kernel')))}: {_pct(top['share'])} of it)"
     return text
 
 
@@ -304,7 +304,70 @@ def dilated_distributed(data) -> page.Answer:
     return answer
 
 
+# ---- environment ----
+
+
+def _cudnn_version(value: Any) -> str | None:
+    """torch's cuDNN version number (91900) as cuDNN writes it (9.19.0)."""
+    if not isinstance(value, int) or value < 1000:
+        return None if value is None else str(value)
+    major, rest = divmod(value, 10000) if value >= 10000 else divmod(value, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def environment(data) -> page.Answer:
+    """The machine the reports ran on: the GPU and what bounds its speed (SMs, memory, the clock it may
+    reach and the power it may draw), then the software that decides which kernels exist."""
+    answer = page.Answer(question="What machine did these reports run on?")
+    env = data.documents.get("environment")
+    if not isinstance(env, Mapping):
+        answer.answer.append("No environment.json to read: the versions cell has not run here.")
+        return answer
+    reasons = env.get("reasons") if isinstance(env.get("reasons"), Mapping) else {}
+    gpus = env.get("gpus") if isinstance(env.get("gpus"), list) else []
+    facts = [
+        (_num(env.get("sm_count")), "{:.0f} SMs", "sm_count", "SMs", "SMs"),
+        (_num(env.get("memory_bytes")), "{:.1f} GiB of GPU memory", "memory", "GPU memory", "GiB"),
+        (
+            _num(env.get("max_sm_clock_mhz")),
+            "SM clock up to {:.0f} MHz",
+            "max_sm_clock",
+            "max SM clock",
+            "MHz",
+        ),
+        (_num(env.get("power_limit_w")), "power limit {:.0f} W", "power_limit", "power limit", "W"),
+    ]
+    if env.get("gpu"):
+        said = []
+        for value, form, key, name, unit in facts:
+            if value is None:
+                continue
+            value = value / 2**30 if unit == "GiB" else value
+            said.append(form.format(value))
+            answer.numbers.append(_number(f"gpu|{key}", name, round(value, 1), unit))
+        count = f"{len(gpus)}× " if len(gpus) > 1 else ""
+        answer.answer.append(f"{count}{env['gpu']}" + (f": {', '.join(said)}." if said else "."))
+    else:
+        why = reasons.get("gpu") or "no CUDA device was found"
+        answer.answer.append(
+            f"No NVIDIA GPU ({why}): the benchmark notebooks run their CPU smoke profile here."
+        )
+    packages = env.get("packages") if isinstance(env.get("packages"), Mapping) else {}
+    software = [("driver", env.get("driver")), ("CUDA", env.get("cuda")), ("cuDNN", _cudnn_version(env.get("cudnn"))),
+                ("torch", packages.get("torch") or env.get("torch")), ("triton", packages.get("triton")),
+                ("Python", env.get("python"))]  # fmt: skip
+    known = [f"{name} {value}" for name, value in software if value]
+    host = f"{env.get('cpu')} ({env.get('cpu_count')} cores)" if env.get("cpu") else ""
+    if known or host:
+        answer.answer.append(
+            "; ".join(filter(None, [", ".join(known), f"host {host}" if host else ""])) + "."
+        )
+    return answer
+
+
 ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
+    "environment": environment,
     "dilated_attention": dilated,
     "dilated_distributed": dilated_distributed,
     "context_parallel": context_parallel,
@@ -312,71 +375,6 @@ ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
     "flux_attention": flux,
     "attention_masks": masks,
 }
-
-
-REPEATABILITY = "measurements/*repeatability*.json"  # scripts/flux_repeatability.py: the same rows run twice
-
-
-def _repeatability_files(start: Path | None = None):
-    """The repeatability files (REPEATABILITY) of the nearest folder holding any, above `start` (default:
-    the working directory), then above this package; a search stops at the project root (pyproject.toml)."""
-    for top in (start or Path.cwd(), Path(__file__).resolve()):
-        for folder in (top, *top.parents):
-            found = sorted(folder.glob(REPEATABILITY))
-            if found:
-                yield found
-            if found or (folder / "pyproject.toml").exists():
-                break
-
-
-def measured_spread(start: Path | None = None) -> float | None:
-    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
-    ms_median) of the nearest repeatability files; None when there is none (history then flags at its
-    default)."""
-    for found in _repeatability_files(start):
-        values = [v for v in (_num(_load(path).get("p95_spread")) for path in found) if v]
-        if values:
-            return max(values)
-    return None
-
-
-def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:
-    """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
-    machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
-    file's name; None when that machine has none (a smoke run has none)."""
-    for found in _repeatability_files(start):
-        for path in found:
-            doc = _load(path)
-            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
-                return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
-                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
-                        "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip
-    return None
-
-
-def _widest_pair(pairs: list) -> dict | None:
-    """The pair of runs furthest apart, with both runs' SM clocks (None without a spread)."""
-    spread = [p for p in pairs if isinstance(p, dict) and _num(p.get("spread"))]
-    return max(spread, key=lambda p: p["spread"]) if spread else None
-
-
-def widest_text(pair: dict | None) -> str:
-    """' Widest: flash_attn3 fwd, 11.4% apart, at 1965 MHz in one run and 1635 MHz in the other.' (the clocks where both are known)."""
-    if not pair:
-        return ""
-    text = f" Widest: {pair.get('provider')} {pair.get('pass')}, {pair['spread']:.1%} apart"
-    clocks = [_num(pair.get(k)) for k in ("sm_clock_mhz_a", "sm_clock_mhz_b")]
-    if all(clocks) and clocks[0] != clocks[1]:
-        text += f", at {clocks[0]:.0f} MHz in one run and {clocks[1]:.0f} MHz in the other"
-    return text + "."
-
-
-def _load(path: Path) -> dict:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return document if isinstance(document, dict) else {}
 
 
 def with_spreads(answer: page.Answer, spread: float | None) -> page.Answer:

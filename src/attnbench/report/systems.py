@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
+from attnbench.report.kernel_names import short_kernel_name
 from attnbench.rows import Result, usable
 
 PHASES = ("forward", "backward", "optimizer")
@@ -146,7 +147,7 @@ def top_kernels_table(summary: dict, phase: str):
     return pd.DataFrame(
         [
             {
-                "kernel": t["kernel"][:90],
+                "kernel": short_kernel_name(t["kernel"], width=90),
                 "µs per step": f"{t['us_per_step']:.0f}",
                 "calls per step": f"{t['calls_per_step']:.0f}",
                 "share of phase": f"{t['share']:.1%}",

@@ -1,0 +1,81 @@
+"""The Flux sweep's run-to-run spread on each GPU, read from `measurements/` (scripts/flux_repeatability.py).
+
+A repeatability file holds the same rows timed in two runs on one machine; its 95th-percentile spread is
+how far apart two runs of one row fall. The Flux answer states it beside its lead (a smaller lead is
+noise), and every timed headline number carries it so the history page flags only moves beyond it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+REPEATABILITY = "measurements/*repeatability*.json"  # scripts/flux_repeatability.py: the same rows run twice
+
+
+def _repeatability_files(start: Path | None = None):
+    """The repeatability files (REPEATABILITY) of the nearest folder holding any, above `start` (default:
+    the working directory), then above this package; a search stops at the project root (pyproject.toml)."""
+    for top in (start or Path.cwd(), Path(__file__).resolve()):
+        for folder in (top, *top.parents):
+            found = sorted(folder.glob(REPEATABILITY))
+            if found:
+                yield found
+            if found or (folder / "pyproject.toml").exists():
+                break
+
+
+def measured_spread(start: Path | None = None) -> float | None:
+    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
+    ms_median) of the nearest repeatability files; None when there is none (history then flags at its
+    default)."""
+    for found in _repeatability_files(start):
+        values = [v for v in (_num(_load(path).get("p95_spread")) for path in found) if v]
+        if values:
+            return max(values)
+    return None
+
+
+def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:
+    """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
+    machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
+    file's name; None when that machine has none (a smoke run has none)."""
+    for found in _repeatability_files(start):
+        for path in found:
+            doc = _load(path)
+            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
+                return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
+                        "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip
+    return None
+
+
+def _widest_pair(pairs: list) -> dict | None:
+    """The pair of runs furthest apart, with both runs' SM clocks (None without a spread)."""
+    spread = [p for p in pairs if isinstance(p, dict) and _num(p.get("spread"))]
+    return max(spread, key=lambda p: p["spread"]) if spread else None
+
+
+def widest_text(pair: dict | None) -> str:
+    """' Widest: flash_attn3 fwd, 11.4% apart, at 1965 MHz in one run and 1635 MHz in the other.' (the clocks where both are known)."""
+    if not pair:
+        return ""
+    text = f" Widest: {pair.get('provider')} {pair.get('pass')}, {pair['spread']:.1%} apart"
+    clocks = [_num(pair.get(k)) for k in ("sm_clock_mhz_a", "sm_clock_mhz_b")]
+    if all(clocks) and clocks[0] != clocks[1]:
+        text += f", at {clocks[0]:.0f} MHz in one run and {clocks[1]:.0f} MHz in the other"
+    return text + "."
+
+
+def _load(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
