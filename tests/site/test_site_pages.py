@@ -171,3 +171,34 @@ def test_no_headline_says_which_report_cell_did_not_run():
     )  # a reason that only repeats the status is left out
     assert missing_headline([{"id": "targets", "status": "ok", "reason": ""}]) == NO_HEADLINE
     assert missing_headline([]) == NO_HEADLINE
+
+
+def test_no_headline_names_where_the_report_cells_chain_stopped():
+    """A report cell not run because a measuring cell it needs (through another) was interrupted names that
+    cell and its reason, not the cells between that merely did not run after it."""
+    from attnbench.notebook.document.parse import parse_text
+    from attnbench.notebook.site.render import _headline_writers
+    from attnbench.notebook.site.summary import missing_headline
+
+    fence = "`" * 3
+    text = "\n".join(
+        f"{fence}python id={cid}{' needs=' + needs if needs else ''}{' outputs=headline.json' if cid == 'targets' else ''}"
+        f"\nprint(1)\n{fence}\n"
+        for cid, needs in (("gpu", ""), ("correctness", "gpu"), ("bench", "gpu,correctness"),
+                           ("bench_table", "bench"), ("targets", "gpu,bench_table,correctness"))
+    )  # fmt: skip
+    notebook = parse_text(text, "cp.md")
+    views = [{"id": "gpu", "status": "ok"}, {"id": "correctness", "status": "ok"},
+             {"id": "bench", "status": "interrupted", "reason": "interrupted (SIGTERM)"},
+             {"id": "bench_table", "status": "not run", "reason": ""},
+             {"id": "targets", "status": "not run", "reason": ""}]  # fmt: skip
+    writers = _headline_writers(notebook, views)
+    assert [w["id"] for w in writers] == ["targets"]
+    assert [b["id"] for b in writers[0]["blocked_by"]] == ["bench"]
+    assert missing_headline(writers) == (
+        "No headline: the cell that writes it has not run on this machine: targets not run, as what it needs "
+        "did not finish: bench interrupted (interrupted (SIGTERM))."
+    )
+    views[2] = {"id": "bench", "status": "ok"}
+    views[3] = {"id": "bench_table", "status": "ok"}
+    assert _headline_writers(notebook, views)[0]["blocked_by"] == []

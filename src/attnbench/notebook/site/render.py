@@ -198,7 +198,7 @@ class _Renderer:
             log.warning("%s/%s: %s", name, run_dir.name, problem)
         front = notebook.front_matter if notebook else {}
         machine = run.get("machine") or {}
-        writers = [c.id for c in (notebook.cells if notebook else []) if HEADLINE_FILE in c.outputs]
+        writers = _headline_writers(notebook, cells)
         page = summary.page_view(data, run, cells, run_dir, self.repo, machine, writers)
         # fmt: off
         return {
@@ -467,3 +467,33 @@ def _ordered(counts: Counter) -> list[str]:
 
 def _css(status: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in status.lower())
+
+
+def _headline_writers(notebook, cells: list[dict]) -> list[dict]:
+    """The views of the cells that write headline.json, each with `blocked_by`: the cells upstream of it
+    (in this notebook) that did not finish here while everything they need did, i.e. where its chain
+    stopped (a report cell not run because a measuring cell before it was interrupted names that cell)."""
+    if notebook is None:
+        return []
+    views = {c.get("id"): c for c in cells if c.get("id")}
+    needs = {c.id: [n.cell for n in c.needs if n.notebook is None] for c in notebook.cells}
+
+    def done(cell_id: str) -> bool:
+        return views.get(cell_id, {}).get("status") == "ok"
+
+    def stops(cell_id: str, seen: set[str]) -> list[str]:
+        found: list[str] = []
+        for up in needs.get(cell_id, []):
+            if up in seen or done(up):
+                continue
+            seen.add(up)
+            below = stops(up, seen)
+            found += below or [up]
+        return found
+
+    writers = []
+    for cell in notebook.cells:
+        if HEADLINE_FILE in cell.outputs and cell.id in views:
+            blocked = [] if done(cell.id) else stops(cell.id, {cell.id})
+            writers.append({**views[cell.id], "blocked_by": [views[b] for b in blocked if b in views]})
+    return writers

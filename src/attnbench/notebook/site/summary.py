@@ -90,8 +90,9 @@ def answer_view(h) -> dict[str, Any]:
 
 
 def missing_headline(report_cells: list[dict]) -> str:
-    """Why a run has no headline.json: the cells that write it (their views: id, status, reason) did not
-    run here, or (they ran) the run predates headline data."""
+    """Why a run has no headline.json: the cells that write it (their views: id, status, reason, and
+    `blocked_by`, the upstream cells where their chain stopped) did not run here, or (they ran) the run
+    predates headline data."""
     unfinished = [c for c in report_cells if c.get("status") != "ok"]
     if not unfinished:
         return NO_HEADLINE
@@ -101,8 +102,12 @@ def missing_headline(report_cells: list[dict]) -> str:
         adds = reason.removeprefix(str(cell.get("status"))).strip(" :") not in ("", "on this machine")
         return f" ({reason})" if adds else ""
 
-    said = "; ".join(f"{c['id']} {c.get('status')}{why(c)}" for c in unfinished)
-    return f"No headline: the cell that writes it has not run on this machine: {said}."
+    def said(cell: dict) -> str:
+        text = f"{cell['id']} {cell.get('status')}{why(cell)}"
+        upstream = [f"{b['id']} {b.get('status')}{why(b)}" for b in cell.get("blocked_by") or []]
+        return text + (f", as what it needs did not finish: {', '.join(upstream)}" if upstream else "")
+
+    return f"No headline: the cell that writes it has not run on this machine: {'; '.join(map(said, unfinished))}."
 
 
 def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict[str, Any]:
@@ -198,10 +203,10 @@ def as_run(params: dict, data: RunData) -> dict[str, Any]:
 
 
 def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: Path | None,
-              machine: dict, report_cells: Collection[str] = ()) -> dict[str, Any]:  # fmt: skip
+              machine: dict, report_cells: Collection[dict] = ()) -> dict[str, Any]:  # fmt: skip
     """Everything the top of a notebook page and its index line show, beside render.py's own view
-    (`report_cells`: the ids of the cells that write headline.json)."""
-    head = headline_view(data, [c for c in cells if c.get("id") in report_cells])
+    (`report_cells`: the views of the cells that write headline.json, with what blocked each)."""
+    head = headline_view(data, list(report_cells))
     results = [c["result"] for c in cells if c.get("result")]
     timing = notebook_timing(cells)
     return {
