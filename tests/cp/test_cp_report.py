@@ -389,7 +389,7 @@ def test_figure_draws_strategies_and_the_reference(tmp_path):
 
 def test_notebook_parses_with_distributed_cells():
     from attnbench.notebook.document.parse import parse_notebook
-    from attnbench.notebook.run.plan import load_graph
+    from attnbench.notebook.run.graph import load_graph
 
     notebook = parse_notebook(NOTEBOOK)
     assert NOTEBOOK.read_text().startswith("#!/usr/bin/env -S uv run attnbench run\n")

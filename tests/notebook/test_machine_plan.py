@@ -10,6 +10,7 @@ import pytest
 from engine_helpers import cell, notebook
 
 from attnbench.notebook.document.model import Cell
+from attnbench.notebook.run.graph import load_graph
 from attnbench.notebook.run.machine import (
     Gpus,
     ProbeError,
@@ -18,12 +19,8 @@ from attnbench.notebook.run.machine import (
     probe_interpreter,
     slug,
 )
-from attnbench.notebook.run.plan import (
-    SourceIndex,
-    cell_key,
-    load_graph,
-    stale_reasons,
-)
+from attnbench.notebook.run.plan import cell_key, stale_reasons
+from attnbench.notebook.run.sources import SourceIndex
 from attnbench.notebook.run.store import CellResult, Status
 
 H200 = "NVIDIA H200, 570.86.15\n"

@@ -10,7 +10,7 @@ import hashlib
 from engine_helpers import cell, notebook
 
 from attnbench.notebook.run import machine as machine_mod
-from attnbench.notebook.run.plan import _canonical
+from attnbench.notebook.run.sources import _canonical
 
 
 def _on_another_machine(monkeypatch):
@@ -127,7 +127,7 @@ def test_a_result_keyed_by_an_earlier_index_is_rekeyed_from_git(project, monkeyp
     """The index's rules change (here: a salt on every hash, then none) while the files do not: the
     result stays cached, checked against the files at the commit it was measured at; once a file it
     uses differs from that commit, it is stale."""
-    from attnbench.notebook.run.plan import SourceIndex
+    from attnbench.notebook.run.sources import SourceIndex
 
     root = project.root
     (root / "pyproject.toml").write_text('[tool.attnbench]\npackage = "mine"\n')

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attnbench
 from attnbench.notebook.document.parse import parse_notebook
-from attnbench.notebook.run.plan import SourceIndex
+from attnbench.notebook.run.sources import SourceIndex
 
 PACKAGE = Path(attnbench.__file__).parent
 NOTEBOOKS = sorted((PACKAGE.parents[1] / "notebooks").glob("*.md"))

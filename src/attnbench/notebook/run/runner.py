@@ -22,6 +22,7 @@ from pathlib import Path
 
 from attnbench.notebook.run import provenance, store
 from attnbench.notebook.run.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
+from attnbench.notebook.run.graph import NodeId, node_name
 from attnbench.notebook.run.launchers import (
     LaunchError,
     cell_command,
@@ -30,7 +31,6 @@ from attnbench.notebook.run.launchers import (
     setup_command,
 )
 from attnbench.notebook.run.materialise import materialise
-from attnbench.notebook.run.plan import NodeId, node_name
 from attnbench.notebook.run.runlock import LockBusy, Locks
 from attnbench.notebook.run.session import Session, SetupError
 from attnbench.notebook.run.store import CellEntry, CellResult, RecordError, RunRecord, Status

@@ -16,19 +16,12 @@ from typing import Any
 from attnbench.notebook.document.model import Notebook
 from attnbench.notebook.run import machine as machine_mod
 from attnbench.notebook.run import store
+from attnbench.notebook.run.graph import Graph, NodeId, load_graph, resolve_params
 from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
-from attnbench.notebook.run.plan import (
-    CacheKey,
-    Graph,
-    NodeId,
-    SourceIndex,
-    cell_key,
-    load_graph,
-    resolve_params,
-    stale_reasons,
-)
+from attnbench.notebook.run.plan import CacheKey, cell_key, stale_reasons
 from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
+from attnbench.notebook.run.sources import SourceIndex
 from attnbench.notebook.run.store import CellResult, Status
 
 
