@@ -64,11 +64,12 @@ def test_presenting_cells_are_refreshed_away_from_the_machine_that_measured(proj
     is, never re-run here; `b` runs here on a's stored artifacts; afterwards neither is stale."""
     measure = cell("id=a outputs=n.txt", "import pathlib\npathlib.Path('n.txt').write_text('measured')")
     present = "import attnbench, pathlib\nprint('shown', (attnbench.inputs('a') / 'n.txt').read_text())"
-    path = project.write("s.md", notebook(measure, cell("id=b needs=a", present)))
+    other = cell("id=c", "print('another measurement, not needed by b')")
+    path = project.write("s.md", notebook(measure, cell("id=b needs=a", present), other))
     assert project.run(path).code == 0
     measured = project.status(path)
     _on_another_machine(monkeypatch)
-    path.write_text(notebook(measure, cell("id=b needs=a", present + "\nprint('new presentation')")))
+    path.write_text(notebook(measure, cell("id=b needs=a", present + "\nprint('new presentation')"), other))
     assert _rows(project.status(path).out)["b"] == "stale: code changed"
 
     machine = project.run_json("s")["machine"]
@@ -79,6 +80,8 @@ def test_presenting_cells_are_refreshed_away_from_the_machine_that_measured(proj
     assert rows["a"].startswith("measured elsewhere")  # not re-run: still the other machine's result
     assert rows["b"] == "cached"
     assert "stale" not in project.status(path).out and measured.code == 0
+    # c, not reached by this run, is measured elsewhere, not stale: run.json (and so the site) says no more
+    assert "stale" not in project.run_json("s")["cells"]["c"]
 
     refused = project.run(path, "--reuse-elsewhere")
     assert refused.code == 2 and "--reuse-elsewhere needs --cell" in refused.err

@@ -390,14 +390,16 @@ class Runner:
                 store.write_text_atomic(target, text)
 
     def _unreached(self, notebook: str, cell_id: str, old: CellEntry | None) -> CellEntry | None:
-        """The entry of a cell this run did not reach: the old one, with why it is stale, if it is."""
+        """The entry of a cell this run did not reach: the old one, with why it is stale, if it is. A
+        result of the code of now measured on another machine (--reuse-elsewhere runs away from it) is
+        not stale: its machine or environment alone differs from this one's."""
         if old is None or old.state not in (Status.HIT, Status.RAN):
             return old
         try:
             judged = self.session.judge((notebook, cell_id))
         except RecordError as e:
             return CellEntry(old.state, old.reason, stale=str(e))
-        stale = "; ".join(judged.reasons) if judged.stored is not None else "its result.json is missing"
+        stale = "; ".join(judged.code_reasons) if judged.stored is not None else "its result.json is missing"
         return CellEntry(old.state, old.reason, stale)
 
     # --- words ----------------------------------------------------------------------------------
