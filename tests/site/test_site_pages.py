@@ -202,3 +202,15 @@ def test_no_headline_names_where_the_report_cells_chain_stopped():
     views[2] = {"id": "bench", "status": "ok"}
     views[3] = {"id": "bench_table", "status": "ok"}
     assert _headline_writers(notebook, views)[0]["blocked_by"] == []
+
+
+def test_key_numbers_show_whole_values_as_integers():
+    """A key number that is whole (a length, an SM count, a clock, a power limit) reads as an integer;
+    a measured ratio or time keeps its decimals."""
+    from attnbench.notebook.site.headline import Headline, Number
+    from attnbench.notebook.site.summary import answer_view
+
+    head = Headline(numbers=[Number("a", "SMs", 132.0, "SMs"), Number("b", "longest", 4194304.0, "tokens"),
+                             Number("c", "lead", 1.18, "×"), Number("d", "time", 6.041, "ms"),
+                             Number("e", "MFU", 42.7, "%")])  # fmt: skip
+    assert [n["value"] for n in answer_view(head)["numbers"]] == ["132", "4,194,304", "1.18", "6.04", "42.7"]

@@ -77,11 +77,9 @@ def _ranking(entries: list[Entry]) -> dict[str, Any]:
 def answer_view(h) -> dict[str, Any]:
     """Headline version 2: the question, its answer, the key numbers and the key figure's path."""
 
-    def shown(v):  # lengths and counts as integers: 32,768 tokens, not 32768.0
+    def shown(v):  # whole lengths, counts, clocks and watts as integers: 32,768 tokens, 132 SMs, 700 W
         return (
-            f"{int(v):,}"
-            if isinstance(v, (int, float)) and v == int(v) and abs(v) >= 1000
-            else number_text(v)
+            f"{int(v):,}" if isinstance(v, (int, float)) and v == int(v) and abs(v) >= 100 else number_text(v)
         )
 
     numbers = [{"name": n.name, "value": shown(n.value), "unit": n.unit, "per": n.per, "detail": n.detail}
