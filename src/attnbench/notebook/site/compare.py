@@ -25,11 +25,12 @@ from typing import Any
 
 from attnbench.notebook.site import artifacts as show
 from attnbench.notebook.site.headline import Entry, Headline, Number
-from attnbench.notebook.site.summary import number_text
+from attnbench.notebook.site.summary import key_number_text, number_text
 
 PAGE = "compare.html"
 NOT_GPU = "a CPU smoke run: not a GPU measurement, so never compared with a GPU run"
 NO_HEADLINE = "no headline.json: the run predates headline data (re-run its report cell)"
+NO_NUMBERS = "its headline holds no numbers to compare"
 FACTS = ("gpu", "gpu_count", "driver", "cuda", "torch", "python", "cpu", "platform")
 
 
@@ -70,8 +71,10 @@ def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) ->
         view, headline = views[label], views[label]["data"].headline
         if view.get("not_gpu") or (headline is not None and headline.not_gpu):
             left_out.append({"label": label, "why": NOT_GPU})
-        elif headline is None or not (headline.numbers or headline.entries):
+        elif headline is None:
             left_out.append({"label": label, "why": NO_HEADLINE})
+        elif not (headline.numbers or headline.entries):
+            left_out.append({"label": label, "why": NO_NUMBERS})
         else:
             heads[label] = headline
     labels = list(heads)
@@ -119,7 +122,7 @@ def _numbers(heads: Mapping[str, Headline], base: str, others: list[str]) -> lis
             else:
                 ratios.append(_ratio_cell(_ratio(there.value, here.value, here.higher_is_better),
                                           f"{_basis(here.unit, here.per)}: above 1 is better on {label}"))  # fmt: skip
-        cells = [{"text": "—" if n is None else f"{number_text(n.value)} {n.unit}".strip(),
+        cells = [{"text": "—" if n is None else f"{key_number_text(n.value)} {n.unit}".strip(),
                   "per": "" if n is None else n.per, "title": "" if n is None else n.detail}
                  for n in found.values()]  # fmt: skip
         lines.append(

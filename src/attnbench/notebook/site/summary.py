@@ -39,6 +39,14 @@ def number_text(value: float | None) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
+def key_number_text(value: float | None) -> str:
+    """A key number: whole lengths, counts, clocks and watts as integers (32,768 tokens, 132 SMs, 700 W),
+    measured values as number_text gives them."""
+    if isinstance(value, (int, float)) and value == int(value) and abs(value) >= 100:
+        return f"{int(value):,}"
+    return number_text(value)
+
+
 def _entry_row(e: Entry) -> dict[str, Any]:
     return {
         "group": e.group,
@@ -77,12 +85,7 @@ def _ranking(entries: list[Entry]) -> dict[str, Any]:
 def answer_view(h) -> dict[str, Any]:
     """Headline version 2: the question, its answer, the key numbers and the key figure's path."""
 
-    def shown(v):  # whole lengths, counts, clocks and watts as integers: 32,768 tokens, 132 SMs, 700 W
-        return (
-            f"{int(v):,}" if isinstance(v, (int, float)) and v == int(v) and abs(v) >= 100 else number_text(v)
-        )
-
-    numbers = [{"name": n.name, "value": shown(n.value), "unit": n.unit, "per": n.per, "detail": n.detail}
+    numbers = [{"name": n.name, "value": key_number_text(n.value), "unit": n.unit, "per": n.per, "detail": n.detail}
                for n in h.numbers]  # fmt: skip
     return {"question": h.question, "answer": h.answer, "numbers": numbers, "key_figure": h.key_figure}
 
