@@ -93,5 +93,52 @@ def test_the_history_page_opens_with_its_summary(repo: Path):
     build_site(repo / "outputs", repo / "site")
     text = (repo / "site" / "nb" / "gpu-a.history.html").read_text()
     lead = text[text.index('id="headline"') :]
-    assert "3 committed runs of outputs/nb/gpu-a/ from git" in lead
-    assert 'speed-up (×, wall time) <span class="muted">· spread 2.0% (default)' in lead
+    assert "3 measurements in 3 commits of outputs/nb/gpu-a/ from git" in lead
+    assert (
+        'speed-up (×, wall time): <strong>now 2.51, first 2</strong> <span class="muted">· spread 2.0% (default)'
+        in lead
+    )
+
+
+def _commit_entries(repo: Path, code: str, entries: list[page.Entry], message: str) -> None:
+    art = repo / "outputs" / "nb" / "gpu-a" / "bench" / "artifacts"
+    art.mkdir(parents=True, exist_ok=True)
+    page.write_headline(page.Headline(entries=entries), art)
+    (art.parent / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def test_a_commit_that_only_presents_a_measurement_again_is_one_point(tmp_path: Path):
+    """Three commits, two measurements: the re-presentation (same code commit, same numbers, the entry's
+    key renamed by newer presenting code) folds into the run it presents; the series keeps one name
+    (not the winner's) across the rename; a new measurement with another winner continues it."""
+    git(tmp_path, "init", "-q")
+    old_key = page.Entry("fwd|causal", "fa3", 600.0, "TFLOP/s", group="forward", label="causal")
+    _commit_entries(tmp_path, "aaaaaaa", [old_key], "measured at aaaaaaa")
+    renamed = page.Entry("fwd|S 16384 · causal", "fa3", 600.0, "TFLOP/s", group="forward", label="causal")
+    _commit_entries(tmp_path, "aaaaaaa", [renamed], "presented again")
+    _commit_entries(tmp_path, "bbbbbbb", [page.Entry("fwd|S 16384 · causal", "cudnn", 660.0, "TFLOP/s",
+                                                     group="forward", label="causal")], "measured at bbbbbbb")  # fmt: skip
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert [r.code for r in h.runs] == ["aaaaaaa", "bbbbbbb"] and len(h.runs[0].presented_again) == 1
+    assert list(h.names.values()) == ["bench: forward causal, fastest (TFLOP/s)"]
+    (key,) = h.names
+    assert [r.numbers[key] for r in h.runs] == [600.0, 660.0] and [r.winners[key] for r in h.runs] == [
+        "fa3",
+        "cudnn",
+    ]
+    view = history_view(h)
+    assert view["commits"] == 3 and view["runs"][1]["again"] and view["numbers"][0]["moves"] == 1
+    assert view["numbers"][0]["seen"] == "now 660, first 600"
+    assert view["runs"][0]["cells"][0] == ("660", True, "+10.0% against the run before; fastest: cudnn")
+
+
+def test_a_new_measurement_of_the_same_code_is_a_point_of_its_own(tmp_path: Path):
+    """Re-measured at the same code commit with another result: not a re-presentation."""
+    git(tmp_path, "init", "-q")
+    for value in (600.0, 610.0):
+        entry = page.Entry("fwd|causal", "fa3", value, "TFLOP/s", group="forward", label="causal")
+        _commit_entries(tmp_path, "aaaaaaa", [entry], f"measured {value}")
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert len(h.runs) == 2 and not h.runs[0].presented_again

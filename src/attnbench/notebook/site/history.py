@@ -3,9 +3,17 @@
 For each commit that touched outputs/<notebook>/<label>/ (`git log`, newest first) it reads, at that
 commit (`git show`), every cell's artifacts/headline.json and the cells' result.json: the headline's
 key numbers (version 2 `numbers`, else the version-1 `entries`) and the code commit the results name
-(result.json's code.commit, else "commit <sha>" in the commit subject). A number that moved by more
-than its run-to-run spread against the run before is flagged: the spread the headline gives the number
-(`numbers[].spread`, measured by the report, e.g. from a repeatability run), else DEFAULT_SPREAD (2 %). Works from a clone's history alone (no network); without git, or
+(result.json's code.commit, else "commit <sha>" in the commit subject).
+
+A commit that only presents the same measurement again (the same code commit and every number it shares
+with the run before unchanged: a figure or table re-drawn) is folded into that run, so each point of a
+plot is one measurement. A series is named by what it measures, not by who won it (a version-1 entry's
+winner is per run), and a key renamed by newer presenting code continues the series of the old key
+where both have the same name and never appear in one run.
+
+A number that moved by more than its run-to-run spread against the run before is flagged: the spread
+the headline gives the number (`numbers[].spread`, measured by the report, e.g. from a repeatability
+run), else DEFAULT_SPREAD (2 %). Works from a clone's history alone (no network); without git, or
 outside a repository, `run_history` returns None and the site links no history page.
 """
 
@@ -34,6 +42,8 @@ class Run:
     numbers: dict[str, float] = field(default_factory=dict)  # key -> value
     flagged: dict[str, float] = field(default_factory=dict)  # key -> relative move vs the run before
     spreads: dict[str, float] = field(default_factory=dict)  # key -> measured run-to-run spread
+    winners: dict[str, str] = field(default_factory=dict)  # key -> who won it (version-1 entries)
+    presented_again: list[str] = field(default_factory=list)  # later commits that only re-presented it
 
 
 @dataclass
@@ -81,6 +91,10 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
             found = re.search(r"commit ([0-9a-f]{7,40})", subject)
             run.code = found.group(1) if found else ""
         runs.append(run)
+    runs = _fold_presentations(runs)
+    _merge_renamed(runs, names)
+    for key in [k for k in names if not any(k in r.numbers for r in runs)]:
+        names.pop(key)  # only in presentations a newer one replaced
     _flag(runs, spread)
     return History(notebook=rel.parts[-2] if len(rel.parts) > 1 else "", label=rel.name, runs=runs,
                    names=names, spread=spread)  # fmt: skip
@@ -96,6 +110,7 @@ def _code_commit(text: str | None) -> str:
 
 def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str, str]) -> None:
     text = _git(repo, "show", f"{commit}:{path}")
+    cell = PurePosixPath(path).parts[-3]  # <cell>/artifacts/headline.json: the cell whose ranking it is
     try:
         headline = parse_headline(json.loads(text or ""), Path(path))
     except (ValueError, HeadlineError):
@@ -106,12 +121,54 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
             if isinstance(n.spread, (int, float)) and n.spread > 0:
                 run.spreads[n.key] = float(n.spread)
             names.setdefault(n.key, f"{n.name} ({', '.join(x for x in (n.unit, n.per) if x)})")
-    if not headline.numbers:  # a version-1 headline: its ranked entries
+    if not headline.numbers:  # a version-1 headline: its ranked entries, named without the winner
         for e in headline.entries:
             if isinstance(e.value, (int, float)) and not e.baseline:
                 key = f"entry|{e.key}"
                 run.numbers[key] = float(e.value)
-                names.setdefault(key, f"{e.group} {e.label}: {e.winner} ({e.unit})".strip())
+                run.winners[key] = e.winner
+                what = " ".join(x for x in (e.group, e.label or e.key) if x)
+                unit = ", ".join(x for x in (e.unit, e.per) if x)
+                names.setdefault(key, f"{cell}: {what}, fastest ({unit})")
+
+
+def _fold_presentations(runs: list[Run]) -> list[Run]:
+    """Runs oldest first, each commit that only re-presented the run before (same code commit, every
+    shared number equal) folded into it: the measurement is shown as its newest presentation presents
+    it (today's keys and names), and the run lists the commits that presented it again."""
+    folded: list[Run] = []
+    for run in runs:
+        before = folded[-1] if folded else None
+        shared = before.numbers.keys() & run.numbers.keys() if before else set()
+        same = before is not None and run.code == before.code and run.numbers and before.numbers
+        if same and all(before.numbers[k] == run.numbers[k] for k in shared):
+            before.numbers, before.spreads, before.winners = run.numbers, run.spreads, run.winners
+            before.presented_again.append(run.commit)
+            continue
+        folded.append(run)
+    return folded
+
+
+def _merge_renamed(runs: list[Run], names: dict[str, str]) -> None:
+    """Keys of one name that never share a run are one series under the newest key (presenting code
+    renamed the key; what it measures is the same)."""
+    by_name: dict[str, list[str]] = {}
+    for key, name in names.items():
+        by_name.setdefault(name, []).append(key)
+    for keys in by_name.values():
+        if len(keys) < 2 or any(sum(k in r.numbers for k in keys) > 1 for r in runs):
+            continue
+        newest = next(k for r in reversed(runs) for k in keys if k in r.numbers)
+        for run in runs:
+            for key in keys:
+                if key != newest and key in run.numbers:
+                    run.numbers[newest] = run.numbers.pop(key)
+                    for table in (run.spreads, run.winners):
+                        if key in table:
+                            table[newest] = table.pop(key)
+        for key in keys:
+            if key != newest:
+                names.pop(key)
 
 
 def _flag(runs: list[Run], spread: float) -> None:
@@ -139,29 +196,58 @@ def sparkline(values: list[float | None], flagged: list[bool], width: int = 220,
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in points))
     dots = "".join(
         f'<circle cx="{xy(i, v)[0]:.1f}" cy="{xy(i, v)[1]:.1f}" r="{3.5 if flagged[i] else 2.2}" '
-        f'fill="{"#d1242f" if flagged[i] else "currentColor"}"><title>{v:.4g}</title></circle>'
+        f'fill="{"#d1242f" if flagged[i] else "currentColor"}"><title>{_shown(v)}</title></circle>'
         for i, v in points
     )
     return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
             f'<polyline points="{line}" fill="none" stroke="currentColor" stroke-width="1.5"/>{dots}</svg>')  # fmt: skip
 
 
+def _shown(value: float) -> str:
+    """Whole lengths and counts as integers (16,384 tokens), measured values to four digits."""
+    return f"{int(value):,}" if value == int(value) and abs(value) >= 100 else f"{value:.4g}"
+
+
+def _values_text(values: list[float | None]) -> str:
+    """'now 667.3, first 659.4 (range 640.1–667.3)' over the runs that have the number."""
+    have = [v for v in values if v is not None]
+    if not have:
+        return ""
+    if len(have) == 1:
+        return f"{_shown(have[0])}"
+    text = f"now {_shown(have[-1])}, first {_shown(have[0])}"
+    low, high = min(have), max(have)
+    return text + (
+        f" (range {_shown(low)}–{_shown(high)})" if (low, high) != tuple(sorted((have[0], have[-1]))) else ""
+    )
+
+
+def _cell(run: Run, key: str) -> tuple[str, bool, str]:
+    """A table cell: the value, whether it is flagged, and its hover text (the move, who won it)."""
+    value = run.numbers.get(key)
+    why = [f"{run.flagged[key]:+.1%} against the run before"] if key in run.flagged else []
+    if key in run.winners:
+        why.append(f"fastest: {run.winners[key]}")
+    return ("" if value is None else _shown(value), key in run.flagged, "; ".join(why))
+
+
 def history_view(h: History) -> dict[str, Any]:
-    """What history.html.j2 shows: a plot per number and a row per run, flags marked."""
+    """What history.html.j2 shows: a plot per number and a row per measurement, flags marked."""
     numbers = []
     for key, name in h.names.items():
         values = [r.numbers.get(key) for r in h.runs]
         flags = [key in r.flagged for r in h.runs]
         measured = next((r.spreads[key] for r in reversed(h.runs) if key in r.spreads), None)
         numbers.append({"key": key, "name": name, "svg": sparkline(values, flags), "moves": sum(flags),
+                        "seen": _values_text(values),
                         "spread": f"{measured or h.spread:.1%}", "measured": measured is not None})  # fmt: skip
     runs = [
         {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code,
-         "cells": [("" if r.numbers.get(k) is None else f"{r.numbers[k]:.4g}", k in r.flagged,
-                     f"{r.flagged[k]:+.1%} against the run before" if k in r.flagged else "") for k in h.names]}
+         "again": [c[:9] for c in r.presented_again], "cells": [_cell(r, k) for k in h.names]}
         for r in reversed(h.runs)
     ]  # fmt: skip
     return {"notebook": h.notebook, "label": h.label, "numbers": numbers, "runs": runs,
+            "commits": sum(1 + len(r.presented_again) for r in h.runs),
             "spread": f"{h.spread:.0%}", "keys": list(h.names.values())}  # fmt: skip
 
 
