@@ -177,7 +177,7 @@ def test_no_headline_names_where_the_report_cells_chain_stopped():
     """A report cell not run because a measuring cell it needs (through another) was interrupted names that
     cell and its reason, not the cells between that merely did not run after it."""
     from attnbench.notebook.document.parse import parse_text
-    from attnbench.notebook.site.render import _headline_writers
+    from attnbench.notebook.site.summary import headline_writers
     from attnbench.notebook.site.summary import missing_headline
 
     fence = "`" * 3
@@ -192,7 +192,7 @@ def test_no_headline_names_where_the_report_cells_chain_stopped():
              {"id": "bench", "status": "interrupted", "reason": "interrupted (SIGTERM)"},
              {"id": "bench_table", "status": "not run", "reason": ""},
              {"id": "targets", "status": "not run", "reason": ""}]  # fmt: skip
-    writers = _headline_writers(notebook, views)
+    writers = headline_writers(notebook, views)
     assert [w["id"] for w in writers] == ["targets"]
     assert [b["id"] for b in writers[0]["blocked_by"]] == ["bench"]
     assert missing_headline(writers) == (
@@ -201,7 +201,7 @@ def test_no_headline_names_where_the_report_cells_chain_stopped():
     )
     views[2] = {"id": "bench", "status": "ok"}
     views[3] = {"id": "bench_table", "status": "ok"}
-    assert _headline_writers(notebook, views)[0]["blocked_by"] == []
+    assert headline_writers(notebook, views)[0]["blocked_by"] == []
 
 
 def test_key_numbers_show_whole_values_as_integers():

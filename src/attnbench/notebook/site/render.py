@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -28,15 +27,13 @@ from attnbench.notebook.run.store import (
     load_run,
 )
 from attnbench.notebook.site import artifacts as show
-from attnbench.notebook.site import compare, history, sitedata, summary
+from attnbench.notebook.site import compare, history, prose, sitedata, summary
 from attnbench.notebook.site.artifacts import (
     MAX_TEXT_CHARS,
-    MEASURE,
     artifact_view,
     split_tail,
     terminal_text,
 )
-from attnbench.notebook.site.headline import HEADLINE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +75,6 @@ class _Renderer:
 
     def __init__(self, outputs_dir: Path, site_dir: Path):
         import jinja2
-        from markdown_it import MarkdownIt
         from markupsafe import Markup
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
@@ -88,14 +84,7 @@ class _Renderer:
         self.repo = Path(top) if top else None
         self.formatter = HtmlFormatter(cssclass="hl")
         self.lexers: dict[str, Any] = {"python": PythonLexer()}
-        self.md = MarkdownIt("commonmark", {"html": False, "highlight": self._highlight_fence}).enable(
-            "table"
-        )
-        self.md.add_render_rule("image", _image_without_network)
-        self.md.add_render_rule("heading_open", _heading_with_id)
-        self.md.add_render_rule("table_open", _table_in_a_box)
-        self.md.add_render_rule("table_close", lambda *_: "</table></div>\n")
-        self.md.add_render_rule("td_open", _number_cell)
+        self.md = prose.markdown(self._highlight_fence)
         templates = Path(__file__).with_name("templates")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -104,7 +93,7 @@ class _Renderer:
             lstrip_blocks=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.env.globals["css"] = Markup((templates / "style.css").read_text() + _pygments_css())
+        self.env.globals["css"] = Markup((templates / "style.css").read_text() + prose.pygments_css())
 
     # ---- the build ----
 
@@ -198,7 +187,7 @@ class _Renderer:
             log.warning("%s/%s: %s", name, run_dir.name, problem)
         front = notebook.front_matter if notebook else {}
         machine = run.get("machine") or {}
-        writers = _headline_writers(notebook, cells)
+        writers = summary.headline_writers(notebook, cells)
         page = summary.page_view(data, run, cells, run_dir, self.repo, machine, writers)
         # fmt: off
         return {
@@ -388,63 +377,6 @@ def _need_link(need, label: str) -> dict[str, str]:
     return {"text": str(need), "href": f"#cell-{quote(need.cell)}"}
 
 
-def _image_without_network(self, tokens, idx, options, env) -> str:
-    """Markdown images with a remote source become links: the site loads nothing from the network."""
-    token = tokens[idx]
-    src = token.attrGet("src") or ""
-    if "://" in src or src.startswith("//"):
-        from markupsafe import escape
-
-        alt = "".join(t.content for t in token.children or []) or src
-        return f'<a href="{escape(src)}">image: {escape(alt)}</a>'
-    return self.image(tokens, idx, options, env)
-
-
-def _heading_with_id(self, tokens, idx, options, env) -> str:
-    """Give each prose heading an id unique on the page and list it in the page's contents."""
-    if "used" in env:  # prose, not a Markdown artifact
-        text = "".join(t.content for t in tokens[idx + 1].children or [] if t.type in ("text", "code_inline"))
-        base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
-        slug, n = base, 1
-        while slug in env["used"]:
-            n += 1
-            slug = f"{base}-{n}"
-        env["used"].add(slug)
-        tokens[idx].attrSet("id", slug)
-        env["toc"].append({"level": int(tokens[idx].tag[1:]), "id": slug, "text": text})
-    return self.renderToken(tokens, idx, options, env)
-
-
-def _table_in_a_box(self, tokens, idx, options, env) -> str:
-    """Tables scroll in their own box; a Markdown artifact's table looks like the CSV tables."""
-    return (
-        '<div class="table-box"><table class="data">\n'
-        if env.get("artifact")
-        else '<div class="scroll"><table>\n'
-    )
-
-
-def _number_cell(self, tokens, idx, options, env) -> str:
-    if env.get("artifact") and MEASURE.fullmatch(tokens[idx + 1].content.strip()):
-        tokens[idx].attrJoin("class", "num")  # numbers line up on the right, as in the CSV tables
-    return self.renderToken(tokens, idx, options, env)
-
-
-def _pygments_css() -> str:
-    """Token colours for light and dark; backgrounds come from style.css's variables."""
-    from pygments.formatters import HtmlFormatter
-
-    def rules(style: str) -> str:
-        defs = HtmlFormatter(style=style, cssclass="hl").get_style_defs(".hl")
-        lines = (line for line in defs.splitlines() if line.startswith(".hl ."))
-        return "\n".join(re.sub(r"\s*/\*.*?\*/", "", line) for line in lines)  # no token-name comments
-
-    return (
-        f"\n@media not all and (prefers-color-scheme: dark) {{\n{rules('default')}\n}}\n"
-        f"@media (prefers-color-scheme: dark) {{\n{rules('github-dark')}\n}}\n"
-    )
-
-
 def _read_record(load, folder: Path, problems: list[str], missing: str = "") -> dict | None:
     """run.json or result.json through its typed record (store.py), as the dict the views read;
     None when it is not a valid record (the problem named) or there is none (`missing` named, if given)."""
@@ -467,33 +399,3 @@ def _ordered(counts: Counter) -> list[str]:
 
 def _css(status: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in status.lower())
-
-
-def _headline_writers(notebook, cells: list[dict]) -> list[dict]:
-    """The views of the cells that write headline.json, each with `blocked_by`: the cells upstream of it
-    (in this notebook) that did not finish here while everything they need did, i.e. where its chain
-    stopped (a report cell not run because a measuring cell before it was interrupted names that cell)."""
-    if notebook is None:
-        return []
-    views = {c.get("id"): c for c in cells if c.get("id")}
-    needs = {c.id: [n.cell for n in c.needs if n.notebook is None] for c in notebook.cells}
-
-    def done(cell_id: str) -> bool:
-        return views.get(cell_id, {}).get("status") == "ok"
-
-    def stops(cell_id: str, seen: set[str]) -> list[str]:
-        found: list[str] = []
-        for up in needs.get(cell_id, []):
-            if up in seen or done(up):
-                continue
-            seen.add(up)
-            below = stops(up, seen)
-            found += below or [up]
-        return found
-
-    writers = []
-    for cell in notebook.cells:
-        if HEADLINE_FILE in cell.outputs and cell.id in views:
-            blocked = [] if done(cell.id) else stops(cell.id, {cell.id})
-            writers.append({**views[cell.id], "blocked_by": [views[b] for b in blocked if b in views]})
-    return writers

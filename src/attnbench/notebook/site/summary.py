@@ -13,7 +13,7 @@ from typing import Any
 
 from attnbench.notebook.run import provenance
 from attnbench.notebook.site import artifacts as show
-from attnbench.notebook.site.headline import Entry
+from attnbench.notebook.site.headline import HEADLINE_FILE, Entry
 from attnbench.notebook.site.sitedata import RunData
 
 NO_HEADLINE = "No headline: this run predates headline data; re-run the report cell."
@@ -221,3 +221,33 @@ def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: 
         "as_run": as_run(run.get("params") or {}, data),
         "not_gpu": head["not_gpu"] or (data.profile or {}).get("device") == "cpu",
     }
+
+
+def headline_writers(notebook, cells: list[dict]) -> list[dict]:
+    """The views of the cells that write headline.json, each with `blocked_by`: the cells upstream of it
+    (in this notebook) that did not finish here while everything they need did, i.e. where its chain
+    stopped (a report cell not run because a measuring cell before it was interrupted names that cell)."""
+    if notebook is None:
+        return []
+    views = {c.get("id"): c for c in cells if c.get("id")}
+    needs = {c.id: [n.cell for n in c.needs if n.notebook is None] for c in notebook.cells}
+
+    def done(cell_id: str) -> bool:
+        return views.get(cell_id, {}).get("status") == "ok"
+
+    def stops(cell_id: str, seen: set[str]) -> list[str]:
+        found: list[str] = []
+        for up in needs.get(cell_id, []):
+            if up in seen or done(up):
+                continue
+            seen.add(up)
+            below = stops(up, seen)
+            found += below or [up]
+        return found
+
+    writers = []
+    for cell in notebook.cells:
+        if HEADLINE_FILE in cell.outputs and cell.id in views:
+            blocked = [] if done(cell.id) else stops(cell.id, {cell.id})
+            writers.append({**views[cell.id], "blocked_by": [views[b] for b in blocked if b in views]})
+    return writers
