@@ -177,8 +177,7 @@ def test_no_headline_names_where_the_report_cells_chain_stopped():
     """A report cell not run because a measuring cell it needs (through another) was interrupted names that
     cell and its reason, not the cells between that merely did not run after it."""
     from attnbench.notebook.document.parse import parse_text
-    from attnbench.notebook.site.summary import headline_writers
-    from attnbench.notebook.site.summary import missing_headline
+    from attnbench.notebook.site.summary import headline_writers, missing_headline
 
     fence = "`" * 3
     text = "\n".join(

@@ -128,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="per cell: cached, stale (and why), failed, not run")
     _add_session_options(status)
+    status.add_argument(
+        "--batches",
+        type=float,
+        metavar="SECONDS",
+        help="also print the `attnbench run` commands that bring the label current, packed by each "
+        "cell's last measured time into commands of at most SECONDS (a job's wall-clock limit)",
+    )
 
     build = sub.add_parser("build", help="build site/ from outputs/ (no cell runs)")
     build.add_argument("--outputs", type=Path, metavar="DIR", help="default: <project>/outputs")
@@ -236,8 +243,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     for name in session.graph.named:
         notebook = session.graph.notebooks[name]
         print(f"{notebook.path} (label {session.label}, env {env['interpreter']}, python {env['python']})")
-        for cell_id, state, why in cell_statuses(session, name):
+        rows = cell_statuses(session, name)
+        for cell_id, state, why in rows:
             print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
+        if args.batches:
+            from attnbench.notebook.run.batches import batch_lines, rerun_batches
+
+            batches = rerun_batches(session, name, {c: s for c, s, _ in rows}, args.batches)
+            print("\n".join(batch_lines(batches, str(notebook.path), session.label, args.batches)))
     return 0
 
 

@@ -1,0 +1,146 @@
+"""`attnbench status --batches SECONDS`: the cells a label needs run again, in commands of bounded length.
+
+A machine lent by the job (a SLURM allocation, a device lease) often stops a command at a wall-clock
+limit. From each cell's last measured duration (its stored result, or the last failed try, a lower
+bound when it was stopped) or, never run, its `timeout=` (an upper bound), the cells that are not
+current here (stale, not run, failed) are packed in graph order into commands whose estimate fits the
+limit: `attnbench run NOTEBOOK --label L --cell A --cell B`. A cell alone over the limit gets a command of
+its own, marked, so that it is split or run where the limit is longer. A cell stopped at its last try
+(interrupted, timed out) took longer than it shows and gets a command of its own too.
+
+The times are those of the last runs, which may be of older code: a changed protocol can make a cell
+slower than its estimate (the estimate names where it comes from: "on <label>", "≥", "≤").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnbench.notebook.run import store
+from attnbench.notebook.run.session import Session
+from attnbench.notebook.run.store import Status
+
+DONE = frozenset({Status.CACHED, Status.ELSEWHERE})  # current code: nothing to run (elsewhere: its machine)
+
+
+@dataclass
+class Estimate:
+    cell: str
+    seconds: float | None  # None: never run and no timeout
+    basis: str  # "last run", "stopped after" (a lower bound), "timeout" (an upper bound), "unknown"
+    gpus: int | None = None
+
+    @property
+    def measured(self) -> bool:
+        """A measured duration (here or on another label), not the timeout's bound."""
+        return self.seconds is not None and self.basis not in ("timeout", "unknown")
+
+    def text(self) -> str:
+        if self.seconds is None:
+            return f"{self.cell} (time unknown)"
+        bound = {"stopped after": "≥ ", "timeout": "≤ "}.get(self.basis, "")
+        where = f" {self.basis}" if self.basis.startswith("on ") else ""
+        return f"{self.cell} {bound}{_minutes(self.seconds)}{where}"
+
+
+@dataclass
+class Batch:
+    notebook: str
+    cells: list[Estimate] = field(default_factory=list)
+    over_limit: bool = False
+    alone: bool = False  # a cell stopped at its last try: nothing else shares its command
+
+    @property
+    def seconds(self) -> float:
+        return sum(e.seconds or 0.0 for e in self.cells)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def estimate(session: Session, node: tuple[str, str]) -> Estimate:
+    """How long `node` takes, from what this label's folder remembers of it."""
+    cell = session.graph.cell(node)
+    folder = session.cell_dir(node)
+    failure = store.load_failure(folder)
+    result = session.judge(node).stored
+    if failure is not None and failure.duration_s and (result is None or failure.finished >= result.finished):
+        basis = "stopped after" if failure.status in (Status.INTERRUPTED, Status.TIMEOUT) else "last run"
+        return Estimate(node[1], failure.duration_s, basis, cell.gpus)
+    if result is not None and result.duration_s:
+        stopped = result.status in (Status.INTERRUPTED, Status.TIMEOUT)
+        return Estimate(node[1], result.duration_s, "stopped after" if stopped else "last run", cell.gpus)
+    elsewhere = _latest_elsewhere(session, node)
+    if elsewhere is not None:
+        label, seconds = elsewhere
+        return Estimate(node[1], seconds, f"on {label}", cell.gpus)
+    if cell.timeout:
+        return Estimate(node[1], float(cell.timeout), "timeout", cell.gpus)
+    return Estimate(node[1], None, "unknown", cell.gpus)
+
+
+def _on_cpu(label: str) -> bool:
+    return label.split("+", 1)[0] == "cpu"  # "cpu", or "cpu+profile-smoke" for a run with -p overrides
+
+
+def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, float] | None:
+    """The newest good run of the cell under another label of its notebook: (label, seconds)."""
+    here = session.run_dir(node[0])
+    found = []
+    for folder in sorted(here.parent.iterdir()) if here.parent.is_dir() else []:
+        if folder == here or not folder.is_dir() or _on_cpu(folder.name) != _on_cpu(here.name):
+            continue  # a CPU smoke run's time says nothing of a GPU run's, nor the other way round
+        try:
+            result = store.load_result(folder / node[1])
+        except store.RecordError:
+            continue
+        if result is not None and result.status == Status.OK and result.duration_s:
+            found.append((result.finished or "", folder.name, result.duration_s))
+    return max(found)[1:] if found else None
+
+
+def rerun_batches(session: Session, notebook: str, states: dict[str, Status], limit_s: float) -> list[Batch]:
+    """The cells of `notebook` whose state (cell_statuses) is not current, with every cell they need that
+    is not current either, in graph order, packed into batches whose estimate stays within `limit_s`."""
+    todo = [node for node in session.graph.nodes(notebook) if states.get(node[1]) not in DONE]
+    order = [n for n in session.graph.order(todo) if n[0] == notebook and states.get(n[1]) not in DONE]
+    batches: list[Batch] = []
+    for node in order:
+        guess = estimate(session, node)
+        seconds = guess.seconds or 0.0
+        last = batches[-1] if batches else None
+        # a cell stopped at its last try took longer than it shows: it gets a command of its own
+        alone = guess.basis == "stopped after" or (last is not None and last.alone)
+        if last is None or alone or last.over_limit or last.seconds + seconds > limit_s:
+            last = Batch(notebook, alone=guess.basis == "stopped after")
+            batches.append(last)
+        last.cells.append(guess)
+        # a timeout is a bound, not a measured time: it never marks a command as over the limit
+        last.over_limit = sum(e.seconds for e in last.cells if e.measured) > limit_s
+    return batches
+
+
+def batch_lines(batches: list[Batch], path: str, label: str, limit_s: float) -> list[str]:
+    """The commands, each with its estimate and what it is based on."""
+    if not batches:
+        return [f"  nothing to run for label {label}: every cell is current"]
+    total = sum(b.seconds for b in batches)
+    count = sum(len(b.cells) for b in batches)
+    head = (f"  to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
+            f"in {len(batches)} command(s) of at most {_minutes(limit_s)}:")  # fmt: skip
+    lines = [head]
+    for b in batches:
+        cells = " ".join(f"--cell {e.cell}" for e in b.cells)
+        gpus = max((e.gpus or 1 for e in b.cells), default=1)
+        lines.append(f"    attnbench run {path} --label {label} {cells}")
+        note = (
+            "over the limit alone: split the cell, or run it where the limit is longer; "
+            if b.over_limit
+            else ""
+        )
+        if b.alone and not b.over_limit:
+            note = "stopped at its last try, so longer than shown: a command of its own; "
+        needs = f"; needs {gpus} GPUs" if gpus > 1 else ""
+        lines.append(f"      # {note}~{_minutes(b.seconds)}: {', '.join(e.text() for e in b.cells)}{needs}")
+    return lines

@@ -1,0 +1,80 @@
+"""`attnbench status --batches SECONDS`: the commands that bring a label current, packed by each cell's
+last measured time under a wall-clock limit."""
+
+from __future__ import annotations
+
+import json
+
+from engine_helpers import cell, notebook
+
+
+def _set_duration(project, cell_id: str, seconds: float, label: str = "t") -> None:
+    path = project.cell_dir("s", cell_id, label) / "result.json"
+    result = json.loads(path.read_text())
+    result["duration_s"] = seconds
+    path.write_text(json.dumps(result))
+
+
+def _commands(out: str) -> list[tuple[str, str]]:
+    lines = out.splitlines()
+    return [(line.split("--label t ", 1)[1], lines[i + 1].strip()) for i, line in enumerate(lines)
+            if line.strip().startswith("attnbench run ")]  # fmt: skip
+
+
+def test_stale_cells_are_packed_under_the_limit_by_their_last_times(project):
+    """a (300 s) and b (200 s) fit one 600-s command; c (400 s) does not fit beside them; d never ran
+    here: its time on another GPU label (50 s) is used, never the CPU label's; e's only bound is its
+    timeout. After a code change every cell is stale; with nothing stale there is nothing to run."""
+    cells = [
+        cell("id=a", "print('a')"),
+        cell("id=b needs=a", "print('b')"),
+        cell("id=c needs=b", "print('c')"),
+    ]
+    path = project.write("s.md", notebook(*cells))
+    assert project.run(path).code == 0
+    for cell_id, seconds in (("a", 300), ("b", 200), ("c", 400)):
+        _set_duration(project, cell_id, seconds)
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert "nothing to run for label t: every cell is current" in said
+
+    d = cell("id=d needs=c", "print('d')")
+    e = cell("id=e needs=d timeout=90", "print('e')")
+    path.write_text(notebook(*cells, d))
+    assert project.run(path, label="gpu-b").code == 0 and project.run(path, label="cpu").code == 0
+    _set_duration(project, "d", 50, "gpu-b")
+    _set_duration(project, "d", 1, "cpu")
+    changed = [cell("id=a", "print('a, changed')"), *cells[1:], d, e]
+    path.write_text(notebook(*changed))
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert "5 cells, about 17.3 min by their last runs, in 2 command(s) of at most 10.0 min" in said
+    assert _commands(said) == [
+        ("--cell a --cell b", "# ~8.3 min: a 5.0 min, b 3.3 min"),
+        ("--cell c --cell d --cell e", "# ~9.0 min: c 6.7 min, d 50 s on gpu-b, e ≤ 1.5 min"),
+    ]
+
+
+def test_a_cell_stopped_at_its_last_try_gets_a_command_of_its_own(project):
+    """An interrupted cell's time is a lower bound: it is not packed with others; a cell whose measured
+    time alone passes the limit is marked to be split."""
+    slow = cell("id=slow", "import os, signal\nos.kill(os.getpid(), signal.SIGINT)")
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), slow, cell("id=b", "print('b')")))
+    project.run(path)
+    _set_duration(project, "a", 900)
+    result = json.loads((project.cell_dir("s", "slow") / "result.json").read_text())
+    assert result["status"] in ("interrupted", "failed"), result
+    result["status"], result["duration_s"] = "interrupted", 120
+    (project.cell_dir("s", "slow") / "result.json").write_text(json.dumps(result))
+    _set_duration(project, "b", 10)
+    path.write_text(notebook(cell("id=a", "print('a!')"), slow, cell("id=b", "print('b!')")))
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert _commands(said) == [
+        (
+            "--cell a",
+            "# over the limit alone: split the cell, or run it where the limit is longer; ~15.0 min: a 15.0 min",
+        ),
+        (
+            "--cell slow",
+            "# stopped at its last try, so longer than shown: a command of its own; ~2.0 min: slow ≥ 2.0 min",
+        ),
+        ("--cell b", "# ~10 s: b 10 s"),
+    ]
