@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build site/ from outputs/ (no cell runs)")
     build.add_argument("--outputs", type=Path, metavar="DIR", help="default: <project>/outputs")
     build.add_argument("--site", type=Path, metavar="DIR", help="default: <project>/site")
+    build.add_argument(
+        "--no-status",
+        dest="status",
+        action="store_false",
+        help="do not judge the stored results against the code of now (pages then show only the stale "
+        "notes a run left in run.json)",
+    )
 
     export = sub.add_parser("export", help="export a notebook for Jupyter/papermill")
     export.add_argument("notebook", type=Path, metavar="NOTEBOOK")
@@ -260,14 +267,30 @@ def _project_root() -> Path:
     return find_root(Path.cwd() / "_")
 
 
+def _stored_states(root: Path, outputs: Path) -> dict | None:
+    """Every stored result judged against the code of now, for the site (run/status.py); None where the
+    project has no notebooks/ to judge by."""
+    from attnbench.notebook.run.status import stored_states
+
+    folder = root / "notebooks"
+    if not folder.is_dir() or not outputs.is_dir():
+        return None
+    notebooks = _runnable(sorted(folder.glob("*.md")))
+    states, problems = stored_states(notebooks, outputs)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return states
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from attnbench.notebook.site.render import build_site  # written separately; imported only when building
 
     root = _project_root()
     outputs = args.outputs or root / "outputs"
     site = args.site or root / "site"
+    states = _stored_states(root, outputs) if args.status else None
     try:
-        pages = build_site(outputs, site)
+        pages = build_site(outputs, site, states)
     except (FileNotFoundError, FileExistsError) as e:
         raise SetupError(str(e)) from None
     print(f"site: {len(pages)} pages in {site}")

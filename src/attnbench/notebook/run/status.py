@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from attnbench.notebook.run import store
 from attnbench.notebook.run.session import Session
 from attnbench.notebook.run.store import Status
@@ -38,3 +41,47 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
             why = result.reason + (f" (and stale: {'; '.join(judged.reasons)})" if judged.reasons else "")
             rows.append((node[1], result.status, why))
     return rows
+
+
+def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """{notebook: {label: {cell: (state, why)}}} for every label folder under `outputs` of the given
+    (parsed) notebooks, judged against the code of now, and the problems met (a label that cannot be
+    judged is left out, named). What `attnbench build` hands the site so that every page says which of
+    its results the code has moved past, not only those a later run happened to note in run.json.
+
+    A label whose run.json records params other than the notebook's defaults (a `-p` run) is judged
+    with those params, in a session of its own."""
+    from attnbench.notebook.document.model import NotebookError
+    from attnbench.notebook.run.graph import load_graph, resolve_params
+    from attnbench.notebook.run.launchers import EnvSpec
+    from attnbench.notebook.run.session import Options, SetupError, prepare
+
+    states: dict[str, dict[str, dict]] = {}
+    problems: list[str] = []
+    defaults = resolve_params(load_graph(list(notebooks)), {}) if notebooks else {}
+    groups: dict[tuple[str, str], list] = {}  # (label, params) -> notebooks judged in one session
+    for nb in notebooks:
+        folder = Path(outputs) / nb.name
+        for run_dir in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+            try:
+                run = store.load_run(run_dir)
+            except store.RecordError as e:
+                problems.append(f"{run_dir}: {e}; its staleness is not shown")
+                continue
+            params = (run.params if run else None) or {}
+            own = {k: v for k, v in params.items() if defaults.get(nb.name, {}).get(k, v) != v}
+            groups.setdefault((run_dir.name, json.dumps(own, sort_keys=True)), []).append(nb)
+    for (label, own), members in groups.items():
+        try:
+            options = Options(
+                env=env or EnvSpec("uv"), label=label, outputs=Path(outputs), params=json.loads(own)
+            )
+            session = prepare(members, options)
+            for nb in members:
+                rows = cell_statuses(session, nb.name)
+                states.setdefault(nb.name, {})[label] = {c: (str(s), why) for c, s, why in rows}
+        except (SetupError, NotebookError, store.RecordError, ValueError) as e:
+            problems.append(
+                f"label {label} of {', '.join(nb.name for nb in members)}: {e}; its staleness is not shown"
+            )
+    return states, problems

@@ -1,0 +1,53 @@
+"""`attnbench build` judges every stored result against the code of now and the site says which are
+stale: a note on the run's page naming the cells and why, a badge on the index card."""
+
+from __future__ import annotations
+
+from engine_helpers import cell, notebook
+
+from attnbench.notebook.document.parse import parse_notebook
+from attnbench.notebook.run.launchers import EnvSpec
+from attnbench.notebook.run.status import stored_states
+from attnbench.notebook.site.render import build_site
+
+PYTHON = EnvSpec("python")  # the interpreter the test project's runs used (engine_helpers)
+
+
+def test_the_site_marks_results_the_code_has_moved_past(project):
+    a = cell("id=a", "print('measured')")
+    path = project.write("s.md", notebook(a, cell("id=b needs=a", "print('presented')")))
+    assert project.run(path).code == 0
+    outputs = project.root / "outputs"
+
+    states, problems = stored_states([parse_notebook(path)], outputs, PYTHON)
+    assert problems == [] and {c: s for c, (s, _) in states["s"]["t"].items()} == {
+        "a": "cached",
+        "b": "cached",
+    }
+
+    path.write_text(
+        notebook(cell("id=a", "print('measured anew')"), cell("id=b needs=a", "print('presented')"))
+    )
+    states, _ = stored_states([parse_notebook(path)], outputs, PYTHON)
+    assert states["s"]["t"]["a"] == ("stale", "code changed")
+    assert states["s"]["t"]["b"][0] == "stale"
+
+    site = project.root / "site"
+    build_site(outputs, site, states)
+    page = (site / "s" / "t.html").read_text()
+    assert (
+        'class="stale-note"' in page
+        and "2 cells of this run were measured by code that has changed since" in page
+    )
+    assert "code changed: " in page and "what it reads was measured again or changed: " in page
+    assert "2 cells stale" in (site / "index.html").read_text()
+
+    build_site(outputs, site)  # without the engine's judgement: only what run.json noted (nothing here)
+    assert "of this run were measured by code" not in (site / "s" / "t.html").read_text()
+
+
+def test_a_label_run_with_its_own_params_is_judged_with_them(project):
+    path = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
+    assert project.run(path, "-p", "n=2", label="t-n2").code == 0
+    states, problems = stored_states([parse_notebook(path)], project.root / "outputs", PYTHON)
+    assert problems == [] and states["p"]["t-n2"]["a"][0] == "cached"
