@@ -267,12 +267,12 @@ def _project_root() -> Path:
     return find_root(Path.cwd() / "_")
 
 
-def _stored_states(root: Path, outputs: Path) -> dict | None:
-    """Every stored result judged against the code of now, for the site (run/status.py); None where the
-    project has no notebooks/ to judge by."""
+def _stored_states(outputs: Path) -> dict | None:
+    """Every stored result judged against the code of now, for the site (run/status.py), by the
+    notebooks/ beside `outputs`; None where there is none to judge by."""
     from attnbench.notebook.run.status import stored_states
 
-    folder = root / "notebooks"
+    folder = Path(outputs).resolve().parent / "notebooks"
     if not folder.is_dir() or not outputs.is_dir():
         return None
     notebooks = _runnable(sorted(folder.glob("*.md")))
@@ -288,7 +288,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     root = _project_root()
     outputs = args.outputs or root / "outputs"
     site = args.site or root / "site"
-    states = _stored_states(root, outputs) if args.status else None
+    states = _stored_states(outputs) if args.status else None
     try:
         pages = build_site(outputs, site, states)
     except (FileNotFoundError, FileExistsError) as e:
