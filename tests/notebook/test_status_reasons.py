@@ -152,4 +152,7 @@ def test_a_result_keyed_by_an_earlier_index_is_rekeyed_from_git(project, monkeyp
 
     assert _rows(project.status(path).out)["a"] == "cached"
     (root / "src" / "mine" / "bench" / "timing.py").write_text("y = 2\n")
-    assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed"
+    # the part whose code changed since the commit the result was measured at is named
+    assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed (bench.timing)"
+    (root / "src" / "mine" / "bench" / "sub" / "__init__.py").write_text("x = 2\n")  # a part it does not use
+    assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed (bench.timing)"

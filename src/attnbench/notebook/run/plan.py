@@ -15,6 +15,8 @@ from typing import Any
 from attnbench.notebook.document.model import Cell
 from attnbench.notebook.run.store import CellResult
 
+SOURCES_CHANGED = "attnbench sources changed"  # session.py names the parts that changed, where it can
+
 # Bump when the materialised script's template changes in a way that changes what a cell does.
 SCRIPT_FORMAT = 1
 
@@ -105,7 +107,7 @@ def stale_reasons(
         reasons.append("params changed" + (f": {', '.join(changed)}" if changed else ""))
     reasons += _upstream_reasons(old, new)
     if old.get("attnbench") != new["attnbench"]:
-        reasons.append("attnbench sources changed")
+        reasons.append(SOURCES_CHANGED)
     if old.get("env") != new["env"]:
         was, now = old.get("env") or {}, new["env"]
         if was.get("kind") != now.get("kind"):  # another kind of env: its other fields do not compare

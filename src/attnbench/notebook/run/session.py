@@ -19,7 +19,7 @@ from attnbench.notebook.run import store
 from attnbench.notebook.run.graph import Graph, NodeId, load_graph, resolve_params
 from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
-from attnbench.notebook.run.plan import CacheKey, cell_key, stale_reasons
+from attnbench.notebook.run.plan import SOURCES_CHANGED, CacheKey, cell_key, stale_reasons
 from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
 from attnbench.notebook.run.sources import SourceIndex
 from attnbench.notebook.run.store import CellResult, Status
@@ -137,7 +137,8 @@ class Session:
                 finished = {
                     need: judged.stored.finished if judged.stored else None for need, _, judged in ups
                 }
-                reasons = stale_reasons(stored, key, self.params[node[0]], finished)
+                reasons = self._named_sources(stale_reasons(stored, key, self.params[node[0]], finished),
+                                              cell.source, stored)  # fmt: skip
             # an upstream cell whose result is stale only for its machine or environment changes its
             # dependents' keys for that reason alone
             env_only = {
@@ -151,6 +152,19 @@ class Session:
             ]
             self._judged[node] = Judgment(key, stored, reasons, elsewhere)
         return self._judged[node]
+
+    def _named_sources(self, reasons: list[str], source: str, stored: CellResult) -> list[str]:
+        """ "attnbench sources changed" names the parts whose code changed since the commit the result
+        was measured at (read from git), where that commit is known and clean."""
+        code = stored.code or {}
+        if SOURCES_CHANGED not in reasons or not code.get("commit") or code.get("dirty") is True:
+            return reasons
+        then = self.sources.as_of(code["commit"])
+        parts = self.sources.changed_parts(then, source) if then is not None else []
+        if not parts:
+            return reasons
+        named = f"{SOURCES_CHANGED} ({', '.join(parts)})"
+        return [named if r == SOURCES_CHANGED else r for r in reasons]
 
     def _sources_hash(self, source: str, stored: CellResult | None) -> str:
         """The hash of the package parts the cell uses. A result keyed by an earlier way of hashing them

@@ -276,6 +276,15 @@ class SourceIndex:
             return list(self.reexported[folder])
         return self.aliases.get(name, name)
 
+    def changed_parts(self, then: SourceIndex, source: str) -> list[str]:
+        """The parts `source` uses, now or in `then` (the package at an earlier commit), whose code differs
+        between the two: what made a result measured at that commit stale."""
+        parts = set(self.closure(source)) | set(then.closure(source))
+        return sorted(
+            part for part in parts
+            if part not in self.files or part not in then.files or self.part_hash(part) != then.part_hash(part)
+        )  # fmt: skip
+
     def hash_for(self, source: str) -> str:
         digest = hashlib.sha256()
         for part in self.closure(source):
