@@ -466,3 +466,22 @@ def test_the_peers_cell_sweeps_only_its_strategies_without_a_reference(tmp_path)
     )
     assert _run_alone(script, tmp_path) == "['cp_te_p2p']"  # no zigzag, no single-GPU reference
     assert (tmp_path / "results.jsonl").exists() and (tmp_path / "sweep.json").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_run_naming_no_peer_leaves_the_peers_cell_an_empty_results_file(tmp_path):
+    """`-p strategies=[zigzag]`: the peers' cell times nothing, and its results.jsonl exists (empty), so
+    the report cells that read every bench cell's rows (read_stages) do not fail on a missing file."""
+    (tmp_path / "results.jsonl").write_text('{"stale": "row of an earlier run"}\n')
+    script = tmp_path / "none.py"
+    script.write_text(
+        "from attnbench.studies.context_parallel import profiles\n"
+        "from attnbench.studies.context_parallel.sweep import notebook_sweep\n"
+        "config = profiles.resolve('smoke', False)\n"
+        "config.update(strategies=['zigzag'], strategy_options={})\n"
+        "rank, sweep = notebook_sweep(config, config['kernel'], strategies=profiles.peers(config['strategies']),\n"
+        "                             reference=False)\n"
+        "print(len(sweep.rows))\n"
+    )
+    assert _run_alone(script, tmp_path) == "0"
+    assert (tmp_path / "results.jsonl").read_text() == ""

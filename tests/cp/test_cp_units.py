@@ -168,7 +168,7 @@ def test_registry_kernels_and_unavailable_reasons():
 
 
 def test_verdict_names_a_nan_error_on_one_rank_as_failed():
-    from attnbench.studies.context_parallel.verify import combine_verdicts
+    from attnbench.studies.context_parallel.verify import LSE_TOLERANCE, combine_verdicts
 
     good = {m: {"cp": 1e-4, "single": 1e-4, "bound": 1e-3} for m in ("out", "dq", "dk", "dv")}
     nan_dk = {**good, "dk": {"cp": float("nan"), "single": 1e-4, "bound": 1e-3}}
@@ -183,8 +183,11 @@ def test_verdict_names_a_nan_error_on_one_rank_as_failed():
     nan_lse = combine_verdicts([(True, good, 1e-5), (False, good, float("nan"))])
     assert nan_lse["reason"] == "beyond tolerance: lse" and nan_lse["lse_err"] != nan_lse["lse_err"]
     fine = combine_verdicts([(True, good, 1e-5), (True, good, 2e-5)])
-    assert fine == {"errors": good, "rank_errors": [good, good], "lse_err": 2e-5, "ok": True, "status": "ok",
+    per_rank = [{**good, "lse": {"cp": lse, "bound": LSE_TOLERANCE}} for lse in (1e-5, 2e-5)]
+    assert fine == {"errors": good, "rank_errors": per_rank, "lse_err": 2e-5, "ok": True, "status": "ok",
                     "reason": ""}  # fmt: skip
+    # the rank that failed only on its LSE is the one whose own entry says so
+    assert [r["lse"]["cp"] != r["lse"]["cp"] for r in nan_lse["rank_errors"]] == [False, True]
 
 
 def test_verdict_keeps_every_ranks_errors_beside_the_worst():

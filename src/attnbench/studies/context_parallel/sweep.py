@@ -12,7 +12,6 @@ at idle clocks (the first 2x H200 run: 281 TFLOP/s for a row that measured 563 o
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -189,8 +188,9 @@ def notebook_sweep(
         )
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     if rank == 0:
-        if os.path.exists(out_path):
-            os.remove(out_path)  # rows are appended as they are measured
+        # rows are appended as they are measured; the file exists (empty) even when none is, e.g. a
+        # `-p strategies=[...]` run naming no peer leaves the peers' cell nothing to time
+        open(out_path, "w").close()
         banner = f"*** {config['label']} ***" if config.get("label") else f"{gpu} x {world}"
         print(f"{banner}; local kernel {kernel}", flush=True)
 

@@ -122,9 +122,9 @@ def beyond(err: float, bound: float) -> bool:
 
 def combine_verdicts(verdicts: list) -> dict:
     """(ok, errors, lse_err) of every rank -> the worst errors, ok, status and reason (NaN is worst), and
-    every rank's own errors in rank order (`rank_errors`: the worst of each metric may come from different
-    ranks, and a single-device error that differs between strategies of one layout is only explained
-    rank by rank)."""
+    every rank's own errors in rank order, its LSE error among them (`rank_errors`: the worst of each
+    metric may come from different ranks, and a single-device error that differs between strategies of
+    one layout is only explained rank by rank)."""
     errors = {
         m: max((v[1][m] for v in verdicts), key=lambda e: (beyond(e["cp"], e["bound"]), e["cp"] - e["bound"]))
         for m in METRICS
@@ -137,12 +137,17 @@ def combine_verdicts(verdicts: list) -> dict:
         failed.append("lse")
     return {
         "errors": errors,
-        "rank_errors": [v[1] for v in verdicts],
+        "rank_errors": [_with_lse(v[1], v[2]) for v in verdicts],
         "lse_err": lse_err,
         "ok": ok,
         "status": "ok" if ok else "incorrect",
         "reason": f"beyond tolerance: {', '.join(failed)}" if failed else "",
     }
+
+
+def _with_lse(errors: dict, lse_err: float | None) -> dict:
+    """A rank's errors with its LSE error beside them (a rank that fails on the LSE alone is named)."""
+    return errors if lse_err is None else {**errors, "lse": {"cp": lse_err, "bound": LSE_TOLERANCE}}
 
 
 def check_strategy(
