@@ -162,7 +162,7 @@ def test_no_headline_says_which_report_cell_did_not_run():
 
     said = missing_headline([{"id": "targets", "status": "not run", "reason": ""},
                              {"id": "bench", "status": "interrupted", "reason": "interrupted (SIGTERM)"}])  # fmt: skip
-    assert said == ("No headline: the cell that writes it has not run on this machine: targets not run; "
+    assert said == ("No headline: the cells that write it did not finish on this machine: targets not run; "
                     "bench interrupted (interrupted (SIGTERM)).")  # fmt: skip
     assert missing_headline(
         [{"id": "targets", "status": "not run", "reason": "not run on this machine"}]
@@ -171,6 +171,10 @@ def test_no_headline_says_which_report_cell_did_not_run():
     )  # a reason that only repeats the status is left out
     assert missing_headline([{"id": "targets", "status": "ok", "reason": ""}]) == NO_HEADLINE
     assert missing_headline([]) == NO_HEADLINE
+    # a report cell that ran and failed did not finish; it did run
+    assert missing_headline([{"id": "targets", "status": "failed", "reason": "KeyError: 'bench'"}]) == (
+        "No headline: the cell that writes it did not finish on this machine: targets failed (KeyError: 'bench')."
+    )
 
 
 def test_no_headline_names_where_the_report_cells_chain_stopped():

@@ -108,7 +108,10 @@ def missing_headline(report_cells: list[dict]) -> str:
         upstream = [f"{b['id']} {b.get('status')}{why(b)}" for b in cell.get("blocked_by") or []]
         return text + (f", as what it needs did not finish: {', '.join(upstream)}" if upstream else "")
 
-    return f"No headline: the cell that writes it has not run on this machine: {'; '.join(map(said, unfinished))}."
+    ran = any(c.get("status") != "not run" for c in unfinished)  # failed, timed out: it ran, and stopped
+    verb = "did not finish" if ran else "has not run"
+    who = "the cell that writes it" if len(report_cells) == 1 else "the cells that write it"
+    return f"No headline: {who} {verb} on this machine: {'; '.join(map(said, unfinished))}."
 
 
 def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict[str, Any]:
