@@ -31,9 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seq-len", type=int, default=4224)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="the rows, rewritten after each timing")
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, sdpa_math")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1 round is needed")
 
     import torch
 
@@ -55,42 +57,54 @@ def main(argv: list[str] | None = None) -> int:
     counts = flux["timing"]
     chosen, unavailable = [], {}
     for provider in providers.select(names):
-        why = provider.unavailable()
+        why = provider.unavailable() or provider.unsupported(workload, "fwd")
+        if not why and provider.needs_cuda and device != "cuda":
+            why = f"needs a CUDA device (this run is on {device})"  # as the sweep rules
         if why:
             unavailable[provider.name] = why
-            print(f"{provider.name}: unavailable: {why}")
+            print(f"{provider.name}: cannot run here: {why}")
         else:
             chosen.append(provider)
     if not chosen:
-        print(f"none of {names} is available here")
+        print(f"none of {names} can run here")
         return 1
-    rows = []
-    inputs = make_inputs(workload, device, seed=0)
+    found = {"workload": workload.label(), "timing": counts, "rows": [], "unavailable": unavailable}
+    rows = found["rows"]
     for round_ in range(args.rounds):
-        for variant in ("same", "fresh", "reseeded"):
-            if variant == "fresh":
-                inputs = make_inputs(workload, device, seed=0)
-            elif variant == "reseeded":
-                inputs = make_inputs(workload, device, seed=round_ + 1)
+        for variant, seed in (("same", None), ("fresh", 0), ("reseeded", round_ + 1)):
+            if seed is not None or round_ == 0:  # `same`: the inputs timed last, as they are
+                inputs, inputs_seed = make_inputs(workload, device, seed=seed or 0), seed or 0
             for provider in chosen:
-                with torch.no_grad():
-                    prepared = provider.prepare(*inputs, workload)
-                    t = timing.measure(prepared.run, device=device, **counts)
-                energy = t.power_w * t.ms_median if t.power_w else None  # mJ per call
-                row = {"round": round_, "inputs": variant, "provider": provider.name, "ms": t.ms_median,
-                       "sm_clock_mhz": t.sm_clock_mhz, "power_w": t.power_w, "temperature_c": t.temperature_c,
-                       "energy_mj_per_call": energy, "warmup_s": t.warmup_s, "settled": t.warmup_settled}  # fmt: skip
+                row = {"round": round_, "inputs": variant, "seed": inputs_seed, "provider": provider.name}
+                row.update(_timed(provider, inputs, workload, device, counts, torch, timing))
                 rows.append(row)
                 print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                       flush=True)  # fmt: skip
+                if args.out:  # a later failure of the process keeps every row timed so far
+                    args.out.write_text(json.dumps(found, indent=1))
     for provider in chosen:
-        mine = [r["ms"] for r in rows if r["provider"] == provider.name]
-        print(f"{provider.name}: {len(mine)} timings, min {min(mine):.4f} max {max(mine):.4f} ms "
-              f"({(max(mine) - min(mine)) / min(mine):.1%} apart)")  # fmt: skip
-    if args.out:
-        found = {"workload": workload.label(), "timing": counts, "rows": rows, "unavailable": unavailable}
-        args.out.write_text(json.dumps(found, indent=1))
+        mine = [r["ms"] for r in rows if r["provider"] == provider.name and r.get("ms")]
+        if mine:
+            print(f"{provider.name}: {len(mine)} timings, min {min(mine):.4f} max {max(mine):.4f} ms "
+                  f"({(max(mine) - min(mine)) / min(mine):.1%} apart)")  # fmt: skip
+        else:
+            print(f"{provider.name}: no timing succeeded (each row names its error)")
     return 0
+
+
+def _timed(provider, inputs, workload, device, counts, torch, timing) -> dict:
+    """One timing of `provider` with the report's protocol: its time and what the GPU did, or the error
+    that stopped it (a row of its own: an out-of-memory or a library failure ends no probe)."""
+    try:
+        with torch.no_grad():
+            prepared = provider.prepare(*inputs, workload)
+            t = timing.measure(prepared.run, device=device, **counts)
+    except Exception as exc:  # noqa: BLE001 - every failure is a row, never a crash
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    energy = t.power_w * t.ms_median if t.power_w else None  # mJ per call
+    return {"ms": t.ms_median, "sm_clock_mhz": t.sm_clock_mhz, "power_w": t.power_w,
+            "temperature_c": t.temperature_c, "energy_mj_per_call": energy, "warmup_s": t.warmup_s,
+            "settled": t.warmup_settled}  # fmt: skip
 
 
 if __name__ == "__main__":
