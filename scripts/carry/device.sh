@@ -5,7 +5,8 @@
 # 2. Install every group whose pieces are all there now (once; /tmp/carry/done.<group> marks it).
 # 3. Once FlashInfer and MagiAttention are installed, JIT-compile FlashInfer's single-prefill modules and
 #    the FFA variants of MagiAttention's distributed attention (magi_jit.py) in the background (setsid:
-#    they outlive this call), so that the notebooks find them cached.
+#    they outlive this call), so that the notebooks find them cached. CARRY_FI_JIT=0 / CARRY_MAGI_JIT=0
+#    skip either (a run that needs neither should not be timed while they compile).
 # WAIT_S (default 0): wait up to that long for those background JITs before returning (the last call).
 # Exit 0 when nothing failed (missing groups are reported, not failures); 2 on a checksum or install error.
 set -u
@@ -36,9 +37,16 @@ install_small() {
         > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
     echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
   fi
-  ( setsid nohup bash -c "(python3 $REPO/scripts/carry/magi_jit.py; echo rc=\$?) > $C/magi_jit.log 2>&1; \
-      touch $C/magi_jit.done" >/dev/null 2>&1 & )
-  echo "MagiAttention distributed FFA variants: JIT started in the background (log: $C/magi_jit.log)"
+  # CARRY_MAGI_JIT=0 (e.g. a Flux or mask run, which needs no distributed FFA variant): no compile competing
+  # with the timed run for the CPUs
+  if [ "${CARRY_MAGI_JIT:-1}" = 0 ]; then
+    echo "rc=skipped (CARRY_MAGI_JIT=0)" > $C/magi_jit.log; touch $C/magi_jit.done
+    echo "MagiAttention JIT skipped (CARRY_MAGI_JIT=0)"
+  else
+    ( setsid nohup bash -c "(python3 $REPO/scripts/carry/magi_jit.py; echo rc=\$?) > $C/magi_jit.log 2>&1; \
+        touch $C/magi_jit.done" >/dev/null 2>&1 & )
+    echo "MagiAttention distributed FFA variants: JIT started in the background (log: $C/magi_jit.log)"
+  fi
 }
 install_base() { mkdir -p "$ATTNBENCH_WHEELS" && cp "$1"/*.whl "$ATTNBENCH_WHEELS/"; }
 # all CuTe DSL wheels in ONE pip call: they share nvidia_cutlass_dsl/, a second --target call replaces it
@@ -76,8 +84,12 @@ elif [ -f $C/fi_jit.done ]; then
   grep -q '^rc=0' $C/fi_jit_0.log && grep -q '^rc=0' $C/fi_jit_1.log && echo "FlashInfer JIT: done" \
     || { echo "FlashInfer JIT failed (the report's first FlashInfer call compiles instead):"; tail -n 4 $C/fi_jit_*.log; }
 elif [ -f $C/done.small ]; then echo "FlashInfer JIT: still compiling"; fi
-if [ -f $C/magi_jit.done ]; then sed 's/^/MagiAttention JIT: /' $C/magi_jit.log | tail -n 6
-elif [ -f $C/done.small ]; then echo "MagiAttention JIT: still compiling"; fi
+if [ -f $C/magi_jit.done ]; then
+  if grep -q '^rc=skipped' $C/magi_jit.log; then echo "MagiAttention JIT: skipped (CARRY_MAGI_JIT=0)"
+  elif grep -q '^rc=0' $C/magi_jit.log; then sed 's/^/MagiAttention JIT: /' $C/magi_jit.log | tail -n 6
+  else echo "MagiAttention JIT failed (its first distributed call compiles instead, inside the timed cell):"
+    tail -n 6 $C/magi_jit.log; fi
+elif [ -f $C/done.small ]; then echo "MagiAttention JIT: still compiling (a timed run now competes with it for the CPUs)"; fi
 [ "$wait_s" -gt 0 ] && PYTHONPATH=$REPO/src:$PYTHONPATH python3 "$REPO/scripts/carry/check_imports.py"
 du -sh /tmp/te /tmp/fa4 /tmp/fi /tmp/magi /tmp/common 2>/dev/null
 exit $status
