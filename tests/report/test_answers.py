@@ -150,22 +150,51 @@ def test_unchecked_rows_rank_only_alone_and_are_badged():
     assert "unchecked ones marked" in page_headline(headline([row("a", 64, 1.0, ok=None)])).entries_title
 
 
-def test_timed_numbers_carry_the_measured_spread(tmp_path):
-    """A repeatability file's p95 spread: a time takes it, a ratio of two times twice it, a length none."""
+def test_timed_numbers_carry_the_spread_measured_on_their_machine(tmp_path):
+    """A repeatability file's p95 spread, for rows of the machine it was measured on: a time takes it, a
+    ratio of two times twice it, a length none; a machine without a repeatability run gets none."""
     import json
 
     from attnbench.notebook.site import headline as page
     from attnbench.report.answers import with_spreads
-    from attnbench.report.repeatability import measured_spread
+    from attnbench.report.repeatability import spread_for
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "measurements").mkdir()
-    (tmp_path / "measurements" / "flux_repeatability-x.json").write_text(json.dumps({"p95_spread": 0.05}))
+    doc = {"machine_id": "h100-a", "p95_spread": 0.05, "median_spread": 0.01, "pairs": []}
+    (tmp_path / "measurements" / "flux_repeatability-x.json").write_text(json.dumps(doc))
     (tmp_path / "outputs" / "nb").mkdir(parents=True)
-    assert measured_spread(tmp_path / "outputs" / "nb") == 0.05
+    assert spread_for({"h100-a"}, tmp_path / "outputs" / "nb") == 0.05
+    assert spread_for({"h200-b"}, tmp_path / "outputs" / "nb") is None  # never lent across GPUs
     answer = page.Answer(numbers=[page.Number("t", "time", 1.0, "ms"), page.Number("r", "ratio", 2.0, "×"),
                                   page.Number("L", "longest", 4096, "tokens")])  # fmt: skip
     assert [n.spread for n in with_spreads(answer, 0.05).numbers] == [0.05, 0.1, None]
+
+
+def test_ranked_entries_carry_the_spread_of_their_machine(tmp_path, monkeypatch):
+    import json
+
+    from attnbench.report.headline_data import headline_of
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    doc = {"machine_id": "h100-a", "p95_spread": 0.1, "median_spread": 0.01, "pairs": []}
+    (tmp_path / "measurements" / "flux_repeatability-h100.json").write_text(json.dumps(doc))
+    cell = tmp_path / "bench"
+    cell.mkdir()
+    rows = [{"provider": p, "family": p, "status": "ok", "pass": "fwd", "ms_median": ms, "tflops": tf, "ok": True,
+             "seqlen_q": 64, "seqlen_k": 64, "batch": 1, "heads_q": 1, "heads_kv": 1, "head_dim": 8,
+             "dtype": "bfloat16", "mask": "full", "env": env}
+            for p, ms, tf in (("fa", 1.0, 100.0), ("fb", 2.0, 50.0)) for env in ("h100-a",)]  # fmt: skip
+    (cell / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.chdir(tmp_path)
+    head, problems = headline_of({"bench": cell})
+    assert problems == [] and head.entries and all(e.spread == 0.1 for e in head.entries)
+    for r in rows:
+        r["env"] = "h200-b"
+    (cell / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    head, _ = headline_of({"bench": cell})
+    assert all(e.spread is None for e in head.entries)
 
 
 def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_path, monkeypatch):

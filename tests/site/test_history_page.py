@@ -142,3 +142,18 @@ def test_a_new_measurement_of_the_same_code_is_a_point_of_its_own(tmp_path: Path
         _commit_entries(tmp_path, "aaaaaaa", [entry], f"measured {value}")
     h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
     assert len(h.runs) == 2 and not h.runs[0].presented_again
+
+
+def test_an_entry_moves_against_its_measured_spread_also_before_it_was_measured(tmp_path: Path):
+    """The newest run's entry says its machine's spread (10 %): a 6 % move is noise at every run, the
+    runs committed before the spread was measured included; a 15 % move is flagged."""
+    git(tmp_path, "init", "-q")
+    for code, value, spread in (("aaaaaaa", 600.0, None), ("bbbbbbb", 636.0, None), ("ccccccc", 731.0, 0.1)):
+        entry = page.Entry(
+            "fwd|causal", "fa3", value, "TFLOP/s", group="forward", label="causal", spread=spread
+        )
+        _commit_entries(tmp_path, code, [entry], f"measured at {code}")
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert [bool(r.flagged) for r in h.runs] == [False, False, True]
+    (number,) = history_view(h)["numbers"]
+    assert number["spread"] == "10.0%" and number["measured"] is True

@@ -17,7 +17,7 @@ from typing import Any
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.kernel_names import short_kernel_name
-from attnbench.report.repeatability import measured_spread, repeatability_of, widest_text
+from attnbench.report.repeatability import repeatability_of, spread_for, widest_text
 
 FA3 = "flash_attn3"
 LEADERBOARD_BEST_MS = 5.364  # best public entry of the CS336 leaderboard (fwd+bwd, causal, S 16384, D 64)
@@ -391,8 +391,11 @@ def with_spreads(answer: page.Answer, spread: float | None) -> page.Answer:
 
 def answer_for(name: str, data, key_figure: str = "", spread: float | None = None) -> page.Answer:
     """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so. Its timed numbers
-    carry `spread` (default: measured_spread()) for the history page's flags."""
-    answer = with_spreads(ANSWERS[name](data), spread if spread is not None else measured_spread())
+    carry `spread` (default: the run-to-run spread measured on the rows' machine) for the history page's
+    flags."""
+    if spread is None:
+        spread = spread_for({str(r.get("env")) for r in data.rows if r.get("env")})
+    answer = with_spreads(ANSWERS[name](data), spread)
     answer.key_figure = key_figure
     if any(r.get("timer") == "perf_counter" for r in data.rows):
         answer.answer.append("CPU smoke run: not a GPU measurement; the numbers only show the report works.")

@@ -2,7 +2,8 @@
 
 A repeatability file holds the same rows timed in two runs on one machine; its 95th-percentile spread is
 how far apart two runs of one row fall. The Flux answer states it beside its lead (a smaller lead is
-noise), and every timed headline number carries it so the history page flags only moves beyond it.
+noise), and every timed headline number and ranked entry of a run on that machine carries it, so the
+history page flags only moves beyond it.
 """
 
 from __future__ import annotations
@@ -31,15 +32,13 @@ def _repeatability_files(start: Path | None = None):
                 break
 
 
-def measured_spread(start: Path | None = None) -> float | None:
-    """The run-to-run spread of one timed row: the largest 95th-percentile spread (|a-b|/mean of two runs'
-    ms_median) of the nearest repeatability files; None when there is none (history then flags at its
-    default)."""
-    for found in _repeatability_files(start):
-        values = [v for v in (_num(_load(path).get("p95_spread")) for path in found) if v]
-        if values:
-            return max(values)
-    return None
+def spread_for(env_ids: set[str], start: Path | None = None) -> float | None:
+    """The run-to-run spread of one timed row on the machine of `env_ids`: the 95th-percentile spread
+    (|a-b|/mean of two runs' ms_median) its repeatability run measured; None where that machine has none
+    (the history page then flags at its default, and says so). A spread measured on another GPU is
+    never lent: power management differs from card to card."""
+    found = repeatability_of(env_ids, start)
+    return found["p95"] if found else None
 
 
 def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:

@@ -34,6 +34,7 @@ directly under them, and baselines kept apart from the ranking (a version-1 file
      entries[].ms: 1.23                     # the winner's wall time per call (ms): compared across machines
      entries[].gpus: 2                      # GPUs the winner ran on (1 when absent)
      numbers[].spread: 0.054                # its measured run-to-run spread (relative): history flags moves over it
+     entries[].spread: 0.054                # the same for a ranked entry's value
      targets[].verdict: "not applicable"   # e.g. a GPU target on a CPU smoke run: never scored red
 
 `numbers[].key` names the same number on every run and machine: the comparison and history pages
@@ -99,6 +100,9 @@ class Entry:
     per: str = ""  # what `value` is of: "per GPU", "total", "wall time" (version 2)
     ms: float | None = None  # the winner's wall time per call, for a like-with-like comparison
     gpus: int | None = None  # GPUs the winner ran on (None: one, or not recorded)
+    spread: float | None = (
+        None  # measured run-to-run spread of `value` (relative); history flags moves over it
+    )
 
 
 @dataclass

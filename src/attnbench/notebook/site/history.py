@@ -127,6 +127,8 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
                 key = f"entry|{e.key}"
                 run.numbers[key] = float(e.value)
                 run.winners[key] = e.winner
+                if isinstance(e.spread, (int, float)) and e.spread > 0:
+                    run.spreads[key] = float(e.spread)
                 what = " ".join(x for x in (e.group, e.label or e.key) if x)
                 unit = ", ".join(x for x in (e.unit, e.per) if x)
                 names.setdefault(key, f"{cell}: {what}, fastest ({unit})")
@@ -172,11 +174,17 @@ def _merge_renamed(runs: list[Run], names: dict[str, str]) -> None:
 
 
 def _flag(runs: list[Run], spread: float) -> None:
+    """Flag each number that moved against the run before by more than its spread: the spread measured
+    for it (the newest run that says one: an older run predates the measurement, not the noise), else
+    `spread`."""
+    measured: dict[str, float] = {}
+    for run in runs:
+        measured.update(run.spreads)
     last: dict[str, float] = {}
     for run in runs:
         for key, value in run.numbers.items():
             before = last.get(key)
-            if before not in (None, 0) and abs(value / before - 1) > run.spreads.get(key, spread):
+            if before not in (None, 0) and abs(value / before - 1) > measured.get(key, spread):
                 run.flagged[key] = value / before - 1
             last[key] = value
 
