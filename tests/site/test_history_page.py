@@ -157,3 +157,38 @@ def test_an_entry_moves_against_its_measured_spread_also_before_it_was_measured(
     assert [bool(r.flagged) for r in h.runs] == [False, False, True]
     (number,) = history_view(h)["numbers"]
     assert number["spread"] == "10.0%" and number["measured"] is True
+
+
+def test_folding_needs_the_same_numbers_and_survives_a_series_folded_away(tmp_path: Path):
+    """A run that adds a number is a measurement of its own (nothing is lost); two keys of one name seen
+    only in presentations a newer one replaced do not break the page."""
+    git(tmp_path, "init", "-q")
+    a = page.Entry("a", "k", 1.0, "ms", group="g", label="x")
+    b = page.Entry("b", "k", 2.0, "ms", group="g", label="y")
+    _commit_entries(tmp_path, "aaaaaaa", [a, b], "first")
+    _commit_entries(
+        tmp_path, "aaaaaaa", [a, page.Entry("new", "k", 3.0, "ms", group="g", label="z")], "second"
+    )
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert len(h.runs) == 2 and set(h.runs[0].numbers) == {"entry|a", "entry|b"}
+
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    # k1 and k2 share a name, k3 has its own; one value: each presentation folds into the first, and
+    # k1's and k2's series is in no run that is left
+    entries = [page.Entry(k, "k", 1.0, "ms", group="g", label=label) for k, label in (("k1", "x"), ("k2", "x"),
+                                                                                      ("k3", "y"))]  # fmt: skip
+    for entry in entries:
+        _commit_entries(other, "aaaaaaa", [entry], f"presented {entry.key}")
+    h = run_history(other, other / "outputs" / "nb" / "gpu-a")
+    assert len(h.runs) == 1 and list(h.runs[0].numbers) == ["entry|k3"] and len(h.names) == 1
+    history_view(h)
+
+
+def test_whole_numbers_that_are_not_finite_are_shown_not_raised():
+    from attnbench.notebook.site.history import _shown
+    from attnbench.notebook.site.summary import key_number_text
+
+    assert _shown(float("nan")) == "nan" and _shown(float("inf")) == "inf"
+    assert key_number_text(float("inf")) == "inf"

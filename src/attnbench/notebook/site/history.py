@@ -20,6 +20,7 @@ outside a repository, `run_history` returns None and the site links no history p
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -38,7 +39,8 @@ class Run:
     commit: str
     date: str
     subject: str
-    code: str = ""  # the code commit the results name
+    code: str = ""  # the oldest code commit its cells name (the measuring code)
+    presented_with: str = ""  # the newest, where presenting cells re-ran with later code
     numbers: dict[str, float] = field(default_factory=dict)  # key -> value
     flagged: dict[str, float] = field(default_factory=dict)  # key -> relative move vs the run before
     spreads: dict[str, float] = field(default_factory=dict)  # key -> measured run-to-run spread
@@ -76,17 +78,22 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
     log = _git(repo, "log", f"-{MAX_RUNS}", "--format=%H%x09%cI%x09%s", "--", str(rel))
     if log is None:
         return None
-    runs, names = [], {}
+    runs, names, times = [], {}, {}
     for line in reversed(log.strip().splitlines()):
         commit, date, subject = (line.split("\t", 2) + ["", ""])[:3]
         run = Run(commit=commit, date=date[:10], subject=subject)
         files = (_git(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or "").splitlines()
+        codes: list[str] = []  # every cell's code commit
         for path in files:
             parts = PurePosixPath(path).parts
             if path.endswith(f"/artifacts/{HEADLINE_FILE}"):
                 _read_numbers(repo, commit, path, run, names)
-            elif path.endswith("/result.json") and not run.code and len(parts) == len(rel.parts) + 2:
-                run.code = _code_commit(_git(repo, "show", f"{commit}:{path}"))
+            elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
+                codes.append(_code_commit(_git(repo, "show", f"{commit}:{path}")))
+        # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
+        known = sorted(set(codes) - {""}, key=lambda sha: _commit_time(repo, sha, times))
+        run.code = known[0] if known else ""
+        run.presented_with = known[-1] if len(known) > 1 else ""
         if not run.code:
             found = re.search(r"commit ([0-9a-f]{7,40})", subject)
             run.code = found.group(1) if found else ""
@@ -98,6 +105,15 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
     _flag(runs, spread)
     return History(notebook=rel.parts[-2] if len(rel.parts) > 1 else "", label=rel.name, runs=runs,
                    names=names, spread=spread)  # fmt: skip
+
+
+def _commit_time(repo: Path, sha: str, times: dict[str, int]) -> int:
+    """The commit's time (seconds), for ordering code commits; unknown here (a commit of another clone)
+    counts as newest."""
+    if sha not in times:
+        out = (_git(repo, "show", "-s", "--format=%ct", sha) or "").strip()
+        times[sha] = int(out) if out.isdigit() else 2**62
+    return times[sha]
 
 
 def _code_commit(text: str | None) -> str:
@@ -135,16 +151,21 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
 
 
 def _fold_presentations(runs: list[Run]) -> list[Run]:
-    """Runs oldest first, each commit that only re-presented the run before (same code commit, every
-    shared number equal) folded into it: the measurement is shown as its newest presentation presents
-    it (today's keys and names), and the run lists the commits that presented it again."""
+    """Runs oldest first, each commit that only re-presented the run before folded into it: the same
+    numbers, value for value (under the same keys, or keys newer presenting code renamed: two
+    measurements never agree to the last bit on every number), none added or dropped. The measurement is
+    shown as its newest presentation presents it (today's keys and names), and the run lists the commits
+    that presented it again."""
     folded: list[Run] = []
     for run in runs:
         before = folded[-1] if folded else None
-        shared = before.numbers.keys() & run.numbers.keys() if before else set()
-        same = before is not None and run.code == before.code and run.numbers and before.numbers
-        if same and all(before.numbers[k] == run.numbers[k] for k in shared):
+        if (
+            before is not None
+            and run.numbers
+            and sorted(run.numbers.values()) == sorted(before.numbers.values())
+        ):
             before.numbers, before.spreads, before.winners = run.numbers, run.spreads, run.winners
+            before.presented_with = run.presented_with or before.presented_with
             before.presented_again.append(run.commit)
             continue
         folded.append(run)
@@ -160,7 +181,9 @@ def _merge_renamed(runs: list[Run], names: dict[str, str]) -> None:
     for keys in by_name.values():
         if len(keys) < 2 or any(sum(k in r.numbers for k in keys) > 1 for r in runs):
             continue
-        newest = next(k for r in reversed(runs) for k in keys if k in r.numbers)
+        newest = next((k for r in reversed(runs) for k in keys if k in r.numbers), None)
+        if newest is None:  # in no run left: every presentation of it was folded into a newer one
+            continue
         for run in runs:
             for key in keys:
                 if key != newest and key in run.numbers:
@@ -213,7 +236,8 @@ def sparkline(values: list[float | None], flagged: list[bool], width: int = 220,
 
 def _shown(value: float) -> str:
     """Whole lengths and counts as integers (16,384 tokens), measured values to four digits."""
-    return f"{int(value):,}" if value == int(value) and abs(value) >= 100 else f"{value:.4g}"
+    whole = math.isfinite(value) and value == int(value) and abs(value) >= 100
+    return f"{int(value):,}" if whole else f"{value:.4g}"
 
 
 def _values_text(values: list[float | None]) -> str:
@@ -251,7 +275,8 @@ def history_view(h: History) -> dict[str, Any]:
                         "spread": f"{measured or h.spread:.1%}", "measured": measured is not None})  # fmt: skip
     runs = [
         {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code,
-         "again": [c[:9] for c in r.presented_again], "cells": [_cell(r, k) for k in h.names]}
+         "again": [c[:9] for c in r.presented_again], "presented_with": r.presented_with[:9],
+         "cells": [_cell(r, k) for k in h.names]}
         for r in reversed(h.runs)
     ]  # fmt: skip
     return {"notebook": h.notebook, "label": h.label, "numbers": numbers, "runs": runs,

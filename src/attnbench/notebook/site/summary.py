@@ -7,6 +7,7 @@ provenance.py only for dates and for results that did not record their commit).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def number_text(value: float | None) -> str:
 def key_number_text(value: float | None) -> str:
     """A key number: whole lengths, counts, clocks and watts as integers (32,768 tokens, 132 SMs, 700 W),
     measured values as number_text gives them."""
-    if isinstance(value, (int, float)) and value == int(value) and abs(value) >= 100:
+    if isinstance(value, (int, float)) and math.isfinite(value) and value == int(value) and abs(value) >= 100:
         return f"{int(value):,}"
     return number_text(value)
 
