@@ -47,7 +47,27 @@ def test_the_site_marks_results_the_code_has_moved_past(project):
 
 
 def test_a_label_run_with_its_own_params_is_judged_with_them(project):
+    """A `-p` run's label (`<label>+key-value`) is judged with its params; a default label with the
+    defaults, so that a changed default shows as stale, not as cached."""
     path = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
-    assert project.run(path, "-p", "n=2", label="t-n2").code == 0
+    assert project.run(path, "-p", "n=2", label="t+n-2").code == 0
+    assert project.run(path).code == 0
     states, problems = stored_states([parse_notebook(path)], project.root / "outputs", PYTHON)
-    assert problems == [] and states["p"]["t-n2"]["a"][0] == "cached"
+    assert (
+        problems == [] and states["p"]["t+n-2"]["a"][0] == "cached" and states["p"]["t"]["a"][0] == "cached"
+    )
+
+    path.write_text(notebook(cell("id=a", "print(params['n'])"), params={"n": 3}))
+    states, _ = stored_states([parse_notebook(path)], project.root / "outputs", PYTHON)
+    assert states["p"]["t"]["a"] == ("stale", "params changed: n")
+    assert states["p"]["t+n-2"]["a"][0] == "cached"
+
+
+def test_a_broken_notebook_costs_its_own_staleness_not_the_site(project):
+    path = project.write("s.md", notebook(cell("id=a", "print(1)")))
+    assert project.run(path).code == 0
+    project.write("broken.md", "")  # an empty notebook is a NotebookError
+    built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
+    assert built.code == 0, built.err
+    assert "broken.md" in built.err and "staleness of its results is not shown" in built.err
+    assert (project.root / "site" / "s" / "t.html").exists()

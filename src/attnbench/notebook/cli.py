@@ -270,12 +270,18 @@ def _project_root() -> Path:
 def _stored_states(outputs: Path) -> dict | None:
     """Every stored result judged against the code of now, for the site (run/status.py), by the
     notebooks/ beside `outputs`; None where there is none to judge by."""
+    from attnbench.notebook.document.model import NotebookError
     from attnbench.notebook.run.status import stored_states
 
     folder = Path(outputs).resolve().parent / "notebooks"
-    if not folder.is_dir() or not outputs.is_dir():
+    if not folder.is_dir() or not Path(outputs).is_dir():
         return None
-    notebooks = _runnable(sorted(folder.glob("*.md")))
+    notebooks = []
+    for path in sorted(folder.glob("*.md")):  # a broken notebook costs its own staleness, not the site
+        try:
+            notebooks += _runnable([path])
+        except NotebookError as e:
+            print(f"warning: {e}; the staleness of its results is not shown", file=sys.stderr)
     states, problems = stored_states(notebooks, outputs)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)

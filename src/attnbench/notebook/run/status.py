@@ -45,31 +45,39 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
 
 def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """{notebook: {label: {cell: (state, why)}}} for every label folder under `outputs` of the given
-    (parsed) notebooks, judged against the code of now, and the problems met (a label that cannot be
-    judged is left out, named). What `attnbench build` hands the site so that every page says which of
-    its results the code has moved past, not only those a later run happened to note in run.json.
+    (parsed) notebooks, judged against the code of now, and the problems met (a notebook or label that
+    cannot be judged is left out, named). What `attnbench build` hands the site so that every page says
+    which of its results the code has moved past, not only those a later run happened to note in
+    run.json. A stale cell's `why` holds its code reasons alone.
 
-    A label whose run.json records params other than the notebook's defaults (a `-p` run) is judged
-    with those params, in a session of its own."""
+    A label made by a `-p` run (`<label>+key-value`, session.override_label) is judged with the params
+    its run.json records where they differ from the defaults, in a session of its own; any other label
+    with the defaults, so that a changed default shows as stale."""
     from attnbench.notebook.document.model import NotebookError
-    from attnbench.notebook.run.graph import load_graph, resolve_params
     from attnbench.notebook.run.launchers import EnvSpec
     from attnbench.notebook.run.session import Options, SetupError, prepare
 
     states: dict[str, dict[str, dict]] = {}
     problems: list[str] = []
-    defaults = resolve_params(load_graph(list(notebooks)), {}) if notebooks else {}
     groups: dict[tuple[str, str], list] = {}  # (label, params) -> notebooks judged in one session
     for nb in notebooks:
+        try:
+            defaults = nb.resolve_params({})
+        except NotebookError as e:
+            problems.append(f"{e}; the staleness of its results is not shown")
+            continue
         folder = Path(outputs) / nb.name
         for run_dir in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
-            try:
-                run = store.load_run(run_dir)
-            except store.RecordError as e:
-                problems.append(f"{run_dir}: {e}; its staleness is not shown")
-                continue
-            params = (run.params if run else None) or {}
-            own = {k: v for k, v in params.items() if defaults.get(nb.name, {}).get(k, v) != v}
+            own: dict = {}
+            if "+" in run_dir.name:
+                try:
+                    run = store.load_run(run_dir)
+                except store.RecordError as e:
+                    problems.append(f"{run_dir}: {e}; its staleness is not shown")
+                    continue
+                own = {
+                    k: v for k, v in ((run.params if run else None) or {}).items() if defaults.get(k, v) != v
+                }
             groups.setdefault((run_dir.name, json.dumps(own, sort_keys=True)), []).append(nb)
     for (label, own), members in groups.items():
         try:
@@ -78,8 +86,10 @@ def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, d
             )
             session = prepare(members, options)
             for nb in members:
-                rows = cell_statuses(session, nb.name)
-                states.setdefault(nb.name, {})[label] = {c: (str(s), why) for c, s, why in rows}
+                states.setdefault(nb.name, {})[label] = {
+                    c: (str(s), "; ".join(session.judge((nb.name, c)).code_reasons) if s == Status.STALE else why)
+                    for c, s, why in cell_statuses(session, nb.name)
+                }  # fmt: skip
         except (SetupError, NotebookError, store.RecordError, ValueError) as e:
             problems.append(
                 f"label {label} of {', '.join(nb.name for nb in members)}: {e}; its staleness is not shown"

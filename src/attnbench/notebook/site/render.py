@@ -188,8 +188,8 @@ class _Renderer:
         ]
         judged = (self.states or {}).get(name, {}).get(run_dir.name)
         if judged is not None:  # the engine judged every result against the code of now: that decides
-            for c in (c for c in cells if "id" in c):
-                state, why = judged.get(c["id"], ("", ""))
+            for c in (c for c in cells if c.get("id") in judged):  # a cell the notebook no longer has
+                state, why = judged[c["id"]]  # keeps what run.json noted of it
                 c["stale"] = (why or "the code changed since") if state == "stale" else ""
         counts = Counter(c["status"] for c in cells)
         data = sitedata.read_run(run_dir, [c.id for c in notebook.cells] if notebook else [])
