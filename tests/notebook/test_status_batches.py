@@ -78,3 +78,40 @@ def test_a_cell_stopped_at_its_last_try_gets_a_command_of_its_own(project):
         ),
         ("--cell b", "# ~10 s: b 10 s"),
     ]
+
+
+def test_a_quick_failure_after_a_good_run_does_not_shrink_the_estimate(project):
+    """b's good run took 500 s; a later try failed at once (0.03 s): b is still 500 s, not 0 s."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=b", "print('b')")))
+    assert project.run(path).code == 0
+    _set_duration(project, "a", 300)
+    _set_duration(project, "b", 500)
+    path.write_text(notebook(cell("id=a", "print('a')"), cell("id=b", "raise SystemExit('broken')")))
+    assert project.run(path).code != 0
+    failure = project.cell_dir("s", "b") / "last-failure" / "result.json"
+    assert json.loads(failure.read_text())["status"] == "failed"
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert _commands(said) == [("--cell b", "# ~8.3 min: b 8.3 min")]
+
+
+def test_the_commands_carry_the_params_of_the_label_and_a_bad_limit_is_refused(project):
+    path = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
+    said = project.cli("status", path, "--env", "python", "--label", "t+n-2", "-p", "n=2", "--batches", "600")
+    assert "attnbench run " in said.out and "--label t+n-2 -p n=2 --cell a" in said.out
+    refused = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "0")
+    assert (
+        refused.code == 2 and "--batches 0: a command's time limit must be more than 0 seconds" in refused.err
+    )
+
+
+def test_a_smoke_label_never_estimates_a_default_one(project):
+    path = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
+    assert project.run(path, "-p", "n=2", label="gpu+n-2").code == 0
+    assert project.run(path, label="gpu-b").code == 0
+    for label, seconds in (("gpu+n-2", 5), ("gpu-b", 240)):
+        result = project.root / "outputs" / "p" / label / "a" / "result.json"
+        data = json.loads(result.read_text())
+        data["duration_s"] = seconds
+        result.write_text(json.dumps(data))
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert _commands(said) == [("--cell a", "# ~4.0 min: a 4.0 min on gpu-b")]

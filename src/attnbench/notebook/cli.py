@@ -243,6 +243,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from attnbench.notebook.run.session import prepare
     from attnbench.notebook.run.status import cell_statuses
 
+    if args.batches is not None and not args.batches > 0:
+        raise SetupError(f"--batches {args.batches:g}: a command's time limit must be more than 0 seconds")
     if not (notebooks := _runnable(args.notebooks)):
         return 0
     session = prepare(notebooks, _options(args))
@@ -257,7 +259,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             from attnbench.notebook.run.batches import batch_lines, rerun_batches
 
             batches = rerun_batches(session, name, {c: s for c, s, _ in rows}, args.batches)
-            print("\n".join(batch_lines(batches, str(notebook.path), session.label, args.batches)))
+            lines = batch_lines(batches, str(notebook.path), session.label, args.batches, dict(args.params))
+            print("\n".join(lines))
     return 0
 
 

@@ -14,6 +14,8 @@ slower than its estimate (the estimate names where it comes from: "on <label>", 
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass, field
 
 from attnbench.notebook.run import store
@@ -59,18 +61,24 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+STOPPED = (Status.INTERRUPTED, Status.TIMEOUT)  # a try that was stopped: its time is a lower bound
+
+
 def estimate(session: Session, node: tuple[str, str]) -> Estimate:
-    """How long `node` takes, from what this label's folder remembers of it."""
+    """How long `node` takes, from what this label's folder remembers of it: the longest of its good
+    run and a later try that was stopped (a lower bound); a try that failed on its own counts only where
+    no good run is known (it may have failed at once). Else its time under another label of the same
+    kind, else its timeout (an upper bound)."""
     cell = session.graph.cell(node)
-    folder = session.cell_dir(node)
-    failure = store.load_failure(folder)
-    result = session.judge(node).stored
-    if failure is not None and failure.duration_s and (result is None or failure.finished >= result.finished):
-        basis = "stopped after" if failure.status in (Status.INTERRUPTED, Status.TIMEOUT) else "last run"
-        return Estimate(node[1], failure.duration_s, basis, cell.gpus)
-    if result is not None and result.duration_s:
-        stopped = result.status in (Status.INTERRUPTED, Status.TIMEOUT)
-        return Estimate(node[1], result.duration_s, "stopped after" if stopped else "last run", cell.gpus)
+    tries = [r for r in (session.judge(node).stored, store.load_failure(session.cell_dir(node)))
+             if r is not None and r.duration_s is not None]  # fmt: skip
+    good = [r.duration_s for r in tries if r.status == Status.OK]
+    stopped = [r.duration_s for r in tries if r.status in STOPPED]
+    failed = [r.duration_s for r in tries if r.status not in STOPPED and r.status != Status.OK]
+    if stopped and max(stopped) >= max(good, default=0.0):
+        return Estimate(node[1], max(stopped), "stopped after", cell.gpus)
+    if good or failed:
+        return Estimate(node[1], max(good or failed), "last run", cell.gpus)
     elsewhere = _latest_elsewhere(session, node)
     if elsewhere is not None:
         label, seconds = elsewhere
@@ -80,22 +88,26 @@ def estimate(session: Session, node: tuple[str, str]) -> Estimate:
     return Estimate(node[1], None, "unknown", cell.gpus)
 
 
-def _on_cpu(label: str) -> bool:
-    return label.split("+", 1)[0] == "cpu"  # "cpu", or "cpu+profile-smoke" for a run with -p overrides
+def _kind(label: str) -> tuple[bool, str]:
+    """What a label's times say something of: CPU or GPU, and the -p overrides after its '+'
+    ("nvidia-h200+profile-smoke" times a smoke profile, not nvidia-h200's default one)."""
+    base, _, overrides = label.partition("+")
+    return base == "cpu", overrides
 
 
 def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, float] | None:
-    """The newest good run of the cell under another label of its notebook: (label, seconds)."""
+    """The newest good run of the cell under another label of its notebook and of the same kind (a CPU
+    smoke run's time says nothing of a GPU run's, nor a smoke profile's of the default's): (label, s)."""
     here = session.run_dir(node[0])
     found = []
     for folder in sorted(here.parent.iterdir()) if here.parent.is_dir() else []:
-        if folder == here or not folder.is_dir() or _on_cpu(folder.name) != _on_cpu(here.name):
-            continue  # a CPU smoke run's time says nothing of a GPU run's, nor the other way round
+        if folder == here or not folder.is_dir() or _kind(folder.name) != _kind(here.name):
+            continue
         try:
             result = store.load_result(folder / node[1])
         except store.RecordError:
             continue
-        if result is not None and result.status == Status.OK and result.duration_s:
+        if result is not None and result.status == Status.OK and result.duration_s is not None:
             found.append((result.finished or "", folder.name, result.duration_s))
     return max(found)[1:] if found else None
 
@@ -121,8 +133,11 @@ def rerun_batches(session: Session, notebook: str, states: dict[str, Status], li
     return batches
 
 
-def batch_lines(batches: list[Batch], path: str, label: str, limit_s: float) -> list[str]:
-    """The commands, each with its estimate and what it is based on."""
+def batch_lines(
+    batches: list[Batch], path: str, label: str, limit_s: float, overrides: dict | None = None
+) -> list[str]:
+    """The commands, each with its estimate and what it is based on; `overrides` (the `-p` params the
+    status was asked with) go on every command, so each runs what the label holds."""
     if not batches:
         return [f"  nothing to run for label {label}: every cell is current"]
     total = sum(b.seconds for b in batches)
@@ -133,7 +148,8 @@ def batch_lines(batches: list[Batch], path: str, label: str, limit_s: float) -> 
     for b in batches:
         cells = " ".join(f"--cell {e.cell}" for e in b.cells)
         gpus = max((e.gpus or 1 for e in b.cells), default=1)
-        lines.append(f"    attnbench run {path} --label {label} {cells}")
+        params = "".join(f" -p {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in (overrides or {}).items())
+        lines.append(f"    attnbench run {path} --label {label}{params} {cells}")
         note = (
             "over the limit alone: split the cell, or run it where the limit is longer; "
             if b.over_limit
