@@ -296,5 +296,7 @@ def test_the_environment_answer_names_the_gpu_and_what_bounds_its_speed():
     Data.documents = {"environment": {**env, "gpu": None, "gpus": [], "reasons": {"gpu": "no CUDA device"}}}
     answer = answer_for("environment", Data)
     assert answer.answer[0].startswith("No NVIDIA GPU (no CUDA device)") and not answer.numbers
+    Data.documents = {"environment": {**env, "cpu_count": None}}
+    assert answer_for("environment", Data).answer[1].endswith("host Xeon.")  # no "(None cores)"
     Data.documents = {}
     assert "has not run here" in answer_for("environment", Data).answer[0]

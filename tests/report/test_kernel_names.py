@@ -31,6 +31,8 @@ FA3 = "void cutlass::device_kernel<flash::FlashAttnFwdSm90<cute::tuple<int>, int
         ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_TNT", "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_TNT"),
         ("flash_fwd_kernel", "flash_fwd_kernel"),
         ("void softmax_warp_forward<8>(float*, int)", "softmax_warp_forward"),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        ("Memset (Device)", "Memset (Device)"),
     ],
 )
 def test_a_kernel_is_named_by_itself_and_what_it_was_built_for(name, short):

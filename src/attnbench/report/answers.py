@@ -358,7 +358,8 @@ def environment(data) -> page.Answer:
                 ("torch", packages.get("torch") or env.get("torch")), ("triton", packages.get("triton")),
                 ("Python", env.get("python"))]  # fmt: skip
     known = [f"{name} {value}" for name, value in software if value]
-    host = f"{env.get('cpu')} ({env.get('cpu_count')} cores)" if env.get("cpu") else ""
+    cores = f" ({env['cpu_count']} cores)" if isinstance(env.get("cpu_count"), int) else ""
+    host = f"{env.get('cpu')}{cores}" if env.get("cpu") else ""
     if known or host:
         answer.answer.append(
             "; ".join(filter(None, [", ".join(known), f"host {host}" if host else ""])) + "."

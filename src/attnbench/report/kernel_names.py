@@ -45,13 +45,19 @@ def _instantiated_for(arguments: str, base: str) -> str | None:
 
 def short_kernel_name(name: str, width: int = 60) -> str:
     """`name` without return type, namespaces, template arguments and parameters, followed by what its
-    template was instantiated for where that can be read; at most `width` characters."""
+    template was instantiated for where that can be read; at most `width` characters. A name that is
+    words rather than a signature ("Memcpy HtoD (Pageable -> Device)") is kept whole."""
     text = " ".join(str(name).split()).replace("(anonymous namespace)::", "")
     text = text.removeprefix("void ").removeprefix("__global__ ")
     cut = min((i for i in (text.find("<"), text.find("(")) if i >= 0), default=len(text))
+    if " " in text[:cut]:  # a signature has no space before its "<" or "(" once "void " is gone
+        return _within(text, width)
     base = text[:cut].rsplit("::", 1)[-1] or text[:cut]
     operation = (
         _instantiated_for(_template_arguments(text, cut), base) if text[cut : cut + 1] == "<" else None
     )
-    short = f"{base}<{operation}>" if operation else base
-    return short if len(short) <= width else short[: width - 1] + "…"
+    return _within(f"{base}<{operation}>" if operation else base, width)
+
+
+def _within(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
