@@ -64,3 +64,14 @@ def test_fa2_interface_is_not_hidden(fake_packages):
     assert not provider.flash_attn_without_fa2()
     provider.import_xformers()
     assert sys.modules["xformers.ops"].FA2 is not None  # a real FA2 stays xFormers' choice
+
+
+def test_the_reason_xformers_cannot_load_is_its_own_not_the_fa4_clash(fake_packages):
+    """xFormers fails to load for its own reason (CUDA 12's runtime missing) beside FA4: the provider's
+    reason names that cause and what to do, not the flash_attn_interface error a plain import would hit."""
+    (fake_packages / "xformers" / "ops" / "__init__.py").write_text(
+        XFORMERS_CHECK + "raise OSError('libcudart.so.12: cannot open shared object file')\n"
+    )
+    said = provider.XFormers("xformers").unavailable()
+    assert said.startswith("import failed: OSError: libcudart.so.12: cannot open shared object file")
+    assert provider.CUDA12_HINT in said and "flash_attn_interface" not in said

@@ -136,15 +136,16 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
-def import_failure(module: str, install: str = "") -> str | None:
+def import_failure(module: str, install: str = "", importer=importlib.import_module) -> str | None:
     """None if `module` imports; else why not, and what to do about it.
 
     "not installed (no module 'x')" plus `install` (the command a user with network runs) and this
     machine's note from ATTNBENCH_PROVIDER_NOTES, if any (see `machine_note`); "import failed: <why>"
-    when it is installed but does not load.
+    when it is installed but does not load. `importer(module)` imports it (a provider that must import
+    its library a particular way passes its own, so the reason is that import's failure).
     """
     try:
-        importlib.import_module(module)
+        importer(module)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing == module or module.startswith(missing + ".") or not missing:

@@ -137,11 +137,12 @@ class XFormers(Provider):
         return module.FwOp, module.BwOp
 
     def unavailable(self) -> str | None:
-        try:
-            import_xformers()
-        except Exception:  # noqa: BLE001 - import_failure below words the reason
-            pass
-        missing = import_failure("xformers.ops", self.install) or cuda_missing() or _library_failure()
+        # the reason is that of xFormers' own import, FA4's flash_attn hidden (a plain import of
+        # xformers.ops would fail first on flash_attn.flash_attn_interface and hide the real cause)
+        missing = import_failure("xformers.ops", self.install, importer=lambda _: import_xformers())
+        if missing and "libcudart.so.12" in missing:
+            missing += f" ({CUDA12_HINT})"
+        missing = missing or cuda_missing() or _library_failure()
         if missing or self.op is None:
             return missing
         try:
