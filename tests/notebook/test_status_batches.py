@@ -115,3 +115,31 @@ def test_a_smoke_label_never_estimates_a_default_one(project):
         result.write_text(json.dumps(data))
     said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
     assert _commands(said) == [("--cell a", "# ~4.0 min: a 4.0 min on gpu-b")]
+
+
+def test_cells_of_several_notebooks_share_a_command(project):
+    """Two notebooks' stale cells fit one 600-s command: it names both notebooks and each cell as
+    nb.md:id (fewer commands: each start of a lent machine costs time)."""
+    one = project.write("s.md", notebook(cell("id=a", "print('a')")))
+    two = project.write("u.md", notebook(cell("id=x", "print('x')")))
+    assert project.run(one, two).code == 0
+    path_a = project.cell_dir("s", "a") / "result.json"
+    path_x = project.root / "outputs" / "u" / "t" / "x" / "result.json"
+    for path, seconds in ((path_a, 120), (path_x, 180)):
+        data = json.loads(path.read_text())
+        data["duration_s"] = seconds
+        path.write_text(json.dumps(data))
+    one.write_text(notebook(cell("id=a", "print('a!')")))
+    two.write_text(notebook(cell("id=x", "print('x!')")))
+    said = project.cli("status", one, two, "--env", "python", "--label", "t", "--batches", "600").out
+    command = next(line.strip() for line in said.splitlines() if line.strip().startswith("attnbench run"))
+    assert (
+        command.endswith("--label t --cell s.md:a --cell u.md:x")
+        and str(one) in command
+        and str(two) in command
+    )
+    assert "# ~5.0 min: s:a 2.0 min, u:x 3.0 min" in said
+    ran = project.cli(*command.split()[1:], "--env", "python", "--plain")
+    assert ran.code == 0, ran.err
+    assert "nothing to run for label t" in project.cli("status", one, two, "--env", "python", "--label", "t",
+                                                        "--batches", "600").out  # fmt: skip

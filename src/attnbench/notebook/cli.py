@@ -249,18 +249,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     session = prepare(notebooks, _options(args))
     env = session.env_summary()
+    states = {}
     for name in session.graph.named:
         notebook = session.graph.notebooks[name]
         print(f"{notebook.path} (label {session.label}, env {env['interpreter']}, python {env['python']})")
-        rows = cell_statuses(session, name)
-        for cell_id, state, why in rows:
+        for cell_id, state, why in cell_statuses(session, name):
+            states[(name, cell_id)] = state
             print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
-        if args.batches:
-            from attnbench.notebook.run.batches import batch_lines, rerun_batches
+    if args.batches:
+        from attnbench.notebook.run.batches import batch_lines, rerun_batches
 
-            batches = rerun_batches(session, name, {c: s for c, s, _ in rows}, args.batches)
-            lines = batch_lines(batches, str(notebook.path), session.label, args.batches, dict(args.params))
-            print("\n".join(lines))
+        paths = {name: str(session.graph.notebooks[name].path) for name in session.graph.named}
+        batches = rerun_batches(session, states, args.batches)
+        print("\n".join(batch_lines(batches, paths, session.label, args.batches, dict(args.params))))
     return 0
 
 

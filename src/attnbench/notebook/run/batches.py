@@ -31,6 +31,7 @@ class Estimate:
     seconds: float | None  # None: never run and no timeout
     basis: str  # "last run", "stopped after" (a lower bound), "timeout" (an upper bound), "unknown"
     gpus: int | None = None
+    notebook: str = ""
 
     @property
     def measured(self) -> bool:
@@ -47,7 +48,6 @@ class Estimate:
 
 @dataclass
 class Batch:
-    notebook: str
     cells: list[Estimate] = field(default_factory=list)
     over_limit: bool = False
     alone: bool = False  # a cell stopped at its last try: nothing else shares its command
@@ -112,20 +112,26 @@ def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, flo
     return max(found)[1:] if found else None
 
 
-def rerun_batches(session: Session, notebook: str, states: dict[str, Status], limit_s: float) -> list[Batch]:
-    """The cells of `notebook` whose state (cell_statuses) is not current, with every cell they need that
-    is not current either, in graph order, packed into batches whose estimate stays within `limit_s`."""
-    todo = [node for node in session.graph.nodes(notebook) if states.get(node[1]) not in DONE]
-    order = [n for n in session.graph.order(todo) if n[0] == notebook and states.get(n[1]) not in DONE]
+def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit_s: float) -> list[Batch]:
+    """The cells of the named notebooks whose state (cell_statuses, by node) is not current, with every
+    cell they need that is not current either, in graph order, packed across notebooks into batches
+    whose estimate stays within `limit_s` (fewer commands: each start of a lent machine costs time)."""
+    named = set(session.graph.named)
+
+    def pending(node) -> bool:  # a cell of a notebook not named (needs=other.md:x) is not planned here
+        return node[0] in named and states.get(node, Status.NOT_RUN) not in DONE
+
+    todo = [node for name in session.graph.named for node in session.graph.nodes(name) if pending(node)]
     batches: list[Batch] = []
-    for node in order:
+    for node in (n for n in session.graph.order(todo) if pending(n)):
         guess = estimate(session, node)
+        guess.notebook = node[0]
         seconds = guess.seconds or 0.0
         last = batches[-1] if batches else None
         # a cell stopped at its last try took longer than it shows: it gets a command of its own
         alone = guess.basis == "stopped after" or (last is not None and last.alone)
         if last is None or alone or last.over_limit or last.seconds + seconds > limit_s:
-            last = Batch(notebook, alone=guess.basis == "stopped after")
+            last = Batch(alone=guess.basis == "stopped after")
             batches.append(last)
         last.cells.append(guess)
         # a timeout is a bound, not a measured time: it never marks a command as over the limit
@@ -134,29 +140,32 @@ def rerun_batches(session: Session, notebook: str, states: dict[str, Status], li
 
 
 def batch_lines(
-    batches: list[Batch], path: str, label: str, limit_s: float, overrides: dict | None = None
+    batches: list[Batch], paths: dict[str, str], label: str, limit_s: float, overrides: dict | None = None
 ) -> list[str]:
-    """The commands, each with its estimate and what it is based on; `overrides` (the `-p` params the
-    status was asked with) go on every command, so each runs what the label holds."""
+    """The commands, each with its estimate and what it is based on (`paths`: each notebook's path);
+    `overrides` (the `-p` params the status was asked with) go on every command, so each runs what the
+    label holds. A command of one notebook names its cells by id; one of several, as `nb.md:id`."""
     if not batches:
-        return [f"  nothing to run for label {label}: every cell is current"]
+        return [f"nothing to run for label {label}: every cell is current"]
     total = sum(b.seconds for b in batches)
     count = sum(len(b.cells) for b in batches)
-    head = (f"  to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
+    head = (f"to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
             f"in {len(batches)} command(s) of at most {_minutes(limit_s)}:")  # fmt: skip
     lines = [head]
+    params = "".join(f" -p {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in (overrides or {}).items())
     for b in batches:
-        cells = " ".join(f"--cell {e.cell}" for e in b.cells)
-        gpus = max((e.gpus or 1 for e in b.cells), default=1)
-        params = "".join(f" -p {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in (overrides or {}).items())
-        lines.append(f"    attnbench run {path} --label {label}{params} {cells}")
-        note = (
-            "over the limit alone: split the cell, or run it where the limit is longer; "
-            if b.over_limit
-            else ""
-        )
-        if b.alone and not b.over_limit:
+        notebooks = list(dict.fromkeys(e.notebook for e in b.cells))
+        one = len(notebooks) == 1
+        cells = " ".join(f"--cell {e.cell if one else f'{e.notebook}.md:{e.cell}'}" for e in b.cells)
+        files = " ".join(paths.get(n, f"{n}.md") for n in notebooks)
+        lines.append(f"  attnbench run {files} --label {label}{params} {cells}")
+        note = ""
+        if b.over_limit:
+            note = "over the limit alone: split the cell, or run it where the limit is longer; "
+        elif b.alone:
             note = "stopped at its last try, so longer than shown: a command of its own; "
+        gpus = max((e.gpus or 1 for e in b.cells), default=1)
         needs = f"; needs {gpus} GPUs" if gpus > 1 else ""
-        lines.append(f"      # {note}~{_minutes(b.seconds)}: {', '.join(e.text() for e in b.cells)}{needs}")
+        shown = ", ".join(e.text() if one else f"{e.notebook}:{e.text()}" for e in b.cells)
+        lines.append(f"    # {note}~{_minutes(b.seconds)}: {shown}{needs}")
     return lines
