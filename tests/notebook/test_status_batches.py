@@ -143,3 +143,19 @@ def test_cells_of_several_notebooks_share_a_command(project):
     assert ran.code == 0, ran.err
     assert "nothing to run for label t" in project.cli("status", one, two, "--env", "python", "--label", "t",
                                                         "--batches", "600").out  # fmt: skip
+
+
+def test_a_cell_needing_more_gpus_than_the_label_has_is_left_out_named(project):
+    """On a one-GPU label (`gpu-b`; `-x2` would be two) a gpus=2 cell and what reads it are left out,
+    named; a CPU label runs them (gloo)."""
+    from attnbench.notebook.run.batches import label_gpus
+
+    assert (label_gpus("nvidia-h200"), label_gpus("nvidia-h200-x2"), label_gpus("cpu"), label_gpus("cpu+n-2")) == (
+        1, 2, None, None)  # fmt: skip
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=d gpus=2", "print('d')"),
+                                          cell("id=r needs=d", "print('r')")))  # fmt: skip
+    said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
+    assert _commands(said.replace("--label gpu-b ", "--label t ")) == [
+        ("--cell a", "# ~0 s: a (time unknown)")
+    ]
+    assert "left out: 2 cells need more GPUs than label gpu-b has (1), or read one that does: s: d, r" in said

@@ -15,6 +15,7 @@ slower than its estimate (the estimate names where it comes from: "on <label>", 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -49,6 +50,8 @@ class Estimate:
 @dataclass
 class Batch:
     cells: list[Estimate] = field(default_factory=list)
+    left_out: list = field(default_factory=list)  # (the last batch) nodes this label's machine cannot run
+    capacity: int | None = None
     over_limit: bool = False
     alone: bool = False  # a cell stopped at its last try: nothing else shares its command
 
@@ -123,7 +126,13 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
 
     todo = [node for name in session.graph.named for node in session.graph.nodes(name) if pending(node)]
     batches: list[Batch] = []
+    capacity, left_out = label_gpus(session.label), set()
     for node in (n for n in session.graph.order(todo) if pending(n)):
+        cell = session.graph.cell(node)
+        needs_more = capacity is not None and (cell.gpus or 1) > capacity
+        if needs_more or any(up in left_out for _, up in session.graph.upstream[node]):
+            left_out.add(node)  # this label's machine cannot run it, nor what reads it
+            continue
         guess = estimate(session, node)
         guess.notebook = node[0]
         seconds = guess.seconds or 0.0
@@ -136,7 +145,19 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
         last.cells.append(guess)
         # a timeout is a bound, not a measured time: it never marks a command as over the limit
         last.over_limit = sum(e.seconds for e in last.cells if e.measured) > limit_s
+    if left_out:
+        batches.append(Batch(left_out=sorted(left_out), capacity=capacity))
     return batches
+
+
+def label_gpus(label: str) -> int | None:
+    """The GPUs of a label's machine, read from its name as the engine makes it (`nvidia-h200` one,
+    `nvidia-h200-x2` two; machine.label_for); None for a CPU label, where a multi-rank cell runs on gloo."""
+    base = label.partition("+")[0]
+    if base == "cpu":
+        return None
+    found = re.search(r"-x(\d+)$", base)
+    return int(found.group(1)) if found else 1
 
 
 def batch_lines(
@@ -145,8 +166,19 @@ def batch_lines(
     """The commands, each with its estimate and what it is based on (`paths`: each notebook's path);
     `overrides` (the `-p` params the status was asked with) go on every command, so each runs what the
     label holds. A command of one notebook names its cells by id; one of several, as `nb.md:id`."""
+    skipped = [n for b in batches for n in b.left_out]
+    capacity = next((b.capacity for b in batches if b.left_out), None)
+    batches = [b for b in batches if b.cells]
+    tail = []
+    if skipped:
+        by_notebook = {}
+        for notebook, cell in skipped:
+            by_notebook.setdefault(notebook, []).append(cell)
+        said = "; ".join(f"{nb}: {', '.join(cells)}" for nb, cells in by_notebook.items())
+        why = f"need more GPUs than label {label} has ({capacity}), or read one that does"
+        tail = [f"left out: {len(skipped)} cells {why}: {said}"]
     if not batches:
-        return [f"nothing to run for label {label}: every cell is current"]
+        return [f"nothing to run for label {label}: every cell is current", *tail]
     total = sum(b.seconds for b in batches)
     count = sum(len(b.cells) for b in batches)
     head = (f"to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
@@ -168,4 +200,4 @@ def batch_lines(
         needs = f"; needs {gpus} GPUs" if gpus > 1 else ""
         shown = ", ".join(e.text() if one else f"{e.notebook}:{e.text()}" for e in b.cells)
         lines.append(f"    # {note}~{_minutes(b.seconds)}: {shown}{needs}")
-    return lines
+    return lines + tail
