@@ -16,8 +16,8 @@ from attnbench.rows import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "cs336_systems.md"
-CELLS = ["gpu", "steps_fp32", "steps_bf16", "breakdown", "scan", "kernels_bf16", "kernels_fp32", "leaderboard",
-         "steps_report", "scan_report", "kernels_report"]  # fmt: skip
+CELLS = ["gpu", "steps_fp32", "steps_bf16", "breakdown", "scan", "kernels_bf16", "kernels_bf16_wide", "kernels_fp32",
+         "kernels_fp32_wide", "leaderboard", "steps_report", "scan_report", "kernels_report"]  # fmt: skip
 REPORT_CELLS = ["steps_report", "scan_report", "kernels_report"]
 NOT_GPU = "not a GPU measurement"
 
@@ -87,8 +87,13 @@ def test_scan_eager_and_compiled(smoke_run):
 @pytest.mark.timeout(900)
 def test_kernel_rows_are_checked_or_explained(smoke_run):
     _, run_dir = smoke_run
-    rows = read_jsonl(_artifacts(run_dir, "kernels_bf16") / "table_bfloat16.jsonl")
-    rows += read_jsonl(_artifacts(run_dir, "kernels_fp32") / "table_float32.jsonl")
+    rows, dims = [], []
+    for cell, name in (("kernels_bf16", "table_bfloat16"), ("kernels_bf16_wide", "table_bfloat16"),
+                       ("kernels_fp32", "table_float32"), ("kernels_fp32_wide", "table_float32")):  # fmt: skip
+        part = read_jsonl(_artifacts(run_dir, cell) / f"{name}.jsonl")
+        dims.append(sorted({r.workload.head_dim for r in part}))
+        rows += part
+    assert dims == [[16], [32], [16], [32]]  # the smoke table's head dims, one per cell of a dtype
     ours_and_compared = {"torch_eager", "triton_fa2", "triton_fa2_ieee", "sdpa_cudnn", "flash_attn3"}
     assert {r.provider for r in rows} == ours_and_compared
     for row in rows:

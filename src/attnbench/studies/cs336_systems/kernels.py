@@ -72,9 +72,9 @@ def shape_workload(shape: dict) -> Workload:
 
 
 def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, progress) -> list:
-    """The table's rows. fp32 adds our kernel in true fp32 (triton_fa2 multiplies fp32 as TF32); each row
-    is compared with the measured peak of the math it ran: the given peak is the dtype's own (bf16, or
-    true fp32), a tf32 one is measured when a row first needs it."""
+    """The table's rows (of one part: profiles.table_part). fp32 adds our kernel in true fp32 (triton_fa2
+    multiplies fp32 as TF32); each row is compared with the measured peak of the math it ran: the given
+    peak is the dtype's own (bf16, or true fp32), a tf32 one is measured when a row first needs it."""
     chosen = table_providers() + ([providers.get("triton_fa2_ieee")] if dtype == "float32" else [])
     if peak_tflops is not None and torch.device(device).type == "cuda":
         peaks = flops.MeasuredPeaks(device)

@@ -80,6 +80,7 @@ PROFILES: dict[str, dict] = {
         "table": {
             "seq_lens": [64],
             "head_dims": [16, 32],
+            "parts": 2,  # one cell each: kernels_bf16 / kernels_bf16_wide (the smoke run proves the split)
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
@@ -113,6 +114,7 @@ PROFILES: dict[str, dict] = {
         "table": {
             "seq_lens": [128 << i for i in range(10)],  # 128 ... 65,536
             "head_dims": [16, 32, 64, 128],
+            "parts": 2,  # head dims 16, 32 and 64, 128 in a cell each (kernels_bf16 / kernels_bf16_wide, ...)
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
@@ -147,6 +149,18 @@ def resolve(profile: str, cuda: bool) -> dict:
 # Triton compiles ~1.5 s per (tile, head dim, dtype); kernel-table rows ~0.15 s each plus the big shapes.
 STEP_TFLOPS = {"fp32": 50.0, "bf16": 250.0}
 CELL_START_S = 15.0  # python, torch, CUDA context per cell
+ROW_WARMUP_S = 1.2  # bench.timing's steady-state warm-up: >= 1 s of load, until clock and time settle
+
+
+def table_part(config: dict, part: int) -> dict:
+    """The table's settings for one of its cells: the head dims cut into `parts` runs in order (the
+    default profile's table, every row under the steady-state warm-up, takes over 8 minutes in one cell,
+    past a 10-minute command with its compiles; each part fits one)."""
+    dims, parts = list(config["head_dims"]), int(config.get("parts", 1))
+    if not 0 <= part < parts:
+        raise ValueError(f"table part {part}: the profile's table has {parts} part(s) (0..{parts - 1})")
+    size = -(-len(dims) // parts)  # ceil: the first parts take one more head dim where they do not divide
+    return {**config, "head_dims": dims[part * size : (part + 1) * size]}
 
 
 def estimate_seconds(config: dict) -> dict[str, float]:
@@ -187,17 +201,20 @@ def estimate_seconds(config: dict) -> dict[str, float]:
         CELL_START_S + eager * 1.8 + 40
     )  # the compiled run: similar, plus compiling once per d_model
     table = config["table"]
-    rows = len(table["seq_lens"]) * len(table["head_dims"]) * 4 * 3
-    big = (
-        sum(s * s for s in table["seq_lens"]) * len(table["head_dims"]) * 40 / 3e12
-    )  # eager, the largest shapes
-    compiles = {
-        "bfloat16": 40,
-        "float32": 22,
-    }  # (tile, head dim) pairs our kernel compiles, forward + backward
+    # (tile, head dim) pairs our kernel compiles, forward + backward; timed providers per dtype (fp32: eager,
+    # ours as TF32 and as true fp32; bf16: eager, ours, cuDNN, FA3 on half the head dims)
+    compiles, timed = {"bfloat16": 40, "float32": 22}, {"bfloat16": 3.5, "float32": 3}
+    # a timed row: the steady-state warm-up (>= 1 s of load) and then its timed work
+    per_row = ROW_WARMUP_S + table["timing"].get("min_time_ms", 0.0) / 1e3
+    parts = int(table.get("parts", 1))
     for dtype in table["dtypes"]:
         short = "bf16" if dtype == "bfloat16" else "fp32"
-        out[f"kernels_{short}"] = CELL_START_S + rows * 0.1 + big + 1.5 * compiles.get(dtype, 30)
+        for part in range(parts):
+            dims = len(table_part(table, part)["head_dims"])
+            rows = len(table["seq_lens"]) * dims * timed.get(dtype, 3) * 3
+            big = sum(s * s for s in table["seq_lens"]) * dims * 40 / 3e12  # eager, the largest shapes
+            name = f"kernels_{short}" + ("_wide" if part else "")
+            out[name] = CELL_START_S + rows * per_row + big + 1.5 * compiles.get(dtype, 30) * dims / 4
     out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
