@@ -113,10 +113,13 @@ def test_sage_lists_entry_points_the_installed_version_lacks(monkeypatch):
     monkeypatch.setattr(sage, "cuda_missing", lambda: None)
     assert providers.get("sage_sageattn").unavailable() is None
     assert providers.get("sage_sageattn_varlen").unavailable() is None
-    assert (
-        providers.get("sage_qk_int8_pv_fp16_triton").unavailable()
-        == "sageattention 1.0.6 has no sageattn_qk_int8_pv_fp16_triton"
+    said = providers.get("sage_qk_int8_pv_fp16_triton").unavailable()
+    assert said.startswith(
+        "sageattention 1.0.6 has no sageattn_qk_int8_pv_fp16_triton: SageAttention 2 added it"
     )
+    assert (
+        "pip install --no-build-isolation git+https://github.com/thu-ml/SageAttention" in said
+    )  # the remedy
     assert all(p.quantized for p in providers.select(["sage"]))
 
 

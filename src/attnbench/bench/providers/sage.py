@@ -18,6 +18,11 @@ from __future__ import annotations
 import importlib
 
 from attnbench import masks
+
+# SageAttention 2's CUDA kernels come from a source build (PyPI's wheel, 1.0.6, is pure Triton)
+UPGRADE = (
+    "with network and nvcc: pip install --no-build-isolation git+https://github.com/thu-ml/SageAttention"
+)
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -71,7 +76,8 @@ class SageProvider(Provider):
         try:
             self.load()
         except AttributeError:
-            return f"sageattention {self.version() or '(unknown version)'} has no {self.entry}"
+            return (f"sageattention {self.version() or '(unknown version)'} has no {self.entry}: SageAttention 2 "
+                    f"added it ({UPGRADE})")  # fmt: skip
         except Exception as exc:  # noqa: BLE001
             return f"load failed: {describe_exception(exc)}"
         return None
