@@ -31,7 +31,9 @@ REPORTS = {
             (
                 "gpu",
                 "kernels_bf16",
+                "kernels_bf16_wide",
                 "kernels_fp32",
+                "kernels_fp32_wide",
                 "leaderboard",
                 "steps_bf16",
                 "breakdown",

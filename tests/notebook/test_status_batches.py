@@ -159,3 +159,28 @@ def test_a_cell_needing_more_gpus_than_the_label_has_is_left_out_named(project):
         ("--cell a", "# ~0 s: a (time unknown)")
     ]
     assert "left out: 2 cells need more GPUs than label gpu-b has (1), or read one that does: s: d, r" in said
+
+
+def test_a_command_carries_only_the_params_its_notebooks_declare(project):
+    one = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
+    two = project.write("q.md", notebook(cell("id=b", "print('b')")))
+    said = project.cli(
+        "status", one, two, "--env", "python", "--label", "t", "-p", "n=2", "--batches", "600"
+    ).out
+    command = next(line.strip() for line in said.splitlines() if line.strip().startswith("attnbench run"))
+    assert "-p n=2" in command  # p.md declares n; the command holds both notebooks' cells
+    said = project.cli("status", two, "--env", "python", "--label", "t", "--batches", "600").out
+    assert "-p" not in next(line for line in said.splitlines() if line.strip().startswith("attnbench run"))
+
+
+def test_an_upstream_cell_of_a_notebook_not_named_is_planned_and_left_out_where_it_must_be(project):
+    """s.md needs u.md:x; the run of s.md runs x too, so the plan counts x, and on a one-GPU label a
+    gpus=2 x is left out with the cell that reads it."""
+    project.write("u.md", notebook(cell("id=x", "print('x')")))
+    path = project.write("s.md", notebook(cell("id=y needs=u.md:x", "print('y')")))
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    command = next(line.strip() for line in said.splitlines() if line.strip().startswith("attnbench run"))
+    assert command.endswith("--cell u.md:x --cell s.md:y") and "2 cells" in said
+    project.write("u.md", notebook(cell("id=x gpus=2", "print('x')")))
+    said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
+    assert "nothing to run for label gpu-b" in said and "left out: 2 cells" in said and "s: y; u: x" in said

@@ -192,3 +192,32 @@ def test_whole_numbers_that_are_not_finite_are_shown_not_raised():
 
     assert _shown(float("nan")) == "nan" and _shown(float("inf")) == "inf"
     assert key_number_text(float("inf")) == "inf"
+
+
+def test_a_run_names_its_oldest_code_and_the_newest_it_was_presented_with(tmp_path: Path):
+    """The measuring cell ran at an older code commit than the report cell that presented it later: the
+    run's code commit is the older one, `presented_with` the newer (commits this clone holds)."""
+    import os
+
+    def commit_code(text: str, date: str) -> str:
+        (tmp_path / "code.py").write_text(text)
+        git(tmp_path, "add", "-A")
+        env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text],
+                       check=True, capture_output=True, env=env)  # fmt: skip
+        return subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    git(tmp_path, "init", "-q")
+    old, new = commit_code("1", "2026-01-01T00:00:00"), commit_code("2", "2026-02-01T00:00:00")
+    run = tmp_path / "outputs" / "nb" / "gpu-a"
+    for cell, code in (("bench", new), ("report", old)):  # the listing order does not decide
+        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
+        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+    page.write_headline(
+        page.Headline(numbers=[page.Number("n", "n", 1.0, "ms")]), run / "report" / "artifacts"
+    )
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    (measured,) = run_history(tmp_path, run).runs
+    assert (measured.code, measured.presented_with) == (old, new)

@@ -199,18 +199,19 @@ def test_profiles_resolve_and_estimate():
     # each well inside one 10-minute command (the kernel table is cut into two cells per dtype for it)
     assert 1200 < estimate["total"] < 2100
     assert all(v < 480 for k, v in estimate.items() if k != "total"), estimate
-    whole = {**profiles.resolve("default", cuda=True)}
-    whole["table"] = {**whole["table"], "parts": 1}
-    assert profiles.estimate_seconds(whole)["kernels_bf16"] > 540  # one cell of all of it would not fit
+    whole = profiles.estimate_seconds(profiles.resolve("default", cuda=True), parts=1)
+    assert whole["kernels_bf16"] > 540  # one cell of all of it would not fit
 
 
 def test_the_kernel_table_is_cut_by_head_dim_into_its_cells():
     table = profiles.resolve("default", cuda=True)["table"]
     assert [profiles.table_part(table, part)["head_dims"] for part in (0, 1)] == [[16, 32], [64, 128]]
     assert profiles.table_part({**table, "head_dims": [16, 32, 64]}, 0)["head_dims"] == [16, 32]
-    assert profiles.table_part({**table, "parts": 1}, 0)["head_dims"] == [16, 32, 64, 128]
-    with pytest.raises(ValueError, match="table part 2: the profile's table has 2 part"):
+    assert profiles.table_part(table, 0, parts=1)["head_dims"] == [16, 32, 64, 128]
+    with pytest.raises(ValueError, match="table part 2: the kernel table has 2 part"):
         profiles.table_part(table, 2)
+    # a profile.json stored before the split (no field for it) is cut the same way
+    assert "parts" not in table and profiles.table_part(table, 1)["head_dims"] == [64, 128]
 
 
 def test_training_setup_is_seeded_and_leaves_the_global_rng_alone():

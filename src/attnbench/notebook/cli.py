@@ -259,9 +259,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.batches:
         from attnbench.notebook.run.batches import batch_lines, rerun_batches
 
-        paths = {name: str(session.graph.notebooks[name].path) for name in session.graph.named}
+        loaded = session.graph.notebooks  # the named ones and those they need cells of
+        paths = {name: str(nb.path) for name, nb in loaded.items()}
+        declared = {name: set(nb.params) for name, nb in loaded.items()}
         batches = rerun_batches(session, states, args.batches)
-        print("\n".join(batch_lines(batches, paths, session.label, args.batches, dict(args.params))))
+        print(
+            "\n".join(batch_lines(batches, paths, session.label, args.batches, dict(args.params), declared))
+        )
     return 0
 
 

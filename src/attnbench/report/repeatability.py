@@ -35,8 +35,9 @@ def _repeatability_files(start: Path | None = None):
 def spread_for(env_ids: set[str], start: Path | None = None) -> float | None:
     """The run-to-run spread of one timed row on the machine of `env_ids`: the 95th-percentile spread
     (|a-b|/mean of two runs' ms_median) its repeatability run measured; None where that machine has none
-    (the history page then flags at its default, and says so). A spread measured on another GPU is
-    never lent: power management differs from card to card."""
+    (the history page then flags at its default, and says so). A machine is its host and GPU model
+    (bench.env.machine_id): the 2-GPU runs of a host share the spread its one-GPU run measured there;
+    another host's or another GPU model's is never lent (power management differs from card to card)."""
     found = repeatability_of(env_ids, start)
     return found["p95"] if found else None
 
@@ -48,7 +49,13 @@ def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | Non
     for found in _repeatability_files(start):
         for path in found:
             doc = _load(path)
-            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
+            machine = doc.get("machine_id")
+            if (
+                isinstance(machine, str)
+                and machine in env_ids
+                and not doc.get("smoke")
+                and _num(doc.get("p95_spread"))
+            ):
                 return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
                         "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
                         "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip

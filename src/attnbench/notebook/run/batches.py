@@ -119,10 +119,13 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
     """The cells of the named notebooks whose state (cell_statuses, by node) is not current, with every
     cell they need that is not current either, in graph order, packed across notebooks into batches
     whose estimate stays within `limit_s` (fewer commands: each start of a lent machine costs time)."""
-    named = set(session.graph.named)
 
-    def pending(node) -> bool:  # a cell of a notebook not named (needs=other.md:x) is not planned here
-        return node[0] in named and states.get(node, Status.NOT_RUN) not in DONE
+    def pending(node) -> bool:
+        if node in states:
+            return states[node] not in DONE
+        # a cell of a notebook not named that a named one needs (needs=other.md:x): the run runs it too
+        judged = session.judge(node)
+        return not (judged.current or judged.measured_elsewhere)
 
     todo = [node for name in session.graph.named for node in session.graph.nodes(name) if pending(node)]
     batches: list[Batch] = []
@@ -161,11 +164,18 @@ def label_gpus(label: str) -> int | None:
 
 
 def batch_lines(
-    batches: list[Batch], paths: dict[str, str], label: str, limit_s: float, overrides: dict | None = None
+    batches: list[Batch],
+    paths: dict[str, str],
+    label: str,
+    limit_s: float,
+    overrides: dict | None = None,
+    declared: dict[str, set[str]] | None = None,
 ) -> list[str]:
     """The commands, each with its estimate and what it is based on (`paths`: each notebook's path);
-    `overrides` (the `-p` params the status was asked with) go on every command, so each runs what the
-    label holds. A command of one notebook names its cells by id; one of several, as `nb.md:id`."""
+    `overrides` (the `-p` params the status was asked with) go on each command whose notebooks declare
+    them (`declared`: each notebook's params; a run refuses a key none of its notebooks declares), so
+    each runs what the label holds. A command of one notebook names its cells by id; one of several, as
+    `nb.md:id`."""
     skipped = [n for b in batches for n in b.left_out]
     capacity = next((b.capacity for b in batches if b.left_out), None)
     batches = [b for b in batches if b.cells]
@@ -184,9 +194,15 @@ def batch_lines(
     head = (f"to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
             f"in {len(batches)} command(s) of at most {_minutes(limit_s)}:")  # fmt: skip
     lines = [head]
-    params = "".join(f" -p {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in (overrides or {}).items())
     for b in batches:
         notebooks = list(dict.fromkeys(e.notebook for e in b.cells))
+        keys = (
+            set().union(*((declared or {}).get(n, set()) for n in notebooks))
+            if declared is not None
+            else None
+        )
+        mine = {k: v for k, v in (overrides or {}).items() if keys is None or k in keys}
+        params = "".join(f" -p {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in mine.items())
         one = len(notebooks) == 1
         cells = " ".join(f"--cell {e.cell if one else f'{e.notebook}.md:{e.cell}'}" for e in b.cells)
         files = " ".join(paths.get(n, f"{n}.md") for n in notebooks)

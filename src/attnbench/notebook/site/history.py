@@ -91,7 +91,8 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
             elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
                 codes.append(_code_commit(_git(repo, "show", f"{commit}:{path}")))
         # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
-        known = sorted(set(codes) - {""}, key=lambda sha: _commit_time(repo, sha, times))
+        # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
+        known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
         run.code = known[0] if known else ""
         run.presented_with = known[-1] if len(known) > 1 else ""
         if not run.code:

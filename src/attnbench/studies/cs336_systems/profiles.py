@@ -80,7 +80,6 @@ PROFILES: dict[str, dict] = {
         "table": {
             "seq_lens": [64],
             "head_dims": [16, 32],
-            "parts": 2,  # one cell each: kernels_bf16 / kernels_bf16_wide (the smoke run proves the split)
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
@@ -114,7 +113,6 @@ PROFILES: dict[str, dict] = {
         "table": {
             "seq_lens": [128 << i for i in range(10)],  # 128 ... 65,536
             "head_dims": [16, 32, 64, 128],
-            "parts": 2,  # head dims 16, 32 and 64, 128 in a cell each (kernels_bf16 / kernels_bf16_wide, ...)
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
@@ -152,19 +150,24 @@ CELL_START_S = 15.0  # python, torch, CUDA context per cell
 ROW_WARMUP_S = 1.2  # bench.timing's steady-state warm-up: >= 1 s of load, until clock and time settle
 
 
-def table_part(config: dict, part: int) -> dict:
+TABLE_PARTS = 2  # the notebook's kernel-table cells per dtype: kernels_bf16 and kernels_bf16_wide, ...
+
+
+def table_part(config: dict, part: int, parts: int = TABLE_PARTS) -> dict:
     """The table's settings for one of its cells: the head dims cut into `parts` runs in order (the
     default profile's table, every row under the steady-state warm-up, takes over 8 minutes in one cell,
-    past a 10-minute command with its compiles; each part fits one)."""
-    dims, parts = list(config["head_dims"]), int(config.get("parts", 1))
+    past a 10-minute command with its compiles; each part fits one). How many parts is the notebook's
+    shape, not a profile's: a profile.json stored before the split cuts the same way."""
+    dims = list(config["head_dims"])
     if not 0 <= part < parts:
-        raise ValueError(f"table part {part}: the profile's table has {parts} part(s) (0..{parts - 1})")
+        raise ValueError(f"table part {part}: the kernel table has {parts} part(s) (0..{parts - 1})")
     size = -(-len(dims) // parts)  # ceil: the first parts take one more head dim where they do not divide
     return {**config, "head_dims": dims[part * size : (part + 1) * size]}
 
 
-def estimate_seconds(config: dict) -> dict[str, float]:
-    """Rough seconds per GPU cell of the notebook for a resolved profile (printed by the first cell)."""
+def estimate_seconds(config: dict, parts: int = TABLE_PARTS) -> dict[str, float]:
+    """Rough seconds per GPU cell of the notebook for a resolved profile (printed by the first cell);
+    `parts`: the kernel table's cells per dtype."""
     from attnbench.models.transformer import SIZES as NAMED
     from attnbench.models.transformer import ModelSize, flops_per_step
 
@@ -206,11 +209,10 @@ def estimate_seconds(config: dict) -> dict[str, float]:
     compiles, timed = {"bfloat16": 40, "float32": 22}, {"bfloat16": 3.5, "float32": 3}
     # a timed row: the steady-state warm-up (>= 1 s of load) and then its timed work
     per_row = ROW_WARMUP_S + table["timing"].get("min_time_ms", 0.0) / 1e3
-    parts = int(table.get("parts", 1))
     for dtype in table["dtypes"]:
         short = "bf16" if dtype == "bfloat16" else "fp32"
         for part in range(parts):
-            dims = len(table_part(table, part)["head_dims"])
+            dims = len(table_part(table, part, parts)["head_dims"])
             rows = len(table["seq_lens"]) * dims * timed.get(dtype, 3) * 3
             big = sum(s * s for s in table["seq_lens"]) * dims * 40 / 3e12  # eager, the largest shapes
             name = f"kernels_{short}" + ("_wide" if part else "")
