@@ -184,3 +184,22 @@ def test_an_upstream_cell_of_a_notebook_not_named_is_planned_and_left_out_where_
     project.write("u.md", notebook(cell("id=x gpus=2", "print('x')")))
     said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
     assert "nothing to run for label gpu-b" in said and "left out: 2 cells" in said and "s: y; u: x" in said
+
+
+def test_an_override_reaches_the_notebook_a_command_reads_from(project):
+    """q.md:b reads p.md:a, and only p.md declares n: a command for b alone would run a with the default
+    n into this label, so it names p.md too and carries -p n=2."""
+    from attnbench.notebook.run.batches import Batch, Estimate, batch_lines
+
+    batches = [Batch(cells=[Estimate("b", 10.0, "last run", notebook="q")], reads={"p"})]
+    lines = batch_lines(batches, {"p": "p.md", "q": "q.md"}, "t", 600, {"n": 2}, {"p": {"n"}, "q": set()})
+    assert lines[1].strip() == "attnbench run q.md p.md --label t -p n=2 --cell q.md:b"
+    one = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
+    two = project.write("q.md", notebook(cell("id=b needs=p.md:a", "print('b')")))
+    said = project.cli("status", two, "--env", "python", "--label", "t", "-p", "n=2", "--batches", "600")
+    assert said.code == 2  # a key no named notebook declares is refused, as a run refuses it
+    said = project.cli(
+        "status", one, two, "--env", "python", "--label", "t", "-p", "n=2", "--batches", "600"
+    ).out
+    commands = [line.strip() for line in said.splitlines() if line.strip().startswith("attnbench run")]
+    assert all("-p n=2" in c for c in commands) and commands

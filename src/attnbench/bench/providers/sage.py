@@ -18,11 +18,6 @@ from __future__ import annotations
 import importlib
 
 from attnbench import masks
-
-# SageAttention 2's CUDA kernels come from a source build (PyPI's wheel, 1.0.6, is pure Triton)
-UPGRADE = (
-    "with network and nvcc: pip install --no-build-isolation git+https://github.com/thu-ml/SageAttention"
-)
 from attnbench.bench.providers.base import (
     Prepared,
     Provider,
@@ -33,6 +28,11 @@ from attnbench.bench.providers.base import (
     module_version,
 )
 from attnbench.rows import Workload
+
+# SageAttention 2's CUDA kernels come from a source build (PyPI's wheel, 1.0.6, is pure Triton)
+UPGRADE = (
+    "with network and nvcc: pip install --no-build-isolation git+https://github.com/thu-ml/SageAttention"
+)
 
 TIMED_NOTE = (
     "timed call = the sageattn API: K-mean subtraction, V cast to fp16 (bf16 inputs), int8 "

@@ -54,6 +54,7 @@ class Batch:
     capacity: int | None = None
     over_limit: bool = False
     alone: bool = False  # a cell stopped at its last try: nothing else shares its command
+    reads: set[str] = field(default_factory=set)  # notebooks its cells need cells of, directly or further up
 
     @property
     def seconds(self) -> float:
@@ -146,6 +147,7 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
             last = Batch(alone=guess.basis == "stopped after")
             batches.append(last)
         last.cells.append(guess)
+        last.reads |= {up[0] for up in session.graph.order([node]) if up[0] != node[0]}
         # a timeout is a bound, not a measured time: it never marks a command as over the limit
         last.over_limit = sum(e.seconds for e in last.cells if e.measured) > limit_s
     if left_out:
@@ -196,6 +198,14 @@ def batch_lines(
     lines = [head]
     for b in batches:
         notebooks = list(dict.fromkeys(e.notebook for e in b.cells))
+        if declared is not None:
+            # an override that a notebook it reads declares must reach that notebook too: a run applies -p
+            # only to the notebooks named on its command line (else it would run the upstream cell with the
+            # defaults into this label), so that notebook is named as well
+            wanted = set(overrides or {})
+            notebooks += [
+                n for n in sorted(b.reads) if n not in notebooks and declared.get(n, set()) & wanted
+            ]
         keys = (
             set().union(*((declared or {}).get(n, set()) for n in notebooks))
             if declared is not None

@@ -95,6 +95,8 @@ def table_cell(dtype: str, part: int, progress=None) -> list:
     from attnbench.rows import write_jsonl
     from attnbench.studies.cs336_systems.profiles import table_part
 
+    if dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"kernel table dtype {dtype!r}: the notebook's tables are bfloat16 and float32")
     config = gpu_profile()
     if config.get("label"):
         print(f"*** {config['label']} ***")
