@@ -13,7 +13,7 @@ from engine_helpers import cell, notebook
 
 import attnbench
 from attnbench.notebook.document.parse import parse_text
-from attnbench.notebook.run import store
+from attnbench.notebook.run import records, store
 from attnbench.notebook.run.materialise import script_header
 from attnbench.notebook.run.progress import LiveProgress, PlainProgress
 
@@ -70,8 +70,8 @@ def test_inputs_without_a_project_says_what_it_looked_for(tmp_path, clean_env):
         attnbench.inputs("up")
 
 
-def _result(key: str = "k") -> store.CellResult:
-    return store.CellResult(cell="a", status=store.Status.OK, key=key, started="t0", finished="t1")
+def _result(key: str = "k") -> records.CellResult:
+    return records.CellResult(cell="a", status=records.Status.OK, key=key, started="t0", finished="t1")
 
 
 def test_staged_cell_is_renamed_into_place_replacing_the_old_one(tmp_path):
@@ -93,13 +93,13 @@ def test_staged_cell_is_renamed_into_place_replacing_the_old_one(tmp_path):
 def test_run_json_is_rewritten_only_when_it_changes(tmp_path):
     folder = tmp_path / "nb" / "cpu"
 
-    def run(state: store.Status) -> store.RunRecord:
-        return store.RunRecord(notebook="nb", cells={"a": store.CellEntry(state)})
+    def run(state: records.Status) -> records.RunRecord:
+        return records.RunRecord(notebook="nb", cells={"a": records.CellEntry(state)})
 
-    assert store.write_run(folder, run(store.Status.RAN))
-    assert not store.write_run(folder, run(store.Status.RAN))
-    assert store.write_run(folder, run(store.Status.FAILED))
-    assert store.load_run(folder).cells["a"].state == store.Status.FAILED
+    assert store.write_run(folder, run(records.Status.RAN))
+    assert not store.write_run(folder, run(records.Status.RAN))
+    assert store.write_run(folder, run(records.Status.FAILED))
+    assert store.load_run(folder).cells["a"].state == records.Status.FAILED
     assert [p.name for p in folder.iterdir()] == ["run.json"]  # the atomic write left no .tmp- file
 
 

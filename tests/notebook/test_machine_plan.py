@@ -20,8 +20,8 @@ from attnbench.notebook.run.machine import (
     slug,
 )
 from attnbench.notebook.run.plan import cell_key, stale_reasons
+from attnbench.notebook.run.records import CellResult, Status
 from attnbench.notebook.run.sources import SourceIndex
-from attnbench.notebook.run.store import CellResult, Status
 
 H200 = "NVIDIA H200, 570.86.15\n"
 

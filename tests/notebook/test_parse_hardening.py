@@ -282,7 +282,7 @@ def test_a_long_value_is_clipped_alike_in_every_message(tmp_path):
     """Front matter, -p values and stored records name a bad value cut to 60 characters, '…' marking
     the cut, so a megabyte value never floods the terminal."""
     from attnbench.notebook.run import store
-    from attnbench.notebook.run.store import RecordError
+    from attnbench.notebook.run.records import RecordError
 
     long = "x" * 500
     theme = error_of("---", f"theme: {long}", "---").message

@@ -10,7 +10,7 @@ import pytest
 from engine_helpers import LABEL, cell, notebook
 
 from attnbench.notebook.run import store
-from attnbench.notebook.run.store import CellEntry, CellResult, RecordError, RunRecord, Status
+from attnbench.notebook.run.records import CellEntry, CellResult, RecordError, RunRecord, Status
 from attnbench.notebook.site.render import build_site
 
 REPO = Path(__file__).resolve().parents[2]

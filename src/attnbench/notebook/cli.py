@@ -18,8 +18,8 @@ import yaml
 
 from attnbench.notebook.document.model import Notebook, NotebookError
 from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError
+from attnbench.notebook.run.records import RecordError
 from attnbench.notebook.run.session import Options, SetupError
-from attnbench.notebook.run.store import RecordError
 
 
 def _param(text: str) -> tuple[str, object]:

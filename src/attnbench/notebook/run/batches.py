@@ -19,9 +19,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from attnbench.notebook.run import store
+from attnbench.notebook.run import records, store
+from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
-from attnbench.notebook.run.store import Status
 
 DONE = frozenset({Status.CACHED, Status.ELSEWHERE})  # current code: nothing to run (elsewhere: its machine)
 
@@ -109,7 +109,7 @@ def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, flo
             continue
         try:
             result = store.load_result(folder / node[1])
-        except store.RecordError:
+        except records.RecordError:
             continue
         if result is not None and result.status == Status.OK and result.duration_s is not None:
             found.append((result.finished or "", folder.name, result.duration_s))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnbench.notebook.document.model import clip
-from attnbench.notebook.run.store import Status
+from attnbench.notebook.run.records import Status
 
 KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL
 INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"  # the reason of a cell the run's stop ended

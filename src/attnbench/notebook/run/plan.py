@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnbench.notebook.document.model import Cell
-from attnbench.notebook.run.store import CellResult
+from attnbench.notebook.run.records import CellResult
 
 SOURCES_CHANGED = "attnbench sources changed"  # session.py names the parts that changed, where it can
 

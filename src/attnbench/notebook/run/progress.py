@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from attnbench.notebook.run.store import Status
+from attnbench.notebook.run.records import Status
 
 PLAIN_EVERY_S = 10.0
 STYLES = {

@@ -31,9 +31,9 @@ from attnbench.notebook.run.launchers import (
     setup_command,
 )
 from attnbench.notebook.run.materialise import materialise
+from attnbench.notebook.run.records import CellEntry, CellResult, RecordError, RunRecord, Status
 from attnbench.notebook.run.runlock import LockBusy, Locks
 from attnbench.notebook.run.session import Session, SetupError
-from attnbench.notebook.run.store import CellEntry, CellResult, RecordError, RunRecord, Status
 
 
 @dataclass

@@ -21,8 +21,8 @@ from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, 
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.run.plan import SOURCES_CHANGED, CacheKey, cell_key, stale_reasons
 from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
+from attnbench.notebook.run.records import CellResult, Status
 from attnbench.notebook.run.sources import SourceIndex
-from attnbench.notebook.run.store import CellResult, Status
 
 
 @dataclass

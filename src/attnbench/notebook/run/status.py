@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attnbench.notebook.run import store
+from attnbench.notebook.run import records, store
+from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
-from attnbench.notebook.run.store import Status
 
 
 def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:
@@ -72,7 +72,7 @@ def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, d
             if "+" in run_dir.name:
                 try:
                     run = store.load_run(run_dir)
-                except store.RecordError as e:
+                except records.RecordError as e:
                     problems.append(f"{run_dir}: {e}; its staleness is not shown")
                     continue
                 own = {
@@ -90,7 +90,7 @@ def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, d
                     c: (str(s), "; ".join(session.judge((nb.name, c)).code_reasons) if s == Status.STALE else why)
                     for c, s, why in cell_statuses(session, nb.name)
                 }  # fmt: skip
-        except (SetupError, NotebookError, store.RecordError, ValueError) as e:
+        except (SetupError, NotebookError, records.RecordError, ValueError) as e:
             problems.append(
                 f"label {label} of {', '.join(nb.name for nb in members)}: {e}; its staleness is not shown"
             )

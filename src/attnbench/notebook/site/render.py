@@ -19,15 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 from attnbench.notebook.run import provenance
-from attnbench.notebook.run.store import (
-    BAD_STATES,
-    REPORT_ORDER,
-    RUN_FILE,
-    RecordError,
-    file_kind,
-    load_result,
-    load_run,
-)
+from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, RecordError
+from attnbench.notebook.run.store import RUN_FILE, file_kind, load_result, load_run
 from attnbench.notebook.site import artifacts as show
 from attnbench.notebook.site import compare, history, prose, sitedata, summary
 from attnbench.notebook.site.artifacts import (
