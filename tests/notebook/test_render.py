@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.notebook.site.artifacts import MAX_TABLE_ROWS, TAIL_LINES, shown
+from attnbench.notebook.site.artifacts import TAIL_LINES
 from attnbench.notebook.site.render import build_site
+from attnbench.notebook.site.tables import MAX_TABLE_ROWS, shown
 
 NOTEBOOK_MD = """\
 #!/usr/bin/env -S uv run attnbench run

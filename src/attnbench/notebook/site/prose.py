@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from attnbench.notebook.site.artifacts import MEASURE
+from attnbench.notebook.site.tables import MEASURE
 
 
 def markdown(highlight: Callable[[str, str, str], str]):

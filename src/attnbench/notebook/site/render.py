@@ -29,6 +29,7 @@ from attnbench.notebook.site.artifacts import (
     split_tail,
     terminal_text,
 )
+from attnbench.notebook.site.tables import human_size
 
 log = logging.getLogger(__name__)
 
@@ -252,10 +253,10 @@ class _Renderer:
         count, left_out = sitedata.write_raw_zip(data, run_dir, page_dir / rel)
         if left_out:
             problems.append(
-                f"raw-data.zip leaves out {', '.join(left_out)}: over {show.human_size(sitedata.MAX_RAW_BYTES)}"
+                f"raw-data.zip leaves out {', '.join(left_out)}: over {human_size(sitedata.MAX_RAW_BYTES)}"
                 " in all; they are in outputs/"
             )
-        size = show.human_size((page_dir / rel).stat().st_size)
+        size = human_size((page_dir / rel).stat().st_size)
         return {"href": "/".join(quote(p) for p in rel.parts), "files": count, "size": size}
 
     # ---- pieces ----
@@ -335,7 +336,7 @@ def _copy(src: Path, files: tuple[Path, PurePosixPath], rel: str) -> tuple[str, 
     if size > MAX_COPY_BYTES:
         href = os.path.relpath(src.resolve(), page_dir.resolve())
         warning = (
-            f"{show.human_size(size)}: over the site's {show.human_size(MAX_COPY_BYTES)} limit, not copied "
+            f"{human_size(size)}: over the site's {human_size(MAX_COPY_BYTES)} limit, not copied "
             f"into the site; linked where it lies in outputs/ (the link works while the site sits "
             f"beside outputs/)"
         )

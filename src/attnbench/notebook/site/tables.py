@@ -1,0 +1,67 @@
+"""Table cells as the site shows them: values rounded for reading (the exact one in the tooltip), long
+text cut, numeric columns right-aligned. artifacts.py turns CSV, TSV and JSONL files into such tables;
+results_view.py builds the curated view of benchmark result rows from them."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple
+
+MAX_TABLE_ROWS = 200  # rows shown per table; the full file is a download link
+MAX_RECORDS = 20_000  # JSONL lines read for the curated view (beyond: counted, not read)
+LONG_VALUE = 60  # table values longer than this are cut with an ellipsis (whole value in the tooltip)
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+MEASURE = re.compile(r"[+-]?(\d[\d,]*\.?\d*|\.\d+)([eE][+-]?\d+)?\s*(%|x|×|ms|s|[KMGT]i?B)?")  # 95.2%, 1.82x
+
+
+class Shown(NamedTuple):
+    """One table cell as displayed."""
+
+    text: str
+    title: str = ""  # the exact value when `text` is rounded, or the whole of a cut value
+    css: str = ""  # "num" right-aligns; "good"/"bad" colour a verdict; "long" cuts with an ellipsis
+
+
+def shown(value: Any) -> Shown:
+    """A CSV string or a JSON value as a table cell: long numbers rounded to 4 digits, long text cut."""
+    if value is None:
+        return Shown("")
+    if isinstance(value, (bool, dict, list)):  # as JSON writes them: true, not True
+        text = json.dumps(value, separators=(",", ":"))
+    else:
+        text = str(value) if not isinstance(value, float) else repr(value)
+    if NUMBER.fullmatch(text):
+        mantissa = re.split("[eE]", text)[0]
+        digits = mantissa.lstrip("+-").replace(".", "").lstrip("0")
+        if ("." in text or "e" in text.lower()) and len(digits) > 6:
+            return Shown(format(float(text), "#.4g"), text, "num")  # '#': 17.00, not 17
+        return Shown(text, "", "num")
+    if len(text) > LONG_VALUE:
+        return Shown(text, text, "long")
+    return Shown(text)
+
+
+def table(columns: list[str], rows: list[list[Shown]], total: int, note: str = "", titles=None) -> dict:
+    """A table for the template; a column of numbers is right-aligned, its header too."""
+    numeric = [
+        any(row[i].text for row in rows) and all(row[i].css == "num" for row in rows if row[i].text)
+        for i in range(len(columns))
+    ]
+    titles = titles or [""] * len(columns)
+    return {
+        "columns": [
+            {"name": c, "title": t, "css": "num" if n else ""} for c, t, n in zip(columns, titles, numeric)
+        ],
+        "rows": rows,
+        "total": total,
+        "note": note,
+    }
+
+
+def human_size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
