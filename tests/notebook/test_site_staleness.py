@@ -71,3 +71,21 @@ def test_a_broken_notebook_costs_its_own_staleness_not_the_site(project):
     assert built.code == 0, built.err
     assert "broken.md" in built.err and "staleness of its results is not shown" in built.err
     assert (project.root / "site" / "s" / "t.html").exists()
+
+
+def test_without_uv_the_build_judges_with_this_interpreter(project, monkeypatch):
+    """`attnbench build` on a machine without uv still marks stale results (the code verdicts do not
+    depend on the kind of environment), instead of a warning per label."""
+    from attnbench.notebook import cli
+    from attnbench.notebook.run import status
+
+    path = project.write("s.md", notebook(cell("id=a", "print(1)")))
+    assert project.run(path).code == 0
+    seen = []
+    real = status.stored_states
+    monkeypatch.setattr(
+        status, "stored_states", lambda nbs, out, env=None: seen.append(env) or real(nbs, out, env)
+    )
+    monkeypatch.setattr(cli.shutil, "which", lambda name: None)
+    built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
+    assert built.code == 0 and seen and seen[0].kind == "python" and "staleness is not shown" not in built.err

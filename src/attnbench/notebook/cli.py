@@ -290,7 +290,9 @@ def _stored_states(outputs: Path) -> dict | None:
             notebooks += _runnable([path])
         except NotebookError as e:
             print(f"warning: {e}; the staleness of its results is not shown", file=sys.stderr)
-    states, problems = stored_states(notebooks, outputs)
+    # the code verdicts are the same under either kind of environment: without uv, judge with this one
+    env = EnvSpec("uv") if shutil.which("uv") else EnvSpec("python")
+    states, problems = stored_states(notebooks, outputs, env)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     return states
