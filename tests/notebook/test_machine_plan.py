@@ -15,6 +15,7 @@ from attnbench.notebook.run.machine import (
     Gpus,
     ProbeError,
     label_for,
+    label_gpus,
     parse_nvidia_smi,
     probe_interpreter,
     slug,
@@ -30,6 +31,9 @@ def test_label_slugs():
     assert label_for(parse_nvidia_smi(H200, None)) == "nvidia-h200"
     assert label_for(parse_nvidia_smi(H200 * 2, None)) == "nvidia-h200-x2"
     assert label_for(parse_nvidia_smi(H200 * 8, None)) == "nvidia-h200-x8"
+    # read back as written (status --batches leaves out what a label's machine cannot run)
+    assert [label_gpus(label_for(parse_nvidia_smi(H200 * n, None))) for n in (1, 2, 8)] == [1, 2, 8]
+    assert label_gpus(label_for(Gpus())) == 0
     assert label_for(Gpus()) == "cpu"
     assert slug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
     assert slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100-sxm4-80gb"

@@ -148,10 +148,11 @@ def test_cells_of_several_notebooks_share_a_command(project):
 def test_a_cell_needing_more_gpus_than_the_label_has_is_left_out_named(project):
     """On a one-GPU label (`gpu-b`; `-x2` would be two) a gpus=2 cell and what reads it are left out,
     named; a CPU label runs them (gloo)."""
-    from attnbench.notebook.run.batches import label_gpus
+    from attnbench.notebook.run.machine import label_gpus, label_overrides
 
     assert (label_gpus("nvidia-h200"), label_gpus("nvidia-h200-x2"), label_gpus("cpu"), label_gpus("cpu+n-2")) == (
-        1, 2, None, None)  # fmt: skip
+        1, 2, 0, 0)  # fmt: skip
+    assert (label_overrides("cpu+n-2"), label_overrides("nvidia-h200-x2")) == ("n-2", "")
     path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=d gpus=2", "print('d')"),
                                           cell("id=r needs=d", "print('r')")))  # fmt: skip
     said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
@@ -189,10 +190,10 @@ def test_an_upstream_cell_of_a_notebook_not_named_is_planned_and_left_out_where_
 def test_an_override_reaches_the_notebook_a_command_reads_from(project):
     """q.md:b reads p.md:a, and only p.md declares n: a command for b alone would run a with the default
     n into this label, so it names p.md too and carries -p n=2."""
-    from attnbench.notebook.run.batches import Batch, Estimate, batch_lines
+    from attnbench.notebook.run.batches import Batch, Estimate, Plan, plan_lines
 
-    batches = [Batch(cells=[Estimate("b", 10.0, "last run", notebook="q")], reads={"p"})]
-    lines = batch_lines(batches, {"p": "p.md", "q": "q.md"}, "t", 600, {"n": 2}, {"p": {"n"}, "q": set()})
+    plan = Plan([Batch(cells=[Estimate("b", 10.0, "last run", notebook="q")], reads={"p"})], gpus=1)
+    lines = plan_lines(plan, {"p": "p.md", "q": "q.md"}, "t", 600, {"n": 2}, {"p": {"n"}, "q": set()})
     assert lines[1].strip() == "attnbench run q.md p.md --label t -p n=2 --cell q.md:b"
     one = project.write("p.md", notebook(cell("id=a", "print(params['n'])"), params={"n": 1}))
     two = project.write("q.md", notebook(cell("id=b needs=p.md:a", "print('b')")))

@@ -257,15 +257,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             states[(name, cell_id)] = state
             print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
     if args.batches:
-        from attnbench.notebook.run.batches import batch_lines, rerun_batches
+        from attnbench.notebook.run.batches import plan_lines, rerun_plan
 
         loaded = session.graph.notebooks  # the named ones and those they need cells of
         paths = {name: str(nb.path) for name, nb in loaded.items()}
         declared = {name: set(nb.params) for name, nb in loaded.items()}
-        batches = rerun_batches(session, states, args.batches)
-        print(
-            "\n".join(batch_lines(batches, paths, session.label, args.batches, dict(args.params), declared))
-        )
+        plan = rerun_plan(session, states, args.batches)
+        print("\n".join(plan_lines(plan, paths, session.label, args.batches, dict(args.params), declared)))
     return 0
 
 

@@ -15,11 +15,11 @@ slower than its estimate (the estimate names where it comes from: "on <label>", 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from dataclasses import dataclass, field
 
 from attnbench.notebook.run import records, store
+from attnbench.notebook.run.machine import label_gpus, label_overrides
 from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
 
@@ -50,8 +50,6 @@ class Estimate:
 @dataclass
 class Batch:
     cells: list[Estimate] = field(default_factory=list)
-    left_out: list = field(default_factory=list)  # (the last batch) nodes this label's machine cannot run
-    capacity: int | None = None
     over_limit: bool = False
     alone: bool = False  # a cell stopped at its last try: nothing else shares its command
     reads: set[str] = field(default_factory=set)  # notebooks its cells need cells of, directly or further up
@@ -59,6 +57,15 @@ class Batch:
     @property
     def seconds(self) -> float:
         return sum(e.seconds or 0.0 for e in self.cells)
+
+
+@dataclass
+class Plan:
+    """The commands of a label's re-run, and the cells its machine cannot run (with what reads them)."""
+
+    batches: list[Batch] = field(default_factory=list)
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+    gpus: int = 0  # the label's GPUs (machine.label_gpus; 0: a CPU label, where multi-rank cells run on gloo)
 
 
 def _minutes(seconds: float) -> str:
@@ -93,10 +100,9 @@ def estimate(session: Session, node: tuple[str, str]) -> Estimate:
 
 
 def _kind(label: str) -> tuple[bool, str]:
-    """What a label's times say something of: CPU or GPU, and the -p overrides after its '+'
-    ("nvidia-h200+profile-smoke" times a smoke profile, not nvidia-h200's default one)."""
-    base, _, overrides = label.partition("+")
-    return base == "cpu", overrides
+    """What a label's times say something of: CPU or GPU, and its -p overrides ("nvidia-h200+profile-smoke"
+    times a smoke profile, not nvidia-h200's default one)."""
+    return label_gpus(label) == 0, label_overrides(label)
 
 
 def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, float] | None:
@@ -116,7 +122,7 @@ def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, flo
     return max(found)[1:] if found else None
 
 
-def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit_s: float) -> list[Batch]:
+def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s: float) -> Plan:
     """The cells of the named notebooks whose state (cell_statuses, by node) is not current, with every
     cell they need that is not current either, in graph order, packed across notebooks into batches
     whose estimate stays within `limit_s` (fewer commands: each start of a lent machine costs time)."""
@@ -129,11 +135,11 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
         return not (judged.current or judged.measured_elsewhere)
 
     todo = [node for name in session.graph.named for node in session.graph.nodes(name) if pending(node)]
-    batches: list[Batch] = []
-    capacity, left_out = label_gpus(session.label), set()
+    plan = Plan(gpus=label_gpus(session.label))
+    batches, left_out = plan.batches, set()
     for node in (n for n in session.graph.order(todo) if pending(n)):
         cell = session.graph.cell(node)
-        needs_more = capacity is not None and (cell.gpus or 1) > capacity
+        needs_more = plan.gpus > 0 and (cell.gpus or 1) > plan.gpus
         if needs_more or any(up in left_out for _, up in session.graph.upstream[node]):
             left_out.add(node)  # this label's machine cannot run it, nor what reads it
             continue
@@ -150,23 +156,12 @@ def rerun_batches(session: Session, states: dict[tuple[str, str], Status], limit
         last.reads |= {up[0] for up in session.graph.order([node]) if up[0] != node[0]}
         # a timeout is a bound, not a measured time: it never marks a command as over the limit
         last.over_limit = sum(e.seconds for e in last.cells if e.measured) > limit_s
-    if left_out:
-        batches.append(Batch(left_out=sorted(left_out), capacity=capacity))
-    return batches
+    plan.left_out = sorted(left_out)
+    return plan
 
 
-def label_gpus(label: str) -> int | None:
-    """The GPUs of a label's machine, read from its name as the engine makes it (`nvidia-h200` one,
-    `nvidia-h200-x2` two; machine.label_for); None for a CPU label, where a multi-rank cell runs on gloo."""
-    base = label.partition("+")[0]
-    if base == "cpu":
-        return None
-    found = re.search(r"-x(\d+)$", base)
-    return int(found.group(1)) if found else 1
-
-
-def batch_lines(
-    batches: list[Batch],
+def plan_lines(
+    plan: Plan,
     paths: dict[str, str],
     label: str,
     limit_s: float,
@@ -178,17 +173,14 @@ def batch_lines(
     them (`declared`: each notebook's params; a run refuses a key none of its notebooks declares), so
     each runs what the label holds. A command of one notebook names its cells by id; one of several, as
     `nb.md:id`."""
-    skipped = [n for b in batches for n in b.left_out]
-    capacity = next((b.capacity for b in batches if b.left_out), None)
-    batches = [b for b in batches if b.cells]
-    tail = []
-    if skipped:
-        by_notebook = {}
-        for notebook, cell in skipped:
+    batches, tail = plan.batches, []
+    if plan.left_out:
+        by_notebook: dict[str, list[str]] = {}
+        for notebook, cell in plan.left_out:
             by_notebook.setdefault(notebook, []).append(cell)
         said = "; ".join(f"{nb}: {', '.join(cells)}" for nb, cells in by_notebook.items())
-        why = f"need more GPUs than label {label} has ({capacity}), or read one that does"
-        tail = [f"left out: {len(skipped)} cells {why}: {said}"]
+        why = f"need more GPUs than label {label} has ({plan.gpus}), or read one that does"
+        tail = [f"left out: {len(plan.left_out)} cells {why}: {said}"]
     if not batches:
         return [f"nothing to run for label {label}: every cell is current", *tail]
     total = sum(b.seconds for b in batches)

@@ -109,6 +109,22 @@ def label_for(gpus: Gpus) -> str:
     return f"{base}-x{gpus.count}" if gpus.count > 1 else base
 
 
+def label_gpus(label: str) -> int:
+    """The GPU count a label names, read back as label_for and session.override_label write it:
+    `nvidia-h200` 1, `nvidia-h200-x2` 2, `cpu` 0; a `+key-value` suffix (a -p run) does not change it. A
+    label given with --label that follows neither counts as one GPU."""
+    base = label.partition("+")[0]
+    if base == "cpu":
+        return 0
+    found = re.search(r"-x(\d+)$", base)
+    return int(found.group(1)) if found else 1
+
+
+def label_overrides(label: str) -> str:
+    """The `-p` suffix of a label made by session.override_label (`cpu+profile-smoke` -> `profile-smoke`)."""
+    return label.partition("+")[2]
+
+
 def detect_label() -> str:
     return label_for(detect_gpus())
 

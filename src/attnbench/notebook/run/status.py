@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from attnbench.notebook.run import records, store
+from attnbench.notebook.run.machine import label_overrides
 from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
 
@@ -69,7 +70,7 @@ def stored_states(notebooks: list, outputs: Path, env=None) -> tuple[dict[str, d
         folder = Path(outputs) / nb.name
         for run_dir in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
             own: dict = {}
-            if "+" in run_dir.name:
+            if label_overrides(run_dir.name):  # a -p run's label
                 try:
                     run = store.load_run(run_dir)
                 except records.RecordError as e:
