@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from attnbench.notebook.run import provenance
+from attnbench.notebook.site.artifacts import parse_time
 from attnbench.notebook.site.headline import HEADLINE_FILE, HeadlineError, parse_headline
 
 DEFAULT_SPREAD = 0.02  # a number moving by more than 2 % between runs is flagged
@@ -57,16 +58,6 @@ class History:
     spread: float = DEFAULT_SPREAD
 
 
-def _git(repo: Path, *args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD) -> History | None:
     """The committed runs of `run_dir` (outputs/<notebook>/<label>) in `repo`'s history; None without git."""
     if repo is None:
@@ -75,21 +66,23 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
         rel = PurePosixPath(Path(run_dir).resolve().relative_to(Path(repo).resolve()).as_posix())
     except ValueError:
         return None
-    log = _git(repo, "log", f"-{MAX_RUNS}", "--format=%H%x09%cI%x09%s", "--", str(rel))
+    log = provenance.git_output(repo, "log", f"-{MAX_RUNS}", "--format=%H%x09%cI%x09%s", "--", str(rel))
     if log is None:
         return None
     runs, names, times = [], {}, {}
     for line in reversed(log.strip().splitlines()):
         commit, date, subject = (line.split("\t", 2) + ["", ""])[:3]
         run = Run(commit=commit, date=date[:10], subject=subject)
-        files = (_git(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or "").splitlines()
+        files = (
+            provenance.git_output(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or ""
+        ).splitlines()
         codes: list[str] = []  # every cell's code commit
         for path in files:
             parts = PurePosixPath(path).parts
             if path.endswith(f"/artifacts/{HEADLINE_FILE}"):
                 _read_numbers(repo, commit, path, run, names)
             elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
-                codes.append(_code_commit(_git(repo, "show", f"{commit}:{path}")))
+                codes.append(_code_commit(provenance.git_output(repo, "show", f"{commit}:{path}")))
         # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
         # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
         known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
@@ -108,12 +101,12 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
                    names=names, spread=spread)  # fmt: skip
 
 
-def _commit_time(repo: Path, sha: str, times: dict[str, int]) -> int:
-    """The commit's time (seconds), for ordering code commits; unknown here (a commit of another clone)
-    counts as newest."""
+def _commit_time(repo: Path, sha: str, times: dict[str, float]) -> float:
+    """The commit's time (provenance.commit_date), for ordering code commits; unknown here (a commit of
+    another clone) counts as newest."""
     if sha not in times:
-        out = (_git(repo, "show", "-s", "--format=%ct", sha) or "").strip()
-        times[sha] = int(out) if out.isdigit() else 2**62
+        when = parse_time(provenance.commit_date(repo, sha))
+        times[sha] = when.timestamp() if when else math.inf
     return times[sha]
 
 
@@ -126,7 +119,7 @@ def _code_commit(text: str | None) -> str:
 
 
 def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str, str]) -> None:
-    text = _git(repo, "show", f"{commit}:{path}")
+    text = provenance.git_output(repo, "show", f"{commit}:{path}")
     cell = PurePosixPath(path).parts[-3]  # <cell>/artifacts/headline.json: the cell whose ranking it is
     try:
         headline = parse_headline(json.loads(text or ""), Path(path))
