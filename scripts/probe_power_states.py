@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from attnbench.bench import providers, timing
+    from attnbench.bench import providers
     from attnbench.bench.sweep import make_inputs
     from attnbench.rows import Workload
     from attnbench.studies.flux_attention.profiles import PROFILES
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 inputs, inputs_seed = make_inputs(workload, device, seed=seed or 0), seed or 0
             for provider in chosen:
                 row = {"round": round_, "inputs": variant, "seed": inputs_seed, "provider": provider.name}
-                row.update(_timed(provider, inputs, workload, device, counts, torch, timing))
+                row.update(_timed(provider, inputs, workload, device, counts))
                 rows.append(row)
                 print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                       flush=True)  # fmt: skip
@@ -92,15 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _timed(provider, inputs, workload, device, counts, torch, timing) -> dict:
+def _timed(provider, inputs, workload, device, counts) -> dict:
     """One timing of `provider` with the report's protocol: its time and what the GPU did, or the error
-    that stopped it (a row of its own: an out-of-memory or a library failure ends no probe)."""
+    that stopped it, worded as the sweep words it (a row of its own: an out-of-memory or a library
+    failure ends no probe)."""
+    import torch
+
+    from attnbench.bench import timing
+    from attnbench.bench.providers.base import describe_exception
+
     try:
         with torch.no_grad():
             prepared = provider.prepare(*inputs, workload)
             t = timing.measure(prepared.run, device=device, **counts)
     except Exception as exc:  # noqa: BLE001 - every failure is a row, never a crash
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": describe_exception(exc)}
     energy = t.power_w * t.ms_median if t.power_w else None  # mJ per call
     return {"ms": t.ms_median, "sm_clock_mhz": t.sm_clock_mhz, "power_w": t.power_w,
             "temperature_c": t.temperature_c, "energy_mj_per_call": energy, "warmup_s": t.warmup_s,
