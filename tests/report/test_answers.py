@@ -300,3 +300,19 @@ def test_the_environment_answer_names_the_gpu_and_what_bounds_its_speed():
     assert answer_for("environment", Data).answer[1].endswith("host Xeon.")  # no "(None cores)"
     Data.documents = {}
     assert "has not run here" in answer_for("environment", Data).answer[0]
+
+
+def test_a_bad_repeatability_file_is_named_and_counts_as_none(tmp_path, capsys):
+    import json
+
+    from attnbench.report.repeatability import spread_for
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    (tmp_path / "measurements" / "flux_repeatability-a.json").write_text("{not json")
+    (tmp_path / "measurements" / "flux_repeatability-b.json").write_text(
+        json.dumps({"machine_id": ["h100-a"]})
+    )
+    assert spread_for({"h100-a"}, tmp_path) is None
+    err = capsys.readouterr().err
+    assert "flux_repeatability-a.json" in err and "flux_repeatability-b.json: machine_id ['h100-a']" in err

@@ -9,6 +9,7 @@ history page flags only moves beyond it.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,7 @@ def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | Non
     for found in _repeatability_files(start):
         for path in found:
             doc = _load(path)
-            machine = doc.get("machine_id")
-            if (
-                isinstance(machine, str)
-                and machine in env_ids
-                and not doc.get("smoke")
-                and _num(doc.get("p95_spread"))
-            ):
+            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
                 return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
                         "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
                         "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip
@@ -80,8 +75,20 @@ def widest_text(pair: dict | None) -> str:
 
 
 def _load(path: Path) -> dict:
+    """The repeatability file as a dict; one that cannot be read, or is not a JSON object with a string
+    machine_id, is named on stderr and counts as no file (the report goes on without its spread)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError) as e:
+        print(f"warning: {path}: {e}; its run-to-run spread is not used", file=sys.stderr)
         return {}
-    return document if isinstance(document, dict) else {}
+    if not isinstance(document, dict) or not isinstance(document.get("machine_id"), str):
+        what = (
+            "not a JSON object"
+            if not isinstance(document, dict)
+            else f"machine_id {document.get('machine_id')!r}"
+        )
+        print(f"warning: {path}: {what} (scripts/flux_repeatability.py writes an object with a string "
+              "machine_id); its run-to-run spread is not used", file=sys.stderr)  # fmt: skip
+        return {}
+    return document
