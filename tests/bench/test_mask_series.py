@@ -319,3 +319,31 @@ def test_a_mask_registered_here_runs_in_the_smoke_sweep_with_reasons_for_the_res
     assert all(
         "prefix_lm" in reason or "backward" in reason or "CUDA" in reason for reason in refused.values()
     )
+
+
+def test_a_held_share_of_the_budget_leaves_the_later_tier_rows(monkeypatch):
+    monkeypatch.setattr(series, "availability", lambda ps: {p.name: None for p in ps})  # as on the GPU
+    config = profiles.configure("default")
+    tiers = [([get(n) for n in names], passes) for names, passes in measure.stage_tiers(config, "separate")]
+    plan = profiles.plan(config)
+    later = {p.name for p in tiers[1][0]}
+
+    def later_rows(share: float) -> int:
+        schedule = series.simulate(tiers, plan, config["timing"], series.Budget(480.0, 40.0, later_share=share))
+        assert schedule["seconds"] <= 480.0
+        supported = sum(1 for p in tiers[1][0] for ws in plan.values() for w in ws for pass_ in tiers[1][1]
+                        if not p.unsupported(w, pass_) and not series._native_covers(p, w, pass_, {}))  # fmt: skip
+        return supported - sum(n for name, n in schedule["skipped"].items() if name in later)
+
+    assert later_rows(0.0) < later_rows(config["later_tiers_share"])
+    assert later_rows(config["later_tiers_share"]) > 20
+
+
+def test_a_held_share_is_named_in_the_skip_reason_and_freed_for_the_last_tier():
+    budget = series.Budget(seconds=0.001, later_share=0.5)
+    rows = _run([([get("sdpa_math")], ["fwd"]), ([get("sdpa_math")], ["bwd"])], budget=budget)
+    first = _by(rows, "sdpa_math", "fwd")
+    assert all(r.status == "skipped" and "held for the later tiers" in r.reason for r in first.values())
+    assert budget.held == 0.0  # the last tier may spend all that is left
+    with pytest.raises(ValueError, match="later_share must be in"):
+        series.Budget(480.0, later_share=1.0)

@@ -44,6 +44,11 @@ def stage_budget(config: dict, stage: str) -> float | None:
     return config["budget_s"] if stage == "separate" else config["fwd_bwd_budget_s"]
 
 
+def stage_budget_of(config: dict, budget_s: float | None) -> series.Budget:
+    """A timed stage's budget, with the share its first tier leaves to the later ones (the peers)."""
+    return series.Budget(budget_s, config["row_limit_s"], later_share=config.get("later_tiers_share", 0.0))
+
+
 class _Progress:
     """Every row except repeats of an unavailable provider (its reason is the same everywhere)."""
 
@@ -61,11 +66,13 @@ class _Progress:
 def _print_plan(tiers, plan, config: dict, budget_s: float | None) -> float:
     """Print the time estimate of the stage and the planned schedule; return the estimate (seconds)."""
     estimate = series.estimate(tiers, plan, config["timing"])
-    schedule = series.simulate(tiers, plan, config["timing"], series.Budget(budget_s, config["row_limit_s"]))
+    schedule = series.simulate(tiers, plan, config["timing"], stage_budget_of(config, budget_s))
     print(f"every supported row of this stage at assumed rates would take {sum(estimate.values()):.0f} s:")
     for name, seconds in estimate.items():
         print(f"  {name:<28} {seconds:7.1f} s")
-    print(f"budget {budget_s or 'none'} s, per-row limit {config['row_limit_s'] or 'none'} s; expected "
+    share = config.get("later_tiers_share", 0.0)
+    held = f" ({share:.0%} held for the later tiers while the first runs)" if share and budget_s else ""
+    print(f"budget {budget_s or 'none'} s{held}, per-row limit {config['row_limit_s'] or 'none'} s; expected "
           f"{schedule['measured']} timed rows in about {schedule['seconds']:.0f} s plus compiles, skipped for "
           f"time: {schedule['skipped'] or 'none'}")  # fmt: skip
     print("tiers, in order (the budget runs out in the last): "
@@ -130,7 +137,7 @@ def _run_timed(config: dict, stage: str, machine: dict, first_stage: Path) -> di
     estimate = _print_plan(tiers, plan, config, budget_s)
     checks = read_rows_document(first_stage / "checks.json")
     peak = json.loads((first_stage / "sweep.json").read_text())["measured_matmul_peak_tflops"]
-    budget = series.Budget(budget_s, config["row_limit_s"])
+    budget = stage_budget_of(config, budget_s)
     started = time.perf_counter()
     rows = series.run_series(tiers, plan, device=config["device"], timing_options=config["timing"], budget=budget,
                              checks=checks, env_id=machine["env_id"], peak_tflops=peak,

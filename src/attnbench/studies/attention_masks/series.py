@@ -15,7 +15,8 @@ Stop rules (each becomes a row with the reason, never a silent gap):
     rows whose reason starts "not attempted" (the seed's E at every longer length);
   - (the rules below make `skipped` rows)
   - a row whose predicted time exceeds `row_limit_s` stops its series (the next length costs ~4x more);
-  - a row whose predicted time exceeds what is left of `budget_s` is skipped (cheaper rows still run).
+  - a row whose predicted time exceeds what is left of `budget_s` is skipped (cheaper rows still run);
+    while a stage's first tier runs, `later_share` of the budget is held for the tiers after it.
 A row's prediction is what bench.timing's protocol spends on it (the setup call, a warm-up of at least
 timing.WARMUP_MIN_S on a GPU, the timed calls: min_reps and min_time_ms) at the time per call of the
 nearest measured (longest shorter) row of its series scaled by the FLOP ratio (setup and compile
@@ -148,14 +149,36 @@ def run_checks(
 
 @dataclass
 class Budget:
-    """What a profile may spend (seconds; None: unlimited), from the moment it is made."""
+    """What a profile may spend (seconds; None: unlimited), from the moment it is made.
+
+    later_share: the share of `seconds` held back, while the first tier runs, for the tiers after it,
+    shrinking evenly tier by tier (all of it is free in the last): without it the first tier's long
+    rows spend the whole budget and the peers of a later tier get no row at all."""
 
     seconds: float | None = None
     row_limit_s: float | None = None
+    later_share: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    held: float = 0.0  # seconds reserved for the tiers after the current one
+
+    def __post_init__(self):
+        if not 0.0 <= self.later_share < 1.0:
+            raise ValueError(f"Budget.later_share must be in [0, 1); got {self.later_share!r}")
+
+    def enter_tier(self, index: int, count: int) -> None:
+        """The tier `index` of `count` starts: hold back its share for those after it."""
+        later = (count - 1 - index) / (count - 1) if count > 1 else 0.0
+        self.held = (self.seconds or 0.0) * self.later_share * later
 
     def left(self) -> float | None:
-        return None if self.seconds is None else self.seconds - (time.perf_counter() - self.started)
+        if self.seconds is None:
+            return None
+        return self.seconds - self.held - (time.perf_counter() - self.started)
+
+    def spent_note(self) -> str:
+        """How a skip reason names the budget (and what is held for later tiers)."""
+        held = f", {self.held:.0f} s of it held for the later tiers" if self.held else ""
+        return f"the profile's {self.seconds:.0f} s budget{held}"
 
 
 @dataclass
@@ -211,7 +234,8 @@ def run_series(
     rows: list[Result] = []
     measured: set[tuple[str, Workload, str]] = set()  # (provider, workload, pass) with a timing
     lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
-    for providers, passes in tiers:
+    for index, (providers, passes) in enumerate(tiers):
+        budget.enter_tier(index, len(tiers))
         for length in lengths:
             for mask, works in plan.items():
                 for w in (w for w in works if w.seqlen_q == length):
@@ -261,7 +285,8 @@ def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budge
     why = availability([p for providers, _ in tiers for p in providers])
     spent, measured, skipped, stopped = 0.0, 0, {}, set()
     lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
-    for providers, passes in tiers:
+    for index, (providers, passes) in enumerate(tiers):
+        budget.enter_tier(index, len(tiers))
         for length in lengths:
             for works in plan.values():
                 for w in (w for w in works if w.seqlen_q == length):
@@ -274,7 +299,7 @@ def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budge
                             too_long = budget.row_limit_s is not None and seconds > budget.row_limit_s
                             if key in stopped or too_long:
                                 stopped.add(key)
-                            elif budget.seconds is None or seconds <= budget.seconds - spent:
+                            elif budget.seconds is None or seconds <= budget.seconds - budget.held - spent:
                                 spent, measured = spent + seconds, measured + 1
                                 continue
                             skipped[p.name] = skipped.get(p.name, 0) + 1
@@ -314,7 +339,7 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
             return _skip(
                 p, w, pass_,
                 f"not attempted: predicted {predicted:.0f} s ({_basis(state)}), {max(left, 0):.0f} s left "
-                f"of the profile's {budget.seconds:.0f} s budget",
+                f"of {budget.spent_note()}",
                 env_id,
             )  # fmt: skip
     started = time.perf_counter()
