@@ -329,7 +329,9 @@ def test_a_held_share_of_the_budget_leaves_the_later_tier_rows(monkeypatch):
     later = {p.name for p in tiers[1][0]}
 
     def later_rows(share: float) -> int:
-        schedule = series.simulate(tiers, plan, config["timing"], series.Budget(480.0, 40.0, later_share=share))
+        schedule = series.simulate(
+            tiers, plan, config["timing"], series.Budget(480.0, 40.0, later_share=share)
+        )
         assert schedule["seconds"] <= 480.0
         supported = sum(1 for p in tiers[1][0] for ws in plan.values() for w in ws for pass_ in tiers[1][1]
                         if not p.unsupported(w, pass_) and not series._native_covers(p, w, pass_, {}))  # fmt: skip
