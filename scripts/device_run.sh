@@ -3,8 +3,15 @@
 # results into one archive under $OUT (or ./device-out), ready to unpack into outputs/ and commit.
 #   scripts/device_run.sh notebooks/flux_attention.md [more notebooks] [-- extra attnbench run args]
 # The carried wheels (.whl/, from scripts/fetch_wheels.sh) are installed first: scripts/device_env.sh.
+#
+# Calls of one lease chain: every call sends the tree as committed here, without what earlier calls
+# measured, so each call keeps the label folders it wrote in ATTNBENCH_DEVICE_STORE (default
+# /tmp/attnbench-outputs, which lives as long as the machine stays warm) and the next call puts them
+# back before it runs. A cell that needs one measured by an earlier call then finds it cached, and the
+# archive of the last call holds every label folder the lease wrote, with no unpacking between calls.
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
+store=${ATTNBENCH_DEVICE_STORE:-/tmp/attnbench-outputs}
 source "$(dirname "$0")/device_env.sh" || exit 3
 # The commit the results come from (result.json "code"): a copy without .git names it through
 # ATTNBENCH_CODE_COMMIT, or a .code-commit file made before copying (git rev-parse HEAD > .code-commit).
@@ -16,11 +23,23 @@ while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; extra=("$@"); break; fi
   notebooks+=("$1"); shift
 done
+# label folders (outputs/<notebook>/<label>) that earlier calls of this lease wrote
+stored() { [ -d "$store" ] && (cd "$store" && find . -mindepth 2 -maxdepth 2 -type d | sed 's,^\./,,' | sort); }
+for folder in $(stored); do
+  rm -rf "outputs/$folder" && mkdir -p "outputs/$(dirname "$folder")" && cp -a "$store/$folder" "outputs/$folder"
+  echo "restored outputs/$folder (written by an earlier call on this machine)"
+done
 nvidia-smi -L || true
+marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)
 timeout "${ATTNBENCH_RUN_TIMEOUT:-0}" python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
-names=(); for nb in "${notebooks[@]}"; do n=$(basename "$nb" .md); [ -d "outputs/$n" ] && names+=("outputs/$n"); done
-[ ${#names[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${names[@]}"
+for run_json in $(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sort); do
+  folder=${run_json#outputs/}; folder=$(dirname "$folder")
+  rm -rf "$store/$folder" && mkdir -p "$store/$(dirname "$folder")" && cp -a "outputs/$folder" "$store/$folder"
+done
+rm -f "$marker"
+folders=(); for folder in $(stored); do folders+=("outputs/$folder"); done
+[ ${#folders[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${folders[@]}" && echo "packed: ${folders[*]}"
 echo "attnbench exit code: $rc"
 exit "$rc"
