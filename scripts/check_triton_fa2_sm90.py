@@ -29,7 +29,12 @@ from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from attnbench.kernels.flash_attention2 import configs
-from attnbench.kernels.flash_attention2.backward import flash_bwd_dkdv_kernel, flash_bwd_dq_kernel
+from attnbench.kernels.flash_attention2.backward import (
+    DQ_BULK_REDUCE,
+    DQ_OWN_KERNEL,
+    flash_bwd_dkdv_kernel,
+    flash_bwd_dq_kernel,
+)
 from attnbench.kernels.flash_attention2.forward import flash_fwd_kernel
 
 HOPPER = GPUTarget("cuda", 90, 32)
@@ -119,9 +124,12 @@ def main() -> int:
                     (flash_fwd_kernel, tile, {**base, **tile.meta()}, tile.warps, tile.stages)
                     for tile in forward
                 ]
-                for atomic in (False, True):
+                for accumulate in (
+                    DQ_OWN_KERNEL,
+                    DQ_BULK_REDUCE,
+                ):  # what a GPU runs for dq_mode recompute, atomic
                     jobs += [
-                        (flash_bwd_dkdv_kernel, tile, {**base, **tile.dkdv_meta(), "DQ_ATOMIC": atomic},
+                        (flash_bwd_dkdv_kernel, tile, {**base, **tile.dkdv_meta(), "DQ_ACCUMULATE": accumulate.value},
                          tile.warps, tile.stages)
                         for tile in backward
                     ]  # fmt: skip
@@ -134,7 +142,7 @@ def main() -> int:
                     what += {flash_bwd_dq_kernel: " dq-kernel", flash_bwd_dkdv_kernel: " dkdv-kernel"}.get(
                         kernel, ""
                     )
-                    what += " atomic-dq" if constexprs.get("DQ_ATOMIC") else ""
+                    what += " atomic-dq (bulk reduce)" if constexprs.get("DQ_ACCUMULATE") else ""
                     try:
                         r = compile_one(kernel, dtype, constexprs, warps, stages)
                     except Exception as exc:  # noqa: BLE001 - report every failure, keep going

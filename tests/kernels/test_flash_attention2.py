@@ -18,11 +18,17 @@ import torch
 
 from attnbench.bench.correctness import compare, reference_attention, reference_grads
 from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, flash_attention
+from attnbench.kernels.flash_attention2.backward import DQ_CHUNK, _reduce_dq
 from attnbench.kernels.flash_attention2.configs import BackwardTile, ForwardTile
-from attnbench.kernels.flash_attention2.launch import tma_ready
+from attnbench.kernels.flash_attention2.launch import _set_scratch_allocator, tma_ready
 from attnbench.rows import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# triton after the package (imported above), which sets TRITON_INTERPRET=1 on a machine without a GPU
+import triton
+import triton.language as tl
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, causal, dtype)
@@ -179,3 +185,28 @@ def test_input_precision_is_checked_and_ieee_matches_the_reference():
     out = flash_attention(q, q, q, input_precision="ieee")
     ref = reference_attention(q, q, q, Workload(1, 20, 20, 2, 2, 16, "float32", "full"))
     assert torch.allclose(out.double(), ref.double(), atol=1e-5, rtol=1e-5)
+
+
+@triton.jit
+def _put_tile(TILE, OUT, seqlen, start_m, BLOCK: tl.constexpr, D_PAD: tl.constexpr, CHUNK: tl.constexpr):
+    """Load a [BLOCK, D_PAD] tile and hand it to the backward's dQ chunking, as stores."""
+    rows, cols = tl.arange(0, BLOCK), tl.arange(0, D_PAD)
+    tile = tl.load(TILE + rows[:, None] * D_PAD + cols[None, :])
+    desc = tl.make_tensor_descriptor(
+        OUT, shape=[seqlen, D_PAD], strides=[D_PAD, 1], block_shape=[BLOCK, CHUNK]
+    )
+    _reduce_dq(desc, start_m, tile, D_PAD, False)
+
+
+@pytest.mark.parametrize("d_pad", [16, 32, 64, 128])
+def test_bulk_dq_reduction_puts_every_column_chunk_in_place(d_pad):
+    """The GPU's atomic dQ adds whole tiles with TMA bulk reductions, DQ_CHUNK (128-byte) columns at a
+    time; the interpreter has no descriptor reductions, so the same chunking is run here as stores: each
+    chunk lands at its columns and rows past the end are dropped."""
+    seqlen, block, start = 20, 16, 16  # rows 16..31 of the tile: 16..19 inside, 20..31 past the end
+    tile = torch.arange(block * d_pad, dtype=torch.float32).reshape(block, d_pad)
+    out = torch.full((seqlen, d_pad), -1.0)
+    _set_scratch_allocator(out.device)
+    _put_tile[(1,)](tile, out, seqlen, start, BLOCK=block, D_PAD=d_pad, CHUNK=min(d_pad, DQ_CHUNK.value))
+    assert torch.equal(out[start:], tile[: seqlen - start])
+    assert torch.equal(out[:start], torch.full((start, d_pad), -1.0))

@@ -37,6 +37,9 @@ diagonal masked), recomputing P and dP (7 matmuls per tile in all, no atomics, d
 once in the input dtype). We default to (b), `dq_mode="recompute"`: on Hopper the two extra tensor-core
 matmuls cost less than a billion atomic round trips through L2, and the result is bit-reproducible.
 `dq_mode="atomic"` keeps (a) so the notebook can measure both (the CS336 report's leaderboard cell does).
+On a GPU its adds are TMA bulk reductions, as FlashAttention-3 issues them: one `cp.reduce.async.bulk`
+per 128-byte column chunk of a [BLOCK_M1, D] tile (the copy engine adds it in L2) instead of one fp32
+atomic per element; under the interpreter, which has no descriptor reductions, per-element atomics.
 The two kernels are separate launches, each autotuned at its own tile, warps and pipeline depth.
 
 Tiles (BLOCK_M, BLOCK_N, warps, pipeline stages, Hopper warp specialisation) are autotuned per kernel,

@@ -5,7 +5,10 @@ flash_bwd_dkdv_kernel  grid (key blocks, batch * kv_heads). Program j owns dK, d
                        (BLOCK_N1 keys, kept in fp32 registers): it loops over the query heads of its group
                        and over the query blocks (BLOCK_M1 rows) that see it; causal: it starts at the
                        diagonal, the diagonal blocks masked, every later one without a mask.
-                       (dq_mode "atomic") it also adds scale · dS K into an fp32 dQ buffer.
+                       (dq_mode "atomic") it also adds scale · dS K into an fp32 dQ buffer: with TMA
+                       bulk reductions (one `cp.reduce.async.bulk` per 128-byte-wide column chunk of the
+                       tile, as FlashAttention-3 does) on a GPU, with per-element atomics under the
+                       interpreter, which has no descriptor reductions.
 flash_bwd_dq_kernel    (dq_mode "recompute") grid (query blocks, batch * heads). Program i owns dQ of
                        query block i (BLOCK_M2 rows): it loops over the key blocks it sees (BLOCK_N2
                        keys), recomputing P and dP; causal: the blocks left of the diagonal unmasked,
@@ -32,6 +35,48 @@ from attnbench.kernels.flash_attention2.forward import (
     _head_descriptor,
     mma,
 )
+
+# How the dK/dV kernel contributes to dQ (its DQ_ACCUMULATE constexpr)
+DQ_OWN_KERNEL = tl.constexpr(0)  # not at all: flash_bwd_dq_kernel computes dQ (dq_mode "recompute")
+DQ_ATOMIC_ADD = tl.constexpr(
+    1
+)  # per-element fp32 atomic adds (dq_mode "atomic" where descriptors cannot reduce)
+DQ_BULK_REDUCE = tl.constexpr(
+    2
+)  # TMA bulk reductions of whole tiles into the fp32 buffer (dq_mode "atomic" on a GPU)
+DQ_CHUNK = tl.constexpr(
+    32
+)  # fp32 columns per bulk reduction: 128 bytes, the widest box a swizzled TMA transfer takes
+
+
+@triton.jit
+def _put(desc, row, col, x, ADD: tl.constexpr):
+    if ADD:
+        desc.atomic_add([row, col], x)
+    else:  # a plain store: what the interpreter can run, so that tests check the chunking
+        desc.store([row, col], x)
+
+
+@triton.jit
+def _reduce_dq(desc_dq, start_m, dq, D_PAD: tl.constexpr, ADD: tl.constexpr = True):
+    """Add the [BLOCK, D_PAD] fp32 tile `dq` into the buffer at row start_m, DQ_CHUNK columns per
+    transfer: the tile is split in registers (chunk c of a row holds columns c*DQ_CHUNK ...)."""
+    if D_PAD <= DQ_CHUNK:
+        _put(desc_dq, start_m, 0, dq, ADD)
+    elif D_PAD == 2 * DQ_CHUNK:
+        c0, c1 = tl.split(tl.reshape(dq, [dq.shape[0], 2, DQ_CHUNK]).permute(0, 2, 1))
+        _put(desc_dq, start_m, 0, c0, ADD)
+        _put(desc_dq, start_m, DQ_CHUNK, c1, ADD)
+    else:
+        tl.static_assert(D_PAD == 4 * DQ_CHUNK, "bulk dQ reduction: head dims up to 128")
+        # chunk 2a + b sits at [:, a, b, :]: split off b, then a
+        even, odd = tl.split(tl.reshape(dq, [dq.shape[0], 2, 2, DQ_CHUNK]).permute(0, 3, 1, 2))
+        c0, c2 = tl.split(even)
+        c1, c3 = tl.split(odd)
+        _put(desc_dq, start_m, 0, c0, ADD)
+        _put(desc_dq, start_m, DQ_CHUNK, c1, ADD)
+        _put(desc_dq, start_m, 2 * DQ_CHUNK, c2, ADD)
+        _put(desc_dq, start_m, 3 * DQ_CHUNK, c3, ADD)
 
 
 @triton.jit
@@ -82,6 +127,7 @@ def _bwd_dkdv(
     lse_ptr,
     delta_ptr,
     dq_ptr,
+    desc_dq,
     lo,
     hi,
     offs_n,
@@ -91,7 +137,7 @@ def _bwd_dkdv(
     D_PAD: tl.constexpr,
     BLOCK_M1: tl.constexpr,
     MASK: tl.constexpr,
-    DQ_ATOMIC: tl.constexpr,
+    DQ_ACCUMULATE: tl.constexpr,
     MMA_MODE: tl.constexpr,
     BLOCK_N1: tl.constexpr,
 ):
@@ -112,7 +158,10 @@ def _bwd_dkdv(
         dp_t = mma(v, do.T, tl.zeros([v.shape[0], BLOCK_M1], tl.float32), MMA_MODE)
         ds_t = p_t * (dp_t - delta[None, :])
         dk = mma(ds_t.to(q.dtype), q, dk, MMA_MODE)
-        if DQ_ATOMIC:
+        if DQ_ACCUMULATE == DQ_BULK_REDUCE:
+            dq = mma(ds_t.T.to(k.dtype), k, tl.zeros([BLOCK_M1, D_PAD], tl.float32), MMA_MODE) * sm_scale
+            _reduce_dq(desc_dq, start_m, dq, D_PAD)  # rows past seqlen_q fall outside the descriptor
+        elif DQ_ACCUMULATE == DQ_ATOMIC_ADD:
             dq = mma(ds_t.T.to(k.dtype), k, tl.zeros([BLOCK_M1, D_PAD], tl.float32), MMA_MODE) * sm_scale
             offs_d = tl.arange(0, D_PAD)
             tl.atomic_add(
@@ -195,7 +244,7 @@ def flash_bwd_dkdv_kernel(
     CAUSAL: tl.constexpr,
     BLOCK_M1: tl.constexpr,
     BLOCK_N1: tl.constexpr,
-    DQ_ATOMIC: tl.constexpr,
+    DQ_ACCUMULATE: tl.constexpr,
     MMA_MODE: tl.constexpr = 0,
 ):
     """dK, dV of key block `program_id(0)` (grid: key blocks, batch * kv_heads). With a causal mask key
@@ -229,22 +278,30 @@ def flash_bwd_dkdv_kernel(
         )
         row = (b * heads + h) * seqlen_q
         dq_ptr = DQ_ACC + row * D_PAD
+        desc_dq = dq_ptr  # unused unless bulk-reducing (the interpreter cannot build what it cannot run)
+        if DQ_ACCUMULATE == DQ_BULK_REDUCE:
+            desc_dq = tl.make_tensor_descriptor(
+                dq_ptr,
+                shape=[seqlen_q, D_PAD],
+                strides=[D_PAD, 1],
+                block_shape=[BLOCK_M1, min(D_PAD, DQ_CHUNK)],
+            )
         if CAUSAL:
             # query blocks on the diagonal (masked), then every later one (all pairs allowed). The diagonal
             # stage spans max(BLOCK_N1, BLOCK_M1) rows from start_n: with BLOCK_M1 > BLOCK_N1 it is one
             # query block starting at start_n (not a multiple of BLOCK_M1: descriptors take any offset)
             dk, dv = _bwd_dkdv(
-                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n, start_n + DIAG,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, desc_dq, start_n, start_n + DIAG,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, CAUSAL_MASK, DQ_ACCUMULATE, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
             dk, dv = _bwd_dkdv(
-                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, start_n + DIAG, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, desc_dq, start_n + DIAG, seqlen_q,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ACCUMULATE, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
         else:
             dk, dv = _bwd_dkdv(
-                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, 0, seqlen_q,
-                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ATOMIC, MMA_MODE, BLOCK_N1,
+                dk, dv, k, v, desc_q, desc_do, LSE + row, DELTA + row, dq_ptr, desc_dq, 0, seqlen_q,
+                offs_n, sm_scale, qk_scale, seqlen_q, D_PAD, BLOCK_M1, NO_MASK, DQ_ACCUMULATE, MMA_MODE, BLOCK_N1,
             )  # fmt: skip
     desc_dk = _head_descriptor(
         DK + b * stride_kb + hk * stride_kh, seqlen_k, stride_ks, HEAD_DIM, BLOCK_N1, D_PAD

@@ -9,6 +9,9 @@ import triton
 
 from attnbench.kernels.flash_attention2 import configs
 from attnbench.kernels.flash_attention2.backward import (
+    DQ_ATOMIC_ADD,
+    DQ_BULK_REDUCE,
+    DQ_OWN_KERNEL,
     flash_bwd_dkdv_kernel,
     flash_bwd_dq_kernel,
     flash_bwd_preprocess,
@@ -50,7 +53,7 @@ _dkdv_tuned = _autotuned(
     flash_bwd_dkdv_kernel,
     configs.ALL_DKDV_CONFIGS,
     configs.prune_dkdv,
-    key_extra=["DQ_ATOMIC"],
+    key_extra=["DQ_ACCUMULATE"],
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
 )
 _dq_tuned = _autotuned(flash_bwd_dq_kernel, configs.ALL_DQ_CONFIGS, configs.prune_dq)
@@ -217,6 +220,10 @@ def attention_backward(
         HEAD_DIM=head_dim, D_PAD=d_pad, BLOCK_M=PREPROCESS_BLOCK,
     )  # fmt: skip
     atomic = dq_mode == "atomic"
+    # how the atomic mode adds into the fp32 buffer: TMA bulk reductions on a GPU, per-element atomics
+    # under the interpreter (it cannot run descriptor reductions)
+    accumulate = (DQ_ATOMIC_ADD if interpreting() else DQ_BULK_REDUCE) if atomic else DQ_OWN_KERNEL
+    accumulate = accumulate.value  # a launch argument (and autotuning key) is a plain int
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     shape = (batch, heads, seqlen_q, d_pad) if atomic else (1,)
     dq_acc = torch.zeros(shape, device=q.device, dtype=torch.float32)
@@ -239,9 +246,9 @@ def attention_backward(
 
     def launch_dkdv():
         if tile is None:
-            return _dkdv_tuned[dkdv_grid](*dkdv_args, **meta, DQ_ATOMIC=atomic)
+            return _dkdv_tuned[dkdv_grid](*dkdv_args, **meta, DQ_ACCUMULATE=accumulate)
         return flash_bwd_dkdv_kernel[dkdv_grid(tile.dkdv_meta())](
-            *dkdv_args, **meta, **tile.dkdv_meta(), DQ_ATOMIC=atomic, num_warps=tile.warps, num_stages=tile.stages
+            *dkdv_args, **meta, **tile.dkdv_meta(), DQ_ACCUMULATE=accumulate, num_warps=tile.warps, num_stages=tile.stages
         )  # fmt: skip
 
     def launch_dq():
