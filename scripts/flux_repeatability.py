@@ -9,6 +9,9 @@ after the first, so what differs is run-to-run noise (clock, power, allocator, s
 Per row measured ok in both runs: spread = |a - b| / mean(a, b) of ms_median. Printed: the median and
 95th percentile of the spread; written (--out): those, every pair with both runs' clocks, the machine.
 
+--preheat times every row at the GPU's thermal equilibrium (bench/thermal.py: FA3's clock follows the
+temperature the rows before it left); run it beside a run without to see what the state was worth.
+
 --runs 2K (K >= 2) runs the sweep 2K times and also asks which way of summarising K runs repeats: the
 first K runs against the last K, each row summarised by its fastest run (`fastest_of_K`) and by the
 mean of its K times (`mean_of_K`). The H100's FlashAttention-3 rows flip between a boost-clock state and a
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a subset of the Flux lengths, to fit a time limit")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes: checks the plumbing only")
     parser.add_argument("--runs", type=int, default=2, help="2, or 2K (K >= 2) to compare K-run summaries")
+    parser.add_argument("--preheat", action="store_true",
+                        help="time every row at the GPU's thermal equilibrium (bench/thermal.py)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.runs < 2 or args.runs % 2:
         parser.error(f"--runs {args.runs}: give 2, or an even count of at least 4")
@@ -127,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     flux = PROFILES["default"]
     shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": flux["heads"], "head_dim": flux["head_dim"],
                                       "providers": args.providers, "timing": flux["timing"]}  # fmt: skip
+    if args.preheat:
+        shape = {**shape, "timing": {**shape["timing"], "preheat": True}}
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
     chosen = providers.select(shape["providers"])
@@ -158,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         "summaries": summaries_of_halves(runs) if args.runs >= 4 else {},
         "pairs": pairs,
     }
+    if args.preheat:  # what the rows started from: seconds of filler per row, the equilibrium
+        heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
+        result["preheat"] = {
+            "equilibrium_c": max((r.extra.get("equilibrium_c") or 0 for r in heated), default=None),
+            "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
+            "rows": len(heated),
+        }
     args.out.write_text(json.dumps(result, indent=1))
     if result["rows"]:
         print(f"{result['rows']} rows: median spread {result['median_spread']:.2%}, "

@@ -302,7 +302,14 @@ def _measure_row(
 
 
 TIMING_FIELDS = ("timing_method", "warmup_s", "warmup_settled", "sm_clock_mhz", "power_w", "temperature_c")
-TIMING_EXTRA = ("warmup_calls", "host_ms_per_call", "clock_samples", "clock_reason")
+TIMING_EXTRA = (
+    "warmup_calls",
+    "host_ms_per_call",
+    "clock_samples",
+    "clock_reason",
+    "preheat_s",
+    "equilibrium_c",
+)
 
 
 def record_timing(row: Result, result: timing.Timing) -> None:

@@ -19,6 +19,9 @@ Protocol on CUDA (`measure`):
      result carries their medians and the source (nvml | nvidia-smi).
   6. Median (of an even count: the mean of the two middle values), p20, p80 (linear interpolation
      between order statistics, as numpy's default).
+  Opt-in (`preheat=True`), before step 1: thermal steady state. `thermal.Conditioner` brings the GPU to
+  the temperature a sustained load settles at, and back to it before each row (bench/thermal.py says
+  why: FA3's clock at Flux's shapes follows the temperature the rows before it left).
 
 Memory (CUDA): `peak_mem_bytes` is the peak allocated by the timed calls *on top of* what was
 allocated just before them (outputs, workspace, autograd state, gradients); `baseline_mem_bytes` is what
@@ -79,6 +82,8 @@ class Timing:
     clock_samples: int = 0
     clock_source: str | None = None  # nvml | nvidia-smi | None (then clock_reason says why)
     clock_reason: str | None = None
+    preheat_s: float | None = None  # seconds of filler before the warm-up (preheat=True; None: not asked)
+    equilibrium_c: float | None = None  # the temperature the filler settled at (preheat=True)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,6 +170,7 @@ def measure(
     warmup_min_s: float | None = None,
     before: Callable[[], tuple] | None = None,
     clock: Callable[[], float] | None = None,
+    preheat: bool = False,
 ) -> Timing:
     """Time `fn()` (its return value is dropped) with the module's protocol. CUDA events on a CUDA
     device, else perf_counter.
@@ -173,6 +179,7 @@ def measure(
     (default and floor on a GPU: WARMUP_MIN_S) and until settled. `before()`, if given, runs untimed
     ahead of each call (e.g. a forward whose graph the timed backward consumes) and its tuple is passed to
     `fn`. `clock` (seconds, CPU path only) exists so tests can drive the protocol deterministically.
+    preheat: on a GPU, bring it to its thermal equilibrium first (bench/thermal.py); no effect on a CPU.
     Exceptions (including torch.OutOfMemoryError) propagate; the sweep turns them into rows.
     """
     _check_args(min_reps, min_time_ms, warmup_reps, max_reps)
@@ -188,7 +195,7 @@ def measure(
             "(a profile may lower the counts, never the warm-up)"
         )
     return _measure_cuda(
-        fn, torch.device(device), warmup_reps, rule, flush_l2, warmup_min_s or WARMUP_MIN_S, before
+        fn, torch.device(device), warmup_reps, rule, flush_l2, warmup_min_s or WARMUP_MIN_S, before, preheat
     )
 
 
@@ -318,10 +325,22 @@ def launch_bound(host_ms_per_call: float | None, gpu_ms_per_call: float | None) 
 
 
 def _measure_cuda(
-    fn, device: torch.device, warmup_reps: int, rule: dict, flush_l2: bool, warmup_min_s: float, before=None
+    fn,
+    device: torch.device,
+    warmup_reps: int,
+    rule: dict,
+    flush_l2: bool,
+    warmup_min_s: float,
+    before=None,
+    preheat: bool = False,
 ) -> Timing:
-    from attnbench.bench import clocks
+    from attnbench.bench import clocks, thermal
 
+    thermal_fields = {}
+    if preheat:
+        conditioner = thermal.conditioner_for(device)
+        thermal_fields["preheat_s"] = conditioner.reheat()
+        thermal_fields["equilibrium_c"] = conditioner.settle().temperature_c
     source, clock_reason = clocks.source_for(device)
     limits = source.limits() if hasattr(source, "limits") else {}
     with torch.cuda.device(device), clocks.ClockSampler(source) as sampler:
@@ -348,6 +367,7 @@ def _measure_cuda(
         clock_reason=clock_reason,
         **_warmup_fields(warm),
         **clock,
+        **thermal_fields,
     )
 
 

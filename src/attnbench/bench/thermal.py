@@ -1,0 +1,129 @@
+"""Thermal steady state before a GPU row is timed (opt-in: `timing.measure(..., preheat=True)`).
+
+Why. The protocol's warm-up (timing.py) settles the SM clock and the per-call time against the power
+limit, within seconds. Temperature settles over tens of seconds, and it decides the clock too: on an H100
+and on an H200, FlashAttention-3's forward at Flux's shapes ran at ~1965 MHz while the GPU was at or below
+~64 °C and at 1650-1755 MHz (the 700 W limit) from ~67 °C on (outputs/flux_attention/nvidia-h200 and
+measurements/flux_repeatability-*.json: temperature, clock and power of every row). A row's temperature
+follows the rows before it (a light row lets the GPU cool, a heavy one heats it), so the same row timed in
+two runs lands in either state, 9-11 % apart: the whole of the Flux sweep's run-to-run spread above 5 %.
+
+What. Once per process and GPU, `settle` runs a bf16 matmul filler (it sits at the power limit, the
+heaviest load there is) until the temperature stops rising: at most PLATEAU_RISE_C over PLATEAU_WINDOW_S.
+That is the temperature a sustained workload reaches. Before each row, `reheat` runs the filler until
+the GPU is back within REHEAT_TOLERANCE_C of it. Every row then starts hot, at one temperature, as a
+training job runs; the row keeps the seconds it took (`preheat_s`) and the equilibrium (`equilibrium_c`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PLATEAU_WINDOW_S = 10.0  # the temperature rose at most PLATEAU_RISE_C over this long: settled (a shorter
+# window stops early: with a 20 s time constant, "no 1 °C step in 5 s" comes ~4 °C below the equilibrium)
+PLATEAU_RISE_C = 0.5  # one NVML step is 1 °C: less than a step over the window
+SETTLE_MAX_S = 90.0  # a GPU still heating after this long is taken as it is (reached=False)
+REHEAT_TOLERANCE_C = 1.0  # a row starts within this of the equilibrium
+REHEAT_MAX_S = 15.0
+FILLER_BATCH_S = 0.1  # the filler runs in batches this long between readings
+MATMUL_SIZE = 8192  # ~1.5 ms per bf16 matmul on an H200
+
+
+@dataclass(frozen=True)
+class Equilibrium:
+    temperature_c: float | None  # None: no thermometer (no NVML or nvidia-smi), nothing to settle
+    seconds: float
+    reached: bool  # the plateau was seen (False: SETTLE_MAX_S ran out, or no thermometer)
+
+
+class Conditioner:
+    """Brings one GPU to its thermal equilibrium and back to it before each row."""
+
+    def __init__(
+        self,
+        read_temperature: Callable[[], float | None],
+        run_filler: Callable[[float], None],
+        clock: Callable[[], float] = time.perf_counter,
+    ):
+        self.read_temperature, self.run_filler, self.clock = read_temperature, run_filler, clock
+        self.equilibrium: Equilibrium | None = None
+
+    def settle(self) -> Equilibrium:
+        """The equilibrium under the filler, measured on the first call and kept."""
+        if self.equilibrium is not None:
+            return self.equilibrium
+        start, history = self.clock(), []  # (seconds, °C)
+        while True:
+            self.run_filler(FILLER_BATCH_S)
+            now, temperature = self.clock() - start, self.read_temperature()
+            if temperature is None:
+                self.equilibrium = Equilibrium(None, now, False)
+                break
+            history.append((now, temperature))
+            earlier = [t for s, t in history if s <= now - PLATEAU_WINDOW_S]
+            if earlier and temperature - earlier[-1] <= PLATEAU_RISE_C:
+                self.equilibrium = Equilibrium(
+                    max(t for s, t in history if s > now - PLATEAU_WINDOW_S), now, True
+                )
+                break
+            if now >= SETTLE_MAX_S:
+                self.equilibrium = Equilibrium(temperature, now, False)
+                break
+        return self.equilibrium
+
+    def reheat(self) -> float:
+        """Seconds of filler (the first settle included) until the GPU is within REHEAT_TOLERANCE_C of its
+        equilibrium; 0.0 when it already is, or without a thermometer."""
+        start = self.clock()
+        target = self.settle().temperature_c
+        if target is None:
+            return self.clock() - start
+        while self.clock() - start < REHEAT_MAX_S:
+            temperature = self.read_temperature()
+            if temperature is None or temperature >= target - REHEAT_TOLERANCE_C:
+                break
+            self.run_filler(FILLER_BATCH_S)
+        return self.clock() - start
+
+
+_CONDITIONERS: dict = {}
+
+
+def conditioner_for(device) -> Conditioner:
+    """One conditioner per GPU for the process, reading the GPU's temperature where the clock sampler does."""
+    import torch
+
+    from attnbench.bench import clocks
+
+    device = torch.device(device)
+    key = clocks.nvml_index(device)
+    if key not in _CONDITIONERS:
+        source, _ = clocks.source_for(device)
+
+        def read() -> float | None:
+            return source.read().temperature_c if source is not None else None
+
+        _CONDITIONERS[key] = Conditioner(read, _matmul_filler(device))
+    return _CONDITIONERS[key]
+
+
+def _matmul_filler(device) -> Callable[[float], None]:
+    """Runs bf16 matmuls on `device` for about the given seconds (synchronised, so readings follow it).
+    Random operands (a matmul of zeros draws less power) made per call and dropped after it: the 384 MB
+    they take must not stay allocated while a row runs."""
+    import torch
+
+    def run(seconds: float) -> None:
+        gen = torch.Generator(device=device).manual_seed(0)
+        a, b = (torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=gen, device=device, dtype=torch.bfloat16)
+                for _ in range(2))  # fmt: skip
+        out = torch.empty_like(a)
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for _ in range(8):  # a few launches per check keeps the queue full without running far ahead
+                torch.mm(a, b, out=out)
+            torch.cuda.synchronize(device)
+
+    return run
