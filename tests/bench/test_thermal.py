@@ -88,3 +88,35 @@ def test_preheat_is_a_gpu_step_the_cpu_path_ignores():
     result = timing.measure(lambda: sum(range(100)), device="cpu", min_reps=2, min_time_ms=0.0,
                             warmup_reps=0, preheat=True)  # fmt: skip
     assert result.reps >= 2 and result.preheat_s is None and result.equilibrium_c is None
+
+
+def test_a_later_process_reads_the_equilibrium_and_only_reheats(tmp_path):
+    cache = tmp_path / "thermal.json"
+    first_gpu = SimulatedGpu()
+    first = thermal.Conditioner(
+        first_gpu.read, first_gpu.fill, first_gpu.clock, cache=cache, wall=lambda: 1000.0
+    )
+    eq = first.settle()
+    assert eq.reached and cache.exists()
+
+    gpu = SimulatedGpu(start=40.0, tau=8.0)  # the next cell's process: the GPU cooled between cells
+    later = thermal.Conditioner(gpu.read, gpu.fill, gpu.clock, cache=cache, wall=lambda: 1000.0 + 60)
+    seconds = later.reheat()
+    assert later.settle().temperature_c == eq.temperature_c  # read, not measured again
+    assert thermal.REHEAT_MAX_S < seconds < thermal.SETTLE_MAX_S  # from cold it may heat past the usual limit
+    assert gpu.read() >= eq.temperature_c - thermal.REHEAT_TOLERANCE_C
+    assert later.reheat() == 0.0
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"temperature_c": 70, "reached": true}', None])
+def test_a_stale_or_bad_equilibrium_file_is_measured_again(tmp_path, content):
+    cache = tmp_path / "thermal.json"
+    if content is None:  # a good file, but older than CACHE_MAX_AGE_S
+        cache.write_text('{"temperature_c": 70.0, "seconds": 12.0, "reached": true, "at": 0}')
+    else:
+        cache.write_text(content)
+    gpu = SimulatedGpu()
+    conditioner = thermal.Conditioner(gpu.read, gpu.fill, gpu.clock, cache=cache, wall=lambda: 10_000.0)
+    eq = conditioner.settle()
+    assert eq.seconds > 0 and gpu.filler_s > 0  # measured here
+    assert '"at": 10000.0' in cache.read_text()  # and left for the next process

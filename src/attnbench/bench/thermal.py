@@ -13,13 +13,20 @@ heaviest load there is) until the temperature stops rising: at most PLATEAU_RISE
 That is the temperature a sustained workload reaches. Before each row, `reheat` runs the filler until
 the GPU is back within REHEAT_TOLERANCE_C of it. Every row then starts hot, at one temperature, as a
 training job runs; the row keeps the seconds it took (`preheat_s`) and the equilibrium (`equilibrium_c`).
+
+Each notebook cell is a process of its own, and a plateau takes PLATEAU_WINDOW_S to see even on a hot GPU,
+so the equilibrium is kept in a file (EQUILIBRIUM_FILE, per GPU) for CACHE_MAX_AGE_S: a later process
+reads it and only reheats, for up to SETTLE_MAX_S the first time (its GPU may have cooled between cells).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 PLATEAU_WINDOW_S = 10.0  # the temperature rose at most PLATEAU_RISE_C over this long: settled (a shorter
 # window stops early: with a 20 s time constant, "no 1 °C step in 5 s" comes ~4 °C below the equilibrium)
@@ -29,6 +36,9 @@ REHEAT_TOLERANCE_C = 1.0  # a row starts within this of the equilibrium
 REHEAT_MAX_S = 15.0
 FILLER_BATCH_S = 0.1  # the filler runs in batches this long between readings
 MATMUL_SIZE = 8192  # ~1.5 ms per bf16 matmul on an H200
+# where a process leaves the equilibrium for the next cells ({gpu} is the NVML index); ATTNBENCH_THERMAL_FILE
+EQUILIBRIUM_FILE = "/tmp/attnbench-thermal-gpu{gpu}.json"
+CACHE_MAX_AGE_S = 900.0  # a room and a fan curve do not change faster: older equilibria are measured again
 
 
 @dataclass(frozen=True)
@@ -46,13 +56,39 @@ class Conditioner:
         read_temperature: Callable[[], float | None],
         run_filler: Callable[[float], None],
         clock: Callable[[], float] = time.perf_counter,
+        cache: Path | None = None,
+        wall: Callable[[], float] = time.time,
     ):
         self.read_temperature, self.run_filler, self.clock = read_temperature, run_filler, clock
+        self.cache, self.wall = cache, wall
         self.equilibrium: Equilibrium | None = None
+        self._cooled = False  # the equilibrium came from the file: the GPU may have cooled since
+
+    def _cached(self) -> Equilibrium | None:
+        """A plateau another process saw on this GPU less than CACHE_MAX_AGE_S ago (a bad file: none)."""
+        try:
+            data = json.loads(self.cache.read_text()) if self.cache is not None else None
+            if data and self.wall() - float(data["at"]) <= CACHE_MAX_AGE_S and data["reached"]:
+                return Equilibrium(float(data["temperature_c"]), 0.0, True)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return None
+
+    def _remember(self, eq: Equilibrium) -> None:
+        if self.cache is None or not eq.reached:
+            return
+        try:
+            self.cache.write_text(json.dumps({**asdict(eq), "at": self.wall()}))
+        except OSError:
+            pass  # a read-only /tmp costs the next process a plateau check, nothing else
 
     def settle(self) -> Equilibrium:
         """The equilibrium under the filler, measured on the first call and kept."""
         if self.equilibrium is not None:
+            return self.equilibrium
+        self.equilibrium = self._cached()
+        if self.equilibrium is not None:
+            self._cooled = True
             return self.equilibrium
         start, history = self.clock(), []  # (seconds, °C)
         while True:
@@ -71,6 +107,7 @@ class Conditioner:
             if now >= SETTLE_MAX_S:
                 self.equilibrium = Equilibrium(temperature, now, False)
                 break
+        self._remember(self.equilibrium)
         return self.equilibrium
 
     def reheat(self) -> float:
@@ -80,7 +117,11 @@ class Conditioner:
         target = self.settle().temperature_c
         if target is None:
             return self.clock() - start
-        while self.clock() - start < REHEAT_MAX_S:
+        # the first row of a process that read the equilibrium from the file starts from however cool the
+        # GPU got between cells: it may heat as long as a settle would
+        limit = SETTLE_MAX_S if self._cooled else REHEAT_MAX_S
+        self._cooled = False
+        while self.clock() - start < limit:
             temperature = self.read_temperature()
             if temperature is None or temperature >= target - REHEAT_TOLERANCE_C:
                 break
@@ -105,7 +146,8 @@ def conditioner_for(device) -> Conditioner:
         def read() -> float | None:
             return source.read().temperature_c if source is not None else None
 
-        _CONDITIONERS[key] = Conditioner(read, _matmul_filler(device))
+        cache = Path(os.environ.get("ATTNBENCH_THERMAL_FILE", EQUILIBRIUM_FILE).format(gpu=key))
+        _CONDITIONERS[key] = Conditioner(read, _matmul_filler(device), cache=cache)
     return _CONDITIONERS[key]
 
 
