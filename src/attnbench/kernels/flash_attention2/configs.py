@@ -109,6 +109,12 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(64, 64, 4, 3),
         ForwardTile(128, 64, 4, 3, warp_specialize=True),
         ForwardTile(128, 128, 4, 2, warp_specialize=True),
+        # not timed yet (added 2026-11-26; the H200 picked 64x64 w4 s2 at 1.30 ms against FA3's 0.96): 128-row
+        # blocks over two warpgroups (110 registers, no spill on sm_90, where 4 warps take ~190) and deeper pipelines
+        ForwardTile(128, 64, 8, 3),
+        ForwardTile(128, 64, 8, 4),
+        ForwardTile(128, 128, 8, 4),
+        ForwardTile(64, 64, 4, 4),
     ],
     (2, "large"): [  # H100 causal d128 16k: 128x128 w8 s3 2.11 ms, 128x64 w8 s3 2.29, 128x128 w8 s2 2.42
         ForwardTile(128, 128, 8, 3),
@@ -117,6 +123,7 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(128, 128, 8, 2),
         ForwardTile(128, 128, 4, 2, warp_specialize=True),
         ForwardTile(128, 64, 4, 3, warp_specialize=True),
+        ForwardTile(128, 64, 8, 4),  # not timed yet (161 KB of shared memory; 128x128 s4 would need 289)
     ],
     (4, "small"): [ForwardTile(64, 64, 4, 3), ForwardTile(128, 64, 8, 2), ForwardTile(64, 32, 4, 3)],
     (4, "large"): [ForwardTile(64, 64, 4, 2), ForwardTile(64, 32, 4, 3), ForwardTile(128, 32, 8, 2)],
