@@ -33,9 +33,7 @@ install_small() {
     echo "skipped (CARRY_FI_JIT=0)" > $C/fi_jit.skipped; touch $C/fi_jit.done
     echo "FlashInfer JIT skipped (CARRY_FI_JIT=0)"
   else
-    ( setsid nohup bash -c "for sw in 0 1; do (python3 $REPO/scripts/carry/fi_jit.py \$sw; echo rc=\$?) \
-        > $C/fi_jit_\$sw.log 2>&1 & done; wait; touch $C/fi_jit.done" >/dev/null 2>&1 & )
-    echo "FlashInfer JIT started in the background (logs: $C/fi_jit_*.log)"
+    bash "$REPO/scripts/carry/start_fi_jit.sh"
   fi
   # CARRY_MAGI_JIT=0 (e.g. a Flux or mask run, which needs no distributed FFA variant): no compile competing
   # with the timed run for the CPUs
