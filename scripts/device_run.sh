@@ -26,20 +26,26 @@ done
 # label folders (outputs/<notebook>/<label>) that earlier calls of this lease wrote
 stored() { [ -d "$store" ] && (cd "$store" && find . -mindepth 2 -maxdepth 2 -type d | sed 's,^\./,,' | sort); }
 for folder in $(stored); do
-  rm -rf "outputs/$folder" && mkdir -p "outputs/$(dirname "$folder")" && cp -a "$store/$folder" "outputs/$folder"
-  echo "restored outputs/$folder (written by an earlier call on this machine)"
+  rm -rf "outputs/$folder" && mkdir -p "outputs/$(dirname "$folder")" && cp -a "$store/$folder" "outputs/$folder" \
+    && echo "restored outputs/$folder (written by an earlier call on this machine)" \
+    || echo "could not restore outputs/$folder from $store: its cells run again"
 done
 nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)
 timeout "${ATTNBENCH_RUN_TIMEOUT:-0}" python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
+written=()
 for run_json in $(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sort); do
-  folder=${run_json#outputs/}; folder=$(dirname "$folder")
-  rm -rf "$store/$folder" && mkdir -p "$store/$(dirname "$folder")" && cp -a "outputs/$folder" "$store/$folder"
+  folder=${run_json#outputs/}; folder=$(dirname "$folder"); written+=("$folder")
+  rm -rf "$store/$folder" && mkdir -p "$store/$(dirname "$folder")" && cp -a "outputs/$folder" "$store/$folder" \
+    || echo "could not keep outputs/$folder in $store (the next call will not find it; this archive has it)"
 done
 rm -f "$marker"
-folders=(); for folder in $(stored); do folders+=("outputs/$folder"); done
+# what this run wrote and what earlier calls kept, once each, from outputs/ (where both are now)
+folders=(); for folder in $( (printf '%s\n' "${written[@]}"; stored) | sort -u); do
+  [ -n "$folder" ] && [ -d "outputs/$folder" ] && folders+=("outputs/$folder")
+done
 [ ${#folders[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${folders[@]}" && echo "packed: ${folders[*]}"
 echo "attnbench exit code: $rc"
 exit "$rc"

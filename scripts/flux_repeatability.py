@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.preheat:  # what the rows started from: seconds of filler per row, the equilibrium
         heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
         result["preheat"] = {
-            "equilibrium_c": max((r.extra.get("equilibrium_c") or 0 for r in heated), default=None),
+            "equilibrium_c": max(
+                (e for r in heated if (e := r.extra.get("equilibrium_c")) is not None), default=None
+            ),
             "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
             "rows": len(heated),
         }

@@ -349,3 +349,27 @@ def test_a_held_share_is_named_in_the_skip_reason_and_freed_for_the_last_tier():
     assert budget.held == 0.0  # the last tier may spend all that is left
     with pytest.raises(ValueError, match="later_share must be in"):
         series.Budget(480.0, later_share=1.0)
+
+
+def test_no_budget_is_held_for_a_tier_that_cannot_run(monkeypatch):
+    """A later tier whose providers are all unavailable here (or a --providers filter that empties it)
+    costs nothing: the first tier may spend the whole budget."""
+    config = profiles.configure("default", ["flash_attn3"])
+    assert [names for names, _ in measure.stage_tiers(config, "separate")] == [["flash_attn3"]]
+    monkeypatch.setattr(series, "availability", lambda ps: {p.name: None if p.name == "flash_attn3" else "absent"
+                                                            for p in ps})  # fmt: skip
+    tiers = [([get("flash_attn3")], ["fwd"]), ([get("sdpa_math")], ["fwd"])]
+    held = []
+
+    class Recording(series.Budget):
+        def enter_tier(self, index, count):
+            super().enter_tier(index, count)
+            held.append(self.held)
+
+    plan = profiles.plan(config)
+    series.simulate(tiers, plan, config["timing"], Recording(480.0, 40.0, later_share=0.3))
+    assert held == [0.0, 0.0]
+    monkeypatch.setattr(series, "availability", lambda ps: {p.name: None for p in ps})  # both run: 30 % held
+    held.clear()
+    series.simulate(tiers, plan, config["timing"], Recording(480.0, 40.0, later_share=0.3))
+    assert held == [pytest.approx(144.0), 0.0]

@@ -120,3 +120,22 @@ def test_a_stale_or_bad_equilibrium_file_is_measured_again(tmp_path, content):
     eq = conditioner.settle()
     assert eq.seconds > 0 and gpu.filler_s > 0  # measured here
     assert '"at": 10000.0' in cache.read_text()  # and left for the next process
+
+
+def test_a_filler_without_memory_heats_nothing_and_waits_for_nothing():
+    gpu = SimulatedGpu()
+    conditioner = thermal.Conditioner(gpu.read, lambda seconds: False, gpu.clock)
+    assert conditioner.settle().temperature_c is None and conditioner.reheat() == 0.0
+
+    gpu = SimulatedGpu()
+    conditioner = thermal.Conditioner(gpu.read, gpu.fill, gpu.clock)
+    conditioner.settle()
+    gpu.cool(10.0)
+    conditioner.run_filler = lambda seconds: False  # the next row left no room for the filler
+    assert conditioner.reheat() == 0.0
+
+
+def test_every_gpu_has_its_own_equilibrium_file():
+    assert str(thermal._cache_path("/tmp/t-{gpu}.json", 3)) == "/tmp/t-3.json"
+    assert str(thermal._cache_path("/tmp/t.json", 3)) == "/tmp/t.json.gpu3"
+    assert str(thermal._cache_path("/tmp/{odd}.json", 1)) == "/tmp/{odd}.json.gpu1"  # no format() surprises

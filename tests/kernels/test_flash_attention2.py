@@ -204,9 +204,9 @@ def test_bulk_dq_reduction_puts_every_column_chunk_in_place(d_pad):
     time; the interpreter has no descriptor reductions, so the same chunking is run here as stores: each
     chunk lands at its columns and rows past the end are dropped."""
     seqlen, block, start = 20, 16, 16  # rows 16..31 of the tile: 16..19 inside, 20..31 past the end
-    tile = torch.arange(block * d_pad, dtype=torch.float32).reshape(block, d_pad)
-    out = torch.full((seqlen, d_pad), -1.0)
+    tile = torch.arange(block * d_pad, dtype=torch.float32, device=DEVICE).reshape(block, d_pad)
+    out = torch.full((seqlen, d_pad), -1.0, device=DEVICE)
     _set_scratch_allocator(out.device)
     _put_tile[(1,)](tile, out, seqlen, start, BLOCK=block, D_PAD=d_pad, CHUNK=min(d_pad, DQ_CHUNK.value))
     assert torch.equal(out[start:], tile[: seqlen - start])
-    assert torch.equal(out[:start], torch.full((start, d_pad), -1.0))
+    assert torch.equal(out[:start], torch.full((start, d_pad), -1.0, device=DEVICE))

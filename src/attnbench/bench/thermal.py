@@ -35,7 +35,9 @@ SETTLE_MAX_S = 90.0  # a GPU still heating after this long is taken as it is (re
 REHEAT_TOLERANCE_C = 1.0  # a row starts within this of the equilibrium
 REHEAT_MAX_S = 15.0
 FILLER_BATCH_S = 0.1  # the filler runs in batches this long between readings
-MATMUL_SIZE = 8192  # ~1.5 ms per bf16 matmul on an H200
+MATMUL_SIZE = (
+    8192  # ~1.5 ms per bf16 matmul on an H200; 384 MB with the output (halved while that does not fit)
+)
 # where a process leaves the equilibrium for the next cells ({gpu} is the NVML index); ATTNBENCH_THERMAL_FILE
 EQUILIBRIUM_FILE = "/tmp/attnbench-thermal-gpu{gpu}.json"
 CACHE_MAX_AGE_S = 900.0  # a room and a fan curve do not change faster: older equilibria are measured again
@@ -54,7 +56,7 @@ class Conditioner:
     def __init__(
         self,
         read_temperature: Callable[[], float | None],
-        run_filler: Callable[[float], None],
+        run_filler: Callable[[float], bool | None],  # False: it could not run (no memory for it)
         clock: Callable[[], float] = time.perf_counter,
         cache: Path | None = None,
         wall: Callable[[], float] = time.time,
@@ -92,9 +94,9 @@ class Conditioner:
             return self.equilibrium
         start, history = self.clock(), []  # (seconds, °C)
         while True:
-            self.run_filler(FILLER_BATCH_S)
+            ran = self.run_filler(FILLER_BATCH_S) is not False
             now, temperature = self.clock() - start, self.read_temperature()
-            if temperature is None:
+            if temperature is None or not ran:  # nothing to read, or nothing to heat with: no equilibrium
                 self.equilibrium = Equilibrium(None, now, False)
                 break
             history.append((now, temperature))
@@ -125,7 +127,8 @@ class Conditioner:
             temperature = self.read_temperature()
             if temperature is None or temperature >= target - REHEAT_TOLERANCE_C:
                 break
-            self.run_filler(FILLER_BATCH_S)
+            if self.run_filler(FILLER_BATCH_S) is False:  # no memory for the filler beside this row
+                break
         return self.clock() - start
 
 
@@ -146,26 +149,46 @@ def conditioner_for(device) -> Conditioner:
         def read() -> float | None:
             return source.read().temperature_c if source is not None else None
 
-        cache = Path(os.environ.get("ATTNBENCH_THERMAL_FILE", EQUILIBRIUM_FILE).format(gpu=key))
+        cache = _cache_path(os.environ.get("ATTNBENCH_THERMAL_FILE", EQUILIBRIUM_FILE), key)
         _CONDITIONERS[key] = Conditioner(read, _matmul_filler(device), cache=cache)
     return _CONDITIONERS[key]
 
 
-def _matmul_filler(device) -> Callable[[float], None]:
+def _cache_path(template: str, gpu: int) -> Path:
+    """The equilibrium file of GPU `gpu`: `{gpu}` in the template is its index; a template without it gets
+    the index appended (one GPU's equilibrium is not another's)."""
+    if "{gpu}" in template:
+        return Path(template.replace("{gpu}", str(gpu)))
+    return Path(f"{template}.gpu{gpu}")
+
+
+def _matmul_filler(device) -> Callable[[float], bool]:
     """Runs bf16 matmuls on `device` for about the given seconds (synchronised, so readings follow it).
     Random operands (a matmul of zeros draws less power) made per call and dropped after it: the 384 MB
     they take must not stay allocated while a row runs."""
     import torch
 
-    def run(seconds: float) -> None:
+    def operands():
         gen = torch.Generator(device=device).manual_seed(0)
-        a, b = (torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=gen, device=device, dtype=torch.bfloat16)
-                for _ in range(2))  # fmt: skip
-        out = torch.empty_like(a)
+        for size in (MATMUL_SIZE, MATMUL_SIZE // 2, MATMUL_SIZE // 4):  # a row near the memory limit: smaller
+            try:
+                a, b = (torch.randn(size, size, generator=gen, device=device, dtype=torch.bfloat16)
+                        for _ in range(2))  # fmt: skip
+                return a, b, torch.empty_like(a)
+            except torch.OutOfMemoryError:
+                torch.cuda.empty_cache()
+        return None
+
+    def run(seconds: float) -> bool:
+        made = operands()
+        if made is None:  # not even 24 MB free: the row itself will say so; no heat from us
+            return False
+        a, b, out = made
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
             for _ in range(8):  # a few launches per check keeps the queue full without running far ahead
                 torch.mm(a, b, out=out)
             torch.cuda.synchronize(device)
+        return True
 
     return run

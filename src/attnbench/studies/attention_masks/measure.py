@@ -35,7 +35,7 @@ def stage_tiers(config: dict, stage: str) -> list[list]:
     out = []
     for names, passes in config["tiers"]:
         mine = [p for p in passes if p in STAGES[stage]]
-        if mine:
+        if mine and names:  # a tier left without providers (a --providers filter) is no tier
             out.append([list(names), mine])
     return out
 

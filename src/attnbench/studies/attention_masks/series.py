@@ -167,7 +167,7 @@ class Budget:
 
     def enter_tier(self, index: int, count: int) -> None:
         """The tier `index` of `count` starts: hold back its share for those after it."""
-        later = (count - 1 - index) / (count - 1) if count > 1 else 0.0
+        later = (count - 1 - index) / (count - 1) if count > 1 and index >= 0 else 0.0
         self.held = (self.seconds or 0.0) * self.later_share * later
 
     def left(self) -> float | None:
@@ -234,8 +234,9 @@ def run_series(
     rows: list[Result] = []
     measured: set[tuple[str, Workload, str]] = set()  # (provider, workload, pass) with a timing
     lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
+    live = _live_tiers(tiers, why)
     for index, (providers, passes) in enumerate(tiers):
-        budget.enter_tier(index, len(tiers))
+        budget.enter_tier(live.get(index, len(live) - 1), len(live))
         for length in lengths:
             for mask, works in plan.items():
                 for w in (w for w in works if w.seqlen_q == length):
@@ -285,8 +286,9 @@ def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budge
     why = availability([p for providers, _ in tiers for p in providers])
     spent, measured, skipped, stopped = 0.0, 0, {}, set()
     lengths = sorted({w.seqlen_q for works in plan.values() for w in works})
+    live = _live_tiers(tiers, why)
     for index, (providers, passes) in enumerate(tiers):
-        budget.enter_tier(index, len(tiers))
+        budget.enter_tier(live.get(index, len(live) - 1), len(live))
         for length in lengths:
             for works in plan.values():
                 for w in (w for w in works if w.seqlen_q == length):
@@ -304,6 +306,13 @@ def simulate(tiers, plan: dict[str, list[Workload]], timing_options: dict, budge
                                 continue
                             skipped[p.name] = skipped.get(p.name, 0) + 1
     return {"seconds": spent, "measured": measured, "skipped": skipped}
+
+
+def _live_tiers(tiers, why: dict) -> dict[int, int]:
+    """{tier index: its rank among the tiers with a provider that can run here}: a tier of unavailable
+    providers costs nothing, so no budget is held for it (it would be lost to the tiers that run)."""
+    live = [i for i, (providers, _) in enumerate(tiers) if any(not why[p.name] for p in providers)]
+    return {index: rank for rank, index in enumerate(live)}
 
 
 def _native_covers(p, w: Workload, pass_: str, why: dict) -> bool:
