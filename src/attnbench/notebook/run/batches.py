@@ -9,7 +9,8 @@ its own, marked, so that it is split or run where the limit is longer. A cell st
 (interrupted, timed out) took longer than it shows and gets a command of its own too.
 
 The times are those of the last runs, which may be of older code: a changed protocol can make a cell
-slower than its estimate (the estimate names where it comes from: "on <label>", "≥", "≤").
+slower than its estimate (the estimate names where it comes from: "on <label>", "≥", "≤"), and the plan
+counts the cells whose own code, or the package code they use, changed since their time was measured.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Estimate:
     basis: str  # "last run", "stopped after" (a lower bound), "timeout" (an upper bound), "unknown"
     gpus: int | None = None
     notebook: str = ""
+    older_code: bool = False  # the time is that of code since changed in the cell or the package it uses
 
     @property
     def measured(self) -> bool:
@@ -122,6 +124,16 @@ def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, flo
     return max(found)[1:] if found else None
 
 
+def _older_code(session: Session, node: tuple[str, str]) -> bool:
+    """The stored result was measured by code that changed since, in the cell or in the package parts it
+    uses (a new timing protocol can make it slower), not only upstream of it."""
+    try:
+        reasons = session.judge(node).code_reasons
+    except records.RecordError:
+        return False
+    return any(not reason.startswith("upstream") for reason in reasons)
+
+
 def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s: float) -> Plan:
     """The cells of the named notebooks whose state (cell_statuses, by node) is not current, with every
     cell they need that is not current either, in graph order, packed across notebooks into batches
@@ -145,6 +157,7 @@ def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s:
             continue
         guess = estimate(session, node)
         guess.notebook = node[0]
+        guess.older_code = _older_code(session, node)
         seconds = guess.seconds or 0.0
         last = batches[-1] if batches else None
         # a cell stopped at its last try took longer than it shows: it gets a command of its own
@@ -185,7 +198,10 @@ def plan_lines(
         return [f"nothing to run for label {label}: every cell is current", *tail]
     total = sum(b.seconds for b in batches)
     count = sum(len(b.cells) for b in batches)
-    head = (f"to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs, "
+    older = sum(e.older_code and e.measured for b in batches for e in b.cells)
+    caveat = (f" ({older} of them by code that has changed since: a new protocol can make a cell slower)"
+              if older else "")  # fmt: skip
+    head = (f"to bring label {label} current: {count} cells, about {_minutes(total)} by their last runs{caveat}, "
             f"in {len(batches)} command(s) of at most {_minutes(limit_s)}:")  # fmt: skip
     lines = [head]
     for b in batches:
