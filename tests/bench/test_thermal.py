@@ -139,3 +139,27 @@ def test_every_gpu_has_its_own_equilibrium_file():
     assert str(thermal._cache_path("/tmp/t-{gpu}.json", 3)) == "/tmp/t-3.json"
     assert str(thermal._cache_path("/tmp/t.json", 3)) == "/tmp/t.json.gpu3"
     assert str(thermal._cache_path("/tmp/{odd}.json", 1)) == "/tmp/{odd}.json.gpu1"  # no format() surprises
+
+
+def test_the_filler_is_warmups_matmul_load_and_shrinks_to_fit(monkeypatch):
+    import torch
+
+    from attnbench.bench import matmul_load as warmup
+
+    monkeypatch.setattr(thermal, "MATMUL_SIZE", 64)
+    sizes = []
+    real = warmup.matmul_operands
+
+    def tight(device, n=None):  # only the smallest size fits beside the row
+        sizes.append(n)
+        if n > 16:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real(device, n)
+
+    monkeypatch.setattr(warmup, "matmul_operands", tight)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    fill = thermal._matmul_filler(torch.device("cpu"))
+    assert fill(0.01) is True and sizes == [64, 32, 16]
+    monkeypatch.setattr(thermal, "MATMUL_SIZE", 128)  # now nothing fits
+    sizes.clear()
+    assert fill(0.01) is False and sizes == [128, 64, 32]

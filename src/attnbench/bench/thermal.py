@@ -163,32 +163,22 @@ def _cache_path(template: str, gpu: int) -> Path:
 
 
 def _matmul_filler(device) -> Callable[[float], bool]:
-    """Runs bf16 matmuls on `device` for about the given seconds (synchronised, so readings follow it).
-    Random operands (a matmul of zeros draws less power) made per call and dropped after it: the 384 MB
-    they take must not stay allocated while a row runs."""
+    """Runs bench.matmul_load's matmul load on `device` for about the given seconds. Its operands (384 MB at
+    MATMUL_SIZE) are made per call and dropped after it, and halved while they do not fit beside the row
+    being measured; False when not even the smallest fits (the row itself will say so)."""
     import torch
 
-    def operands():
-        gen = torch.Generator(device=device).manual_seed(0)
-        for size in (MATMUL_SIZE, MATMUL_SIZE // 2, MATMUL_SIZE // 4):  # a row near the memory limit: smaller
-            try:
-                a, b = (torch.randn(size, size, generator=gen, device=device, dtype=torch.bfloat16)
-                        for _ in range(2))  # fmt: skip
-                return a, b, torch.empty_like(a)
-            except torch.OutOfMemoryError:
-                torch.cuda.empty_cache()
-        return None
+    from attnbench.bench.matmul_load import matmul_operands, run_matmuls
 
     def run(seconds: float) -> bool:
-        made = operands()
-        if made is None:  # not even 24 MB free: the row itself will say so; no heat from us
-            return False
-        a, b, out = made
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            for _ in range(8):  # a few launches per check keeps the queue full without running far ahead
-                torch.mm(a, b, out=out)
-            torch.cuda.synchronize(device)
-        return True
+        for size in (MATMUL_SIZE, MATMUL_SIZE // 2, MATMUL_SIZE // 4):
+            try:
+                a, b, out, _ = matmul_operands(device, size)
+            except torch.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                continue
+            run_matmuls(a, b, out, seconds, device)
+            return True
+        return False
 
     return run

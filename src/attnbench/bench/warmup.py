@@ -11,14 +11,13 @@ record says whether the GPUs were at speed when timing began.
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 import torch.distributed as dist
 
 from attnbench.bench.distributed import control_device
+from attnbench.bench.matmul_load import matmul_operands, run_matmuls, synchronize
 
-MATMUL_SIZE = {"cuda": 8192, "cpu": 256}  # about 1.5 ms per bf16 matmul on an H200; tiny on a CPU
 QUEUED_WHILE_READING_S = 0.3  # work left in the queue while nvidia-smi reads the clock under load
 
 
@@ -31,19 +30,6 @@ def _clocks() -> dict | None:
     return clock_snapshot()
 
 
-def _operands(device: torch.device):
-    n = MATMUL_SIZE["cuda" if device.type == "cuda" else "cpu"]
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    gen = torch.Generator(device=device).manual_seed(0)
-    a, b = (torch.randn(n, n, generator=gen, device=device).to(dtype) for _ in range(2))
-    return a, b, torch.empty_like(a), 2.0 * n**3
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def warm_up(seconds: float = 1.0, *, group=None) -> dict:
     """Run matmuls on every rank for `seconds` (wall clock), then agree (all ranks return together).
 
@@ -52,22 +38,14 @@ def warm_up(seconds: float = 1.0, *, group=None) -> dict:
     """
     device = control_device(group)
     before = _clocks()
-    a, b, out, flops = _operands(device)
-    count, start = 0, time.perf_counter()
-    while True:
-        for _ in range(8):  # a few launches per check keeps the queue full without running far ahead
-            torch.mm(a, b, out=out)
-        count += 8
-        _sync(device)
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            break
+    a, b, out, flops = matmul_operands(device)
+    count, elapsed = run_matmuls(a, b, out, seconds, device)
     achieved = flops * count / elapsed / 1e12
     if device.type == "cuda":  # keep the GPU busy while nvidia-smi samples it
         for _ in range(max(1, int(QUEUED_WHILE_READING_S * achieved * 1e12 / flops))):
             torch.mm(a, b, out=out)
     after = _clocks()
-    _sync(device)
+    synchronize(device)
     mine = {
         "rank": dist.get_rank(),
         "seconds": round(elapsed, 3),

@@ -167,7 +167,7 @@ class Budget:
 
     def enter_tier(self, index: int, count: int) -> None:
         """The tier `index` of `count` starts: hold back its share for those after it."""
-        later = (count - 1 - index) / (count - 1) if count > 1 and index >= 0 else 0.0
+        later = (count - 1 - index) / (count - 1) if count > 1 else 0.0
         self.held = (self.seconds or 0.0) * self.later_share * later
 
     def left(self) -> float | None:
