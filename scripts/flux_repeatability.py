@@ -142,39 +142,46 @@ def main(argv: list[str] | None = None) -> int:
     peaks = flops.MeasuredPeaks(device) if device == "cuda" else None
     datasheet = flops.datasheet_peak(info.get("gpu"))
     runs, seconds = [], []
+
+    def result_so_far() -> dict:
+        pairs = pair_spreads(runs[0], runs[1])
+        result = {
+            "what": f"Flux sweep run {len(runs)} times in one process: per-row spread |a-b|/mean of ms_median "
+            "of runs 1 and 2 (and, with 4+ runs, of K-run summaries)",
+            "smoke": args.smoke,
+            "gpu": info.get("gpu"),
+            "machine_id": info.get("machine_id"),
+            "power_limit_w": info.get("power_limit_w"),
+            "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
+            "timing": shape["timing"],
+            "seq_lens": list(shape["seq_lens"]),
+            "providers": [p.name for p in chosen],
+            "run_seconds": seconds,
+            **summary(pairs),
+            "summaries": summaries_of_halves(runs) if len(runs) >= 4 and len(runs) % 2 == 0 else {},
+            "pairs": pairs,
+        }
+        if args.preheat:  # what the rows started from: seconds of filler per row, the equilibrium
+            heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
+            result["preheat"] = {
+                "equilibrium_c": max(
+                    (e for r in heated if (e := r.extra.get("equilibrium_c")) is not None), default=None
+                ),
+                "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
+                "rows": len(heated),
+            }
+        return result
+
     for attempt in range(1, args.runs + 1):
         started = time.perf_counter()
         print(f"--- run {attempt} of {args.runs} ---", flush=True)
         runs.append(run_sweep(chosen, workloads, ("fwd", "fwd_bwd"), device=device, peak_tflops=peaks,
                               datasheet_tflops=datasheet, timing_options=shape["timing"]))  # fmt: skip
         seconds.append(round(time.perf_counter() - started, 1))
-    pairs = pair_spreads(runs[0], runs[1])
-    result = {
-        "what": f"Flux sweep run {args.runs} times in one process: per-row spread |a-b|/mean of ms_median "
-        "of runs 1 and 2 (and, with 4+ runs, of K-run summaries)",
-        "smoke": args.smoke,
-        "gpu": info.get("gpu"),
-        "machine_id": info.get("machine_id"),
-        "power_limit_w": info.get("power_limit_w"),
-        "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
-        "timing": shape["timing"],
-        "seq_lens": list(shape["seq_lens"]),
-        "providers": [p.name for p in chosen],
-        "run_seconds": seconds,
-        **summary(pairs),
-        "summaries": summaries_of_halves(runs) if args.runs >= 4 else {},
-        "pairs": pairs,
-    }
-    if args.preheat:  # what the rows started from: seconds of filler per row, the equilibrium
-        heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
-        result["preheat"] = {
-            "equilibrium_c": max(
-                (e for r in heated if (e := r.extra.get("equilibrium_c")) is not None), default=None
-            ),
-            "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
-            "rows": len(heated),
-        }
-    args.out.write_text(json.dumps(result, indent=1))
+        # written after every run from the second on: a run stopped by a time limit keeps these
+        if attempt >= 2:
+            result = result_so_far()
+            args.out.write_text(json.dumps(result, indent=1))
     if result["rows"]:
         print(f"{result['rows']} rows: median spread {result['median_spread']:.2%}, "
               f"95th percentile {result['p95_spread']:.2%}, max {result['max_spread']:.2%}")  # fmt: skip
