@@ -86,3 +86,29 @@ def test_a_measured_peak_without_a_clock_is_used_as_measured():
     assert flops.MeasuredPeak(700.0).at_clock(1900.0) == 700.0
     assert flops.MeasuredPeak(700.0, 1400.0).at_clock(None) == 700.0
     assert flops.MeasuredPeak(700.0, 1400.0).at_clock(2100.0) == pytest.approx(1050.0)
+
+
+def test_a_peak_read_back_from_json_keeps_its_clock(monkeypatch):
+    """The mask report's timed stages read the peak its checks stage measured from sweep.json, and CS336's
+    cells read it from the gpu cell's profile.json: as a bare number it lost its clock, and FA3's full
+    forward at 16k (688.7 TFLOP/s at 1620 MHz on an H200) came out at 101 % of a GEMM peak measured at
+    the power limit's clock (684.1). Restored with its clock, the share is taken at the row's clock."""
+    import json
+
+    from attnbench.bench import profiles
+
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: H100)
+    gemm = flops.MeasuredPeak(684.1, sm_clock_mhz=1455.0)
+    document = json.loads(json.dumps({"peak": gemm, "clock": flops.clock_of(gemm)}))
+    assert flops.clock_of(document["peak"]) is None  # what JSON keeps: the number alone
+    restored = flops.restore_peak(document["peak"], document["clock"])
+    row = _row(ms=137.4 / 688.7, mhz=1620.0)
+    flops.score(row, SimpleNamespace(), restored, 989.5, "cuda")
+    assert row.status == "ok" and row.mfu == pytest.approx(688.7 / (684.1 * 1620.0 / 1455.0), rel=1e-3)
+    bare = _row(ms=137.4 / 688.7, mhz=1620.0)
+    flops.score(bare, SimpleNamespace(), document["peak"], 989.5, "cuda")
+    assert bare.status == "error" and "101%" in bare.reason  # why the clock must travel with it
+    assert flops.restore_peak(None, 1455.0) is None
+    config = json.loads(json.dumps({"peak_tflops": {"bf16": gemm}, "peak_sm_clock_mhz": {"bf16": 1455.0}}))
+    assert profiles.measured_peak(config, "bf16").at_clock(1620.0) == pytest.approx(684.1 * 1620.0 / 1455.0)
+    assert profiles.measured_peak(config, "fp32") is None and profiles.measured_peak({}, "bf16") is None

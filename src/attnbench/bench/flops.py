@@ -171,6 +171,18 @@ class MeasuredPeak(float):
         return float(self) * sm_clock_mhz / self.sm_clock_mhz
 
 
+def clock_of(peak) -> float | None:
+    """The SM clock a measured peak ran at (None: a plain number, or not known)."""
+    return getattr(peak, "sm_clock_mhz", None)
+
+
+def restore_peak(tflops: float | None, sm_clock_mhz: float | None) -> MeasuredPeak | None:
+    """A measured peak read back from JSON with its clock (JSON keeps the number, not the attribute):
+    without the clock a row's share is taken against the GEMM's own clock, the 101 % error of a row that
+    ran faster than the power-limited GEMM."""
+    return None if tflops is None else MeasuredPeak(float(tflops), sm_clock_mhz)
+
+
 def measure_matmul_peak(
     device="cuda",
     dtype="bfloat16",

@@ -62,6 +62,15 @@ def gpu_profile(*, same_device: bool = True) -> dict:
     return config
 
 
+def measured_peak(config: dict, math: str):
+    """The gpu cell's measured matmul peak for `math` ("bf16", "fp32"), with the SM clock it ran at
+    (`peak_sm_clock_mhz`), as bench.flops.MeasuredPeak; None where none was measured (a CPU run)."""
+    from attnbench.bench import flops
+
+    clocks = config.get("peak_sm_clock_mhz") or {}
+    return flops.restore_peak((config.get("peak_tflops") or {}).get(math), clocks.get(math))
+
+
 def require_same_device(config: dict, cuda: bool) -> None:
     """SystemExit when `config` was resolved for another kind of machine than this one (`cuda`): a GPU
     profile must not run on a CPU, nor a smoke profile's numbers pass for a GPU's."""

@@ -90,7 +90,7 @@ def table_cell(dtype: str, part: int, progress=None) -> list:
     `part` of its head dims (profiles.table_part), every row measured and written to
     table_<dtype>.jsonl in the working directory. fp32 MFU is against the fp32 peak: TF32 tensor cores
     are what our kernel and SDPA use for fp32 inputs."""
-    from attnbench.bench.profiles import gpu_profile
+    from attnbench.bench.profiles import gpu_profile, measured_peak
     from attnbench.bench.sweep import print_progress
     from attnbench.rows import write_jsonl
     from attnbench.studies.cs336_systems.profiles import table_part
@@ -104,7 +104,7 @@ def table_cell(dtype: str, part: int, progress=None) -> list:
     print(f"{dtype}, head dims {table['head_dims']}", flush=True)
     short = "bf16" if dtype == "bfloat16" else "fp32"
     datasheet = config["datasheet_tflops"] if dtype == "bfloat16" else None
-    rows = run_table(table, dtype, config["device"], config["peak_tflops"].get(short), datasheet,
+    rows = run_table(table, dtype, config["device"], measured_peak(config, short), datasheet,
                      progress or print_progress)  # fmt: skip
     write_jsonl(f"table_{dtype}.jsonl", rows)
     return rows
