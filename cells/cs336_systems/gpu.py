@@ -55,6 +55,8 @@ config["peak_tflops"] = {
     "bf16": flops.measure_matmul_peak("cuda", "bfloat16"),
     "fp32": flops.measure_matmul_peak("cuda", "float32", sizes=(8192,)),
 } if cuda else {}
+# the clock each ran at: a row's share of a peak is taken at the row's own clock (flops.MeasuredPeak)
+config["peak_sm_clock_mhz"] = {math: flops.clock_of(peak) for math, peak in config["peak_tflops"].items()}
 # the keys the site's headline reads for "share of the peak" (as the Flux sweep.json names them)
 config["measured_matmul_peak_tflops"] = config["peak_tflops"].get("bf16")
 config["datasheet_peak_tflops"] = config["datasheet_tflops"]
