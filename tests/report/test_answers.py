@@ -116,7 +116,21 @@ def test_masks_best_and_gaps_of_ffa_and_flex():
     rows = [row("flash_attn3", 4096, 1.0), row("magi_ffa", 4096, 1.5), row("flex", 4096, 2.0)]
     a = answer_for("attention_masks", Artifacts(rows=rows))
     assert numbers(a) == {"causal|magi_ffa": 50.0, "causal|flex": 100.0}
-    assert "causal: flash_attn3, magi_ffa +50%, flex +100%" in a.answer[0]
+    assert "causal at 4k: flash_attn3, magi_ffa +50%, flex +100%" in a.answer[0]
+
+
+def test_masks_are_answered_where_the_peers_ran_not_where_one_kernel_reached():
+    """The budget skips rows at long lengths: on an H200 only sdpa_flash reached causal 128k, and the
+    answer named it the best with "magi_ffa did not run". The length is the longest both peers ran."""
+    rows = [row("flash_attn3", 32768, 1.0), row("magi_ffa", 32768, 1.1), row("flex", 32768, 2.0),
+            row("flash_attn3", 65536, 4.0), row("magi_ffa", 65536, 4.2),
+            row("sdpa_flash", 131072, 30.0)]  # fmt: skip
+    a = answer_for("attention_masks", Artifacts(rows=rows))
+    assert "causal at 32k: flash_attn3, magi_ffa +10%, flex +100%" in a.answer[0]
+    only_ffa = answer_for("attention_masks", Artifacts(rows=rows[3:]))
+    assert "causal at 64k: flash_attn3, magi_ffa +5.0%, flex did not run" in only_ffa.answer[0]
+    alone = answer_for("attention_masks", Artifacts(rows=rows[5:]))
+    assert "causal at 128k: sdpa_flash, magi_ffa did not run" in alone.answer[0]
 
 
 def test_smoke_run_targets_are_not_applicable_never_red(tmp_path):
