@@ -12,6 +12,10 @@ Per row measured ok in both runs: spread = |a - b| / mean(a, b) of ms_median. Pr
 --preheat times every row at the GPU's thermal equilibrium (bench/thermal.py: FA3's clock follows the
 temperature the rows before it left); run it beside a run without to see what the state was worth.
 
+Each run is the report's own protocol, the profile's `rounds` included (each row the fastest of its
+rounds: bench/rounds.py), so runs 1 and 2 are the report run twice; --rounds 1 times one pass per run, as
+the report did before rounds.
+
 --runs 2K (K >= 2) runs the sweep 2K times and also asks which way of summarising K runs repeats: the
 first K runs against the last K, each row summarised by its fastest run (`fastest_of_K`) and by the
 mean of its K times (`mean_of_K`). The H100's FlashAttention-3 rows flip between a boost-clock state and a
@@ -111,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a subset of the Flux lengths, to fit a time limit")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes: checks the plumbing only")
     parser.add_argument("--runs", type=int, default=2, help="2, or 2K (K >= 2) to compare K-run summaries")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="passes over the grid per run, each row its fastest (default: the profile's)")  # fmt: skip
     parser.add_argument("--preheat", action="store_true",
                         help="time every row at the GPU's thermal equilibrium (bench/thermal.py)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -134,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "providers": args.providers, "timing": flux["timing"]}  # fmt: skip
     if args.preheat:
         shape = {**shape, "timing": {**shape["timing"], "preheat": True}}
+    rounds = args.rounds if args.rounds is not None else (1 if args.smoke else flux.get("rounds", 1))
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
     chosen = providers.select(shape["providers"])
@@ -154,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             "power_limit_w": info.get("power_limit_w"),
             "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
             "timing": shape["timing"],
+            "rounds": rounds,
             "seq_lens": list(shape["seq_lens"]),
             "providers": [p.name for p in chosen],
             "run_seconds": seconds,
@@ -176,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         print(f"--- run {attempt} of {args.runs} ---", flush=True)
         runs.append(run_sweep(chosen, workloads, ("fwd", "fwd_bwd"), device=device, peak_tflops=peaks,
-                              datasheet_tflops=datasheet, timing_options=shape["timing"]))  # fmt: skip
+                              datasheet_tflops=datasheet, timing_options=shape["timing"], rounds=rounds))  # fmt: skip
         seconds.append(round(time.perf_counter() - started, 1))
         # written after every run from the second on: a run stopped by a time limit keeps these
         if attempt >= 2:

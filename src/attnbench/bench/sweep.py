@@ -23,6 +23,7 @@ Backward contract: Prepared.inputs are the native (q, k, v) in that order; leave
 here if the provider did not; gradients are mapped back to canonical layout by Provider.layout
 (bhsd | bshd | sbhd | thd). prepare(..., backward=True) is called for bwd and fwd_bwd; a prepare() that
 raises providers.base.Unsupported gives an `unsupported` row.
+rounds=K measures the whole grid K times and keeps each row's fastest round (bench/rounds.py says why).
 """
 
 from __future__ import annotations
@@ -393,13 +394,16 @@ def run_sweep(
     env_id: str | None = None,
     progress: Progress | None = print_progress,
     timing_options: dict[str, Any] | None = None,
+    rounds: int = 1,
 ) -> list[Result]:
     """Measure every provider on every workload and pass. Returns all rows, one per combination.
 
     peak_tflops: the MFU denominator; "measure" times a bf16 matmul now (CUDA only, else no MFU).
     timing_options: keyword arguments of timing.measure (min_reps, min_time_ms, warmup_reps, ...).
+    rounds: passes over the whole grid; each row is its fastest round (rounds.fastest_of_rounds).
     """
     from attnbench.bench.env import machine_id
+    from attnbench.bench.rounds import fastest_of_rounds
 
     providers, workloads, passes = list(providers), list(workloads), list(passes)
     bad = [p for p in passes if p not in PASSES]
@@ -409,7 +413,22 @@ def run_sweep(
     if peak_tflops == "measure":
         peak_tflops = flops.MeasuredPeaks(device, progress is not None) if timing.is_cuda(device) else None
     env_id = env_id or machine_id()
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: give 1 or more passes over the grid")
     availability = {id(p): _availability(p) for p in providers}
+    measured = []
+    for round_ in range(1, rounds + 1):
+        if progress is not None and rounds > 1:
+            print(f"[sweep] round {round_} of {rounds} over the grid", flush=True)
+        measured.append(_one_round(providers, workloads, passes, device, seed, reference, availability,
+                                   timing_options, peak_tflops, datasheet_tflops, env_id, progress))  # fmt: skip
+    return fastest_of_rounds(measured)
+
+
+def _one_round(providers, workloads, passes, device, seed, reference, availability, timing_options,
+               peak_tflops, datasheet_tflops, env_id, progress) -> list[Result]:  # fmt: skip
+    """One pass over the grid: workload by workload (its inputs and reference made once), every provider
+    and pass."""
     rows: list[Result] = []
     for workload in workloads:
         ws = Workspace(workload, device, seed, reference)

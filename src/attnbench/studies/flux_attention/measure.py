@@ -49,11 +49,25 @@ def workloads(config: dict) -> list[Workload]:
     ]  # fmt: skip
 
 
-def run_bench(config: dict, passes: list[str] | None = None) -> list:
+def lengths_part(seq_lens: list[int], part: tuple[int, int] | None) -> list[int]:
+    """Part `i` of `n` (1-based) of the lengths, consecutive and as even as they come; None: all."""
+    if part is None:
+        return list(seq_lens)
+    i, n = part
+    if not 1 <= i <= n:
+        raise ValueError(f"part {i} of {n}: give 1 <= part <= parts")
+    size, extra = divmod(len(seq_lens), n)
+    start = (i - 1) * size + min(i - 1, extra)
+    return list(seq_lens[start : start + size + (i <= extra)])
+
+
+def run_bench(config: dict, passes: list[str] | None = None, part: tuple[int, int] | None = None) -> list:
     """Every chosen provider at every Flux shape and pass: results.jsonl and sweep.json (a bench cell).
 
-    passes: the subset of the profile's passes this cell measures (default: all of them); the report
-    splits forward and forward + backward into two cells so each fits one ten-minute GPU command."""
+    passes: the subset of the profile's passes this cell measures (default: all of them); part (i, n):
+    the i-th of n consecutive parts of the lengths (default: all). The report splits the sweep into
+    cells by pass and part so that each, with the profile's rounds, fits one ten-minute GPU command."""
+    config = {**config, "seq_lens": lengths_part(config["seq_lens"], part)}
     passes = list(passes or config["passes"])
     unknown = [p for p in passes if p not in config["passes"]]
     if unknown:
@@ -82,7 +96,8 @@ def run_bench(config: dict, passes: list[str] | None = None) -> list:
             f"bf16 matmul peak before the sweep: {peak_before:.1f} TFLOP/s (datasheet: {datasheet or 'unknown'})"
         )
     started = time.perf_counter()
-    rows = run_sweep(chosen, workloads(config), passes, device=config["device"], progress=progress,
+    rounds = config.get("rounds", 1)
+    rows = run_sweep(chosen, workloads(config), passes, device=config["device"], progress=progress, rounds=rounds,
                      timing_options=config["timing"], peak_tflops=peak_before, datasheet_tflops=datasheet)  # fmt: skip
     elapsed = time.perf_counter() - started
     peak_after = flops.measure_matmul_peak("cuda") if cuda else None
@@ -94,6 +109,7 @@ def run_bench(config: dict, passes: list[str] | None = None) -> list:
                # the GEMM ran power-limited: rows are scored against it scaled to their own clock
                "matmul_peak_sm_clock_mhz": getattr(peak_before, "sm_clock_mhz", None),
                "datasheet_peak_tflops": datasheet, "timing": config["timing"], "passes": passes,
+               "seq_lens": config["seq_lens"], "rounds": rounds,
                "sweep_seconds": round(elapsed, 1),
                "clocks_before": clocks_before, "clocks_after": clocks_after,
                "clock_report": env.clock_report(clocks_before, clocks_after),
