@@ -27,20 +27,10 @@ REPORTS = {
     ],
     "cs336_systems": [
         (
-            "kernels_report",
-            (
-                "gpu",
-                "kernels_bf16",
-                "kernels_bf16_wide",
-                "kernels_fp32",
-                "kernels_fp32_wide",
-                "leaderboard",
-                "steps_bf16",
-                "breakdown",
-                "kernels_report",
-            ),
+            "leaderboard_report",
+            ("gpu", "leaderboard", "steps_bf16", "breakdown", "leaderboard_report"),
             "cs336_systems",
-            "kernels_report/kernels_bf16.svg",
+            "leaderboard_report/leaderboard.svg",
         )
     ],
     "dilated_attention": [

@@ -17,8 +17,8 @@ from attnbench.rows import read_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "cs336_systems.md"
 CELLS = ["gpu", "steps_fp32", "steps_bf16", "breakdown", "scan", "kernels_bf16", "kernels_bf16_wide", "kernels_fp32",
-         "kernels_fp32_wide", "leaderboard", "steps_report", "scan_report", "kernels_report"]  # fmt: skip
-REPORT_CELLS = ["steps_report", "scan_report", "kernels_report"]
+         "kernels_fp32_wide", "leaderboard", "steps_report", "scan_report", "leaderboard_report", "kernels_report"]  # fmt: skip
+REPORT_CELLS = ["steps_report", "scan_report", "leaderboard_report", "kernels_report"]
 NOT_GPU = "not a GPU measurement"
 
 
@@ -116,8 +116,8 @@ def test_smoke_outputs_say_they_are_not_gpu_measurements(smoke_run):
             assert table.read_text().startswith(f"**smoke profile: {NOT_GPU}**"), table
         for figure in _artifacts(run_dir, cell).glob("*.svg"):
             assert NOT_GPU in figure.read_text(), figure
-    assert "not judged" in (run_dir / "kernels_report" / "stdout.txt").read_text()
-    targets = json.loads((_artifacts(run_dir, "kernels_report") / "targets.json").read_text())["targets"]
+    assert "not judged" in (run_dir / "leaderboard_report" / "stdout.txt").read_text()
+    targets = json.loads((_artifacts(run_dir, "leaderboard_report") / "targets.json").read_text())["targets"]
     assert [t["verdict"] for t in targets] == ["not checked", "not checked"]  # a CPU run judges no target
     for cell in ("steps_fp32", "scan", "kernels_bf16", "leaderboard"):
         assert NOT_GPU in (run_dir / cell / "stdout.txt").read_text(), cell

@@ -1,12 +1,14 @@
 """Thermal steady state before a GPU row is timed (opt-in: `timing.measure(..., preheat=True)`).
 
 Why. The protocol's warm-up (timing.py) settles the SM clock and the per-call time against the power
-limit, within seconds. Temperature settles over tens of seconds, and it decides the clock too: on an H100
-and on an H200, FlashAttention-3's forward at Flux's shapes ran at ~1965 MHz while the GPU was at or below
-~64 °C and at 1650-1755 MHz (the 700 W limit) from ~67 °C on (outputs/flux_attention/nvidia-h200 and
-measurements/flux_repeatability-*.json: temperature, clock and power of every row). A row's temperature
-follows the rows before it (a light row lets the GPU cool, a heavy one heats it), so the same row timed in
-two runs lands in either state, 9-11 % apart: the whole of the Flux sweep's run-to-run spread above 5 %.
+limit, within seconds. Temperature settles over tens of seconds, and a row's temperature follows the rows
+before it (a light row lets the GPU cool, a heavy one heats it). On an H100 and an H200 FlashAttention-3's
+forward at Flux's shapes ran at ~1965 MHz or at 1575-1755 MHz (the 700 W limit) from run to run, and the
+first runs suggested the temperature decided which. Measured with this preheat on an H200
+(measurements/flux_repeatability-preheat-nvidia-h200.json): the spread narrowed (p95 9.2 -> 5.5 %) but
+the two states remained at the same temperature (54-58 °C both ways), so temperature is not what decides
+the state. The rounds of bench/rounds.py are what repeats; this stays opt-in, for runs that want every
+row to start at one temperature as a training job does.
 
 What. Once per process and GPU, `settle` runs a bf16 matmul filler (it sits at the power limit, the
 heaviest load there is) until the temperature stops rising: at most PLATEAU_RISE_C over PLATEAU_WINDOW_S.

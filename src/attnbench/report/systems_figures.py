@@ -208,3 +208,30 @@ def plot_kernels(
         ax.set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s", title=f"head dim {d}")
         ax.legend(fontsize=7)
     _save(fig, path)
+
+
+def plot_leaderboard(
+    rows: list[Result], path, *, best_public_ms: float, target_ms: float | None = None, note: str = ""
+) -> None:
+    """The leaderboard shape's forward + backward wall time per kernel (forward part shaded), beside the
+    best public entry and our target: the page's answer as a picture."""
+    whole = {r.provider: r.ms_median for r in rows if r.pass_ == "fwd_bwd" and usable(r)}
+    forward = {r.provider: r.ms_median for r in rows if r.pass_ == "fwd" and usable(r)}
+    order = sorted(whole, key=whole.get, reverse=True)  # fastest at the top
+    fig, (ax,) = _figure(1, "CS336 leaderboard shape, forward + backward: wall time (ms)", note, 8.0,
+                         1.2 + 0.45 * max(len(order), 1))  # fmt: skip
+    for y, provider in enumerate(order):
+        color = PROVIDER_STYLE.get(provider.removesuffix("_atomic_dq"), ("#8C8C8C", provider))[0]
+        ax.barh(y, whole[provider], color=color, alpha=0.45)
+        if provider in forward:
+            ax.barh(y, forward[provider], color=color, alpha=0.9)
+        ax.text(whole[provider], y, f" {whole[provider]:.2f} ms", va="center", fontsize=9)
+    ax.set_yticks(range(len(order)), order, fontsize=9)
+    ax.axvline(best_public_ms, color="black", linestyle="--", linewidth=1)
+    ax.text(best_public_ms, len(order) - 0.4, f" best public {best_public_ms} ms (H100)", fontsize=8)
+    if target_ms:
+        ax.axvline(target_ms, color="#C44E52", linestyle=":", linewidth=1)
+        ax.text(target_ms, -0.9, f"target {target_ms:.2f} ms ", fontsize=8, ha="right", color="#C44E52")
+    ax.set(xlabel="ms (dark: forward; light: the backward on top of it)", ylim=(-1.2, len(order)))
+    ax.set_xlim(0, max([*whole.values(), best_public_ms]) * 1.25)
+    _save(fig, path)

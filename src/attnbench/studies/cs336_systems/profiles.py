@@ -19,7 +19,8 @@ K = 1024
 # the CS336 leaderboard row: batch 1, 16 heads x 16,384 tokens x head dim 64, bf16, causal, forward+backward
 LEADERBOARD = {"batch": 1, "heads": 16, "seq": 16 * K, "head_dim": 64, "dtype": "bfloat16", "mask": "causal"}
 BEST_PUBLIC_MS = 5.364  # the best public CS336 leaderboard entry, on an H100 (forward + backward)
-# the forward speed target: causal, head dim 128, 16k tokens, at least 0.8x FlashAttention-3 in the same run
+LEADERBOARD_TARGET_MS = 5.0  # our kernel's target there: clearly under the best public entry, on our GPU
+# the forward speed target: causal, head dim 128, 16k tokens, at least 0.85x FlashAttention-3 in the same run
 TARGET_FORWARD = {
     "batch": 1,
     "heads": 16,
@@ -28,7 +29,7 @@ TARGET_FORWARD = {
     "dtype": "bfloat16",
     "mask": "causal",
 }
-TARGET_RATIO_TO_FA3 = 0.8
+TARGET_RATIO_TO_FA3 = 0.85
 
 
 def steps(sizes: list[str], *, contexts: list[int], warmups: list[int], measured: int) -> dict:
