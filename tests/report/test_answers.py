@@ -330,3 +330,33 @@ def test_a_bad_repeatability_file_is_named_and_counts_as_none(tmp_path, capsys):
     assert spread_for({"h100-a"}, tmp_path) is None
     err = capsys.readouterr().err
     assert "flux_repeatability-a.json" in err and "flux_repeatability-b.json: machine_id ['h100-a']" in err
+
+
+def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatch):
+    """One machine, three repeatability runs: one round (p95 9.2 %), one round preheated (5.5 %), two
+    rounds (1.7 %). Rows timed in two rounds get the two-round spread; rows of one round the plain one;
+    rows of a protocol no file measured get the first file, named in the answer."""
+    import json
+
+    from attnbench.report.repeatability import protocol_of, repeatability_of
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    files = {"flux_repeatability-h200.json": (0.092, {}),
+             "flux_repeatability-preheat-h200.json": (0.055, {"preheat": {"seconds": 39.0}}),
+             "flux_repeatability-rounds-h200.json": (0.017, {"rounds": 2})}  # fmt: skip
+    for name, (p95, extra) in files.items():
+        doc = {"machine_id": "h200-a", "median_spread": 0.003, "p95_spread": p95, "pairs": [], **extra}
+        (tmp_path / "measurements" / name).write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    two_rounds = [{"extra": {"rounds": 2, "round_ms": [1.0, 1.1]}}, {"extra": {}}]
+    assert protocol_of(two_rounds) == {"rounds": 2, "preheat": False}
+    assert repeatability_of({"h200-a"}, protocol=protocol_of(two_rounds))["p95"] == 0.017
+    assert repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))["p95"] == 0.092
+    preheated = [{"extra": {"preheat_s": 1.5}}]
+    assert repeatability_of({"h200-a"}, protocol=protocol_of(preheated))["p95"] == 0.055
+    unmeasured = protocol_of([{"extra": {"rounds": 3}}])
+    assert (
+        repeatability_of({"h200-a"}, protocol=unmeasured)["file"]
+        == "measurements/flux_repeatability-h200.json"
+    )

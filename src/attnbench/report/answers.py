@@ -17,7 +17,7 @@ from typing import Any
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.kernel_names import short_kernel_name
-from attnbench.report.repeatability import repeatability_of, spread_for, widest_text
+from attnbench.report.repeatability import protocol_of, repeatability_of, spread_for, widest_text
 
 FA3 = "flash_attn3"
 LEADERBOARD_BEST_MS = 5.364  # best public entry of the CS336 leaderboard (fwd+bwd, causal, S 16384, D 64)
@@ -228,10 +228,13 @@ def flux(data) -> page.Answer:
         answer.answer.append(text + ".")
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
-    noise = repeatability_of({str(r.get("env")) for r in data.rows if r.get("env")})
+    noise = repeatability_of(
+        {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
+    )
     if noise:
+        how = f", each the fastest of {noise['rounds']} rounds" if noise["rounds"] > 1 else ""
         answer.answer.append(
-            f"Run to run on this GPU ({noise['rows']} rows timed twice, {noise['file']}): median spread "
+            f"Run to run on this GPU ({noise['rows']} rows timed twice{how}, {noise['file']}): median spread "
             f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}; a lead smaller than that is noise."
             + widest_text(noise.get("widest"))
         )
@@ -416,7 +419,9 @@ def answer_for(name: str, data, key_figure: str = "", spread: float | None = Non
     carry `spread` (default: the run-to-run spread measured on the rows' machine) for the history page's
     flags."""
     if spread is None:
-        spread = spread_for({str(r.get("env")) for r in data.rows if r.get("env")})
+        spread = spread_for(
+            {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
+        )
     answer = with_spreads(ANSWERS[name](data), spread)
     answer.key_figure = key_figure
     if any(r.get("timer") == "perf_counter" for r in data.rows):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.headline import PASS_NAMES, Headline, Target, headline, targets_from, tflops_text
-from attnbench.report.repeatability import spread_for
+from attnbench.report.repeatability import protocol_of, spread_for
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not read for the headline
@@ -213,7 +213,9 @@ def headline_of(
     data = read_artifacts(folders)
     h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
     result = page_headline(h, data.result_files)
-    spread = spread_for({str(r.get("env")) for r in data.rows if r.get("env")})
+    spread = spread_for(
+        {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
+    )
     for entry in result.entries:  # a timed value moves run to run by the machine's measured spread
         if spread and entry.unit in ("TFLOP/s", "ms"):
             entry.spread = spread

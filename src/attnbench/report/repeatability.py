@@ -33,27 +33,46 @@ def _repeatability_files(start: Path | None = None):
                 break
 
 
-def spread_for(env_ids: set[str], start: Path | None = None) -> float | None:
+def protocol_of(rows) -> dict:
+    """How rows were timed, as a repeatability file states it: the sweep's rounds (bench/rounds.py; 1
+    where the rows do not say) and whether each row was preheated (bench/thermal.py)."""
+    extras = [r.get("extra") or {} for r in rows if isinstance(r, dict)]
+    return {"rounds": max((e.get("rounds") or 1 for e in extras), default=1),
+            "preheat": any(e.get("preheat_s") is not None for e in extras)}  # fmt: skip
+
+
+def _protocol_of_file(doc: dict) -> dict:
+    return {"rounds": doc.get("rounds") or 1, "preheat": bool(doc.get("preheat"))}
+
+
+def spread_for(env_ids: set[str], start: Path | None = None, protocol: dict | None = None) -> float | None:
     """The run-to-run spread of one timed row on the machine of `env_ids`: the 95th-percentile spread
     (|a-b|/mean of two runs' ms_median) its repeatability run measured; None where that machine has none
     (the history page then flags at its default, and says so). A machine is its host and GPU model
     (bench.env.machine_id): the 2-GPU runs of a host share the spread its one-GPU run measured there;
     another host's or another GPU model's is never lent (power management differs from card to card)."""
-    found = repeatability_of(env_ids, start)
+    found = repeatability_of(env_ids, start, protocol)
     return found["p95"] if found else None
 
 
-def repeatability_of(env_ids: set[str], start: Path | None = None) -> dict | None:
+def repeatability_of(
+    env_ids: set[str], start: Path | None = None, protocol: dict | None = None
+) -> dict | None:
     """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
     machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
-    file's name; None when that machine has none (a smoke run has none)."""
+    file's name; None when that machine has none (a smoke run has none). With `protocol` (protocol_of the
+    rows) a file measured the same way (rounds, preheat) comes first: one round repeats worse than two;
+    a machine with no such file gets its first file, which the answer names."""
     for found in _repeatability_files(start):
-        for path in found:
-            doc = _load(path)
-            if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread")):
-                return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
-                        "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
-                        "widest": _widest_pair(doc.get("pairs") or [])}  # fmt: skip
+        docs = [(path, _load(path)) for path in found]
+        docs = [(path, doc) for path, doc in docs
+                if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))]  # fmt: skip
+        if protocol is not None:  # the same protocol first, then the order of the names (stable)
+            docs.sort(key=lambda pd: _protocol_of_file(pd[1]) != protocol)
+        for path, doc in docs[:1]:
+            return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+                    "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
+                    "widest": _widest_pair(doc.get("pairs") or []), **_protocol_of_file(doc)}  # fmt: skip
     return None
 
 
