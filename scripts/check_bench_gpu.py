@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attnbench.bench import env, flops, sweep, timing
+from attnbench.bench import env, flops, inputs, sweep, timing
 from attnbench.bench.providers.base import Prepared, Provider
 from attnbench.rows import Workload
 
@@ -50,7 +50,7 @@ def trust_check() -> float:
     """SDPA cuDNN at S=4352: `measure` vs the independent bare event loop, and the TFLOP/s floor.
 
     Returns the harness's TFLOP/s."""
-    q, k, v = sweep.make_inputs(FLUX, "cuda")
+    q, k, v = inputs.make_inputs(FLUX, "cuda")
 
     def cudnn():
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):

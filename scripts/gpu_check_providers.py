@@ -52,8 +52,8 @@ def profile_kernels(names: list[str], pass_: str, reps: int = 5) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from attnbench.bench.inputs import make_inputs
     from attnbench.bench.providers.base import describe_exception
-    from attnbench.bench.sweep import make_inputs
     from attnbench.bench.timing import measure
 
     q, k, v = make_inputs(FLUX, "cuda")

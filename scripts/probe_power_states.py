@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from attnbench.bench import providers
-    from attnbench.bench.sweep import make_inputs
+    from attnbench.bench.inputs import make_inputs
     from attnbench.rows import Workload
     from attnbench.studies.flux_attention.profiles import PROFILES
 

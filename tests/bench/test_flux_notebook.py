@@ -37,6 +37,7 @@ def test_every_cell_succeeds(smoke_run):
         [
             "gpu",
             "bench",
+            "bench_long",
             "bench_fwd_bwd",
             "correctness",
             "plot",

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnbench.bench import sweep
+from attnbench.bench import inputs, sweep
 from attnbench.bench.providers.base import Prepared, Provider, Unsupported
 from attnbench.masks import dense_mask
 from attnbench.rows import (
@@ -292,7 +292,7 @@ def test_progress_line_is_printed(capsys):
 
 def test_canonical_inputs_are_seeded_and_shaped():
     w = Workload(1, 8, 12, 4, 2, 16)
-    q, k, v = sweep.make_inputs(w, "cpu", seed=3)
+    q, k, v = inputs.make_inputs(w, "cpu", seed=3)
     assert q.shape == (1, 4, 8, 16) and k.shape == v.shape == (1, 2, 12, 16) and q.dtype == torch.bfloat16
-    assert torch.equal(q, sweep.make_inputs(w, "cpu", seed=3)[0])
-    assert not torch.equal(q, sweep.make_inputs(w, "cpu", seed=4)[0])
+    assert torch.equal(q, inputs.make_inputs(w, "cpu", seed=3)[0])
+    assert not torch.equal(q, inputs.make_inputs(w, "cpu", seed=4)[0])

@@ -129,7 +129,7 @@ def test_cuda_measure_and_bare_loop_agree():
 
 def test_pass_callables_time_what_the_sweep_times():
     from attnbench.bench import providers
-    from attnbench.bench.sweep import make_inputs
+    from attnbench.bench.inputs import make_inputs
     from attnbench.bench.timing_methods import pass_callable
     from attnbench.rows import Workload
 

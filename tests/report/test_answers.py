@@ -360,3 +360,23 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
         repeatability_of({"h200-a"}, protocol=unmeasured)["file"]
         == "measurements/flux_repeatability-h200.json"
     )
+
+
+def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():
+    """On an H200: FFA fastest at varlen_block_causal (FA3 cannot express it), 7.6-13 % behind FA3
+    elsewhere, and its default forward (atomic reduction) 0.6-37 % slower than without it."""
+    rows = [row("flash_attn3", 4096, 1.0), row("magi_ffa", 4096, 1.1), row("flex", 4096, 2.0),
+            row("magi_ffa", 4096, 1.0, mask="varlen_block_causal"), row("flex", 4096, 1.7, mask="varlen_block_causal"),
+            row("magi_ffa_default", 4096, 1.232), row("magi_ffa_default", 4096, 1.05, mask="varlen_block_causal")]  # fmt: skip
+    said = answer_for("attention_masks", Artifacts(rows=rows)).answer
+    assert "varlen_block_causal at 4k: magi_ffa, flex +70%" in said[0]
+    assert said[1].startswith(
+        "FFA is the fastest at varlen_block_causal; elsewhere it is 10% behind the best"
+    )
+    assert (
+        "(atomic reduction, magi_ffa_default) is 5.0%–12% slower than with disable_fwd_atomic_reduction=True"
+        in said[1]
+    )
+    assert "over 2 mask × length points" in said[1]
+    no_ffa = answer_for("attention_masks", Artifacts(rows=rows[:1] + rows[2:3])).answer
+    assert len(no_ffa) == 1  # nothing to say of FFA where it did not run

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from attnbench.bench import clocks
-from attnbench.bench.sweep import torch_dtype
+from attnbench.bench.inputs import torch_dtype
 from attnbench.bench.timing import is_oom
 from attnbench.rows import Status, status_of_severity
 

@@ -268,7 +268,7 @@ def masks(data) -> page.Answer:
                                   "FlexAttention from it?")  # fmt: skip
     rows = [r for r in data.rows if _good(r)]
     pass_ = "fwd_bwd" if any(r.get("pass") == "fwd_bwd" for r in rows) else "fwd"
-    parts = []
+    parts, wins, behind = [], [], []
     for mask in dict.fromkeys(str(r.get("mask")) for r in rows if r.get("pass") == pass_):
         at = [r for r in rows if r.get("pass") == pass_ and str(r.get("mask")) == mask]
         L = _mask_length(at)
@@ -286,13 +286,48 @@ def masks(data) -> page.Answer:
                 answer.numbers.append(_number(f"{mask}|{name}", f"{where}: {name} behind the best", gap * 100,
                                               "%", "wall time", higher=False))  # fmt: skip
         parts.append(text)
+        if best["provider"] == "magi_ffa":
+            wins.append(mask)
+        elif any(r.get("provider") == "magi_ffa" for r in at):
+            behind.append(
+                _fastest([r for r in at if r.get("provider") == "magi_ffa"])["ms_median"] / best["ms_median"]
+                - 1
+            )
     if parts:
         answer.answer.append(f"Fastest per mask ({'forward + backward' if pass_ == 'fwd_bwd' else 'forward'}, "
                              "at the longest length FFA and Flex both ran, wall time; + is how much longer): "
                              + "; ".join(parts) + ".")  # fmt: skip
     else:
         answer.answer.append("No mask rows to rank.")
+    ffa = _ffa_flexibility(rows, wins, behind)
+    if ffa:
+        answer.answer.append(ffa)
     return answer
+
+
+def _span(values: list[float]) -> str:
+    low, high = _pct(min(values)), _pct(max(values))
+    return low if low == high else f"{low}–{high}"
+
+
+def _ffa_flexibility(rows: list[Mapping], wins: list[str], behind: list[float]) -> str:
+    """Where FFA's flexibility wins (masks it is the fastest at) and costs (how far behind it is
+    elsewhere), and what its default forward costs: MagiAttention's atomic reduction (`magi_ffa_default`)
+    against disable_fwd_atomic_reduction=True (`magi_ffa`), over every mask and length both ran."""
+    said = []
+    if wins:
+        said.append(f"FFA is the fastest at {', '.join(wins)}")
+    if behind:
+        said.append(f"{'elsewhere it' if wins else 'FFA'} is {_span(behind)} behind the best")
+    plain = {(r.get("mask"), r.get("seqlen_q")): r["ms_median"] for r in rows
+             if r.get("provider") == "magi_ffa" and r.get("pass") == "fwd"}  # fmt: skip
+    costs = [r["ms_median"] / plain[key] - 1 for r in rows
+             if r.get("provider") == "magi_ffa_default" and r.get("pass") == "fwd"
+             and (key := (r.get("mask"), r.get("seqlen_q"))) in plain]  # fmt: skip
+    if costs:
+        said.append(f"its default forward (atomic reduction, magi_ffa_default) is {_span(costs)} slower than with disable_fwd_atomic_reduction=True (magi_ffa), over "
+                    f"{len(costs)} mask × length points")  # fmt: skip
+    return ("; ".join(said) + ".") if said else ""
 
 
 def dilated_distributed(data) -> page.Answer:

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from attnbench.bench import flops, timing
+from attnbench.bench.inputs import Workspace
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.sweep import Workspace, print_progress, run_one
+from attnbench.bench.sweep import print_progress, run_one
 from attnbench.rows import Result, Workload
 from attnbench.studies.attention_masks import profiles
 

@@ -46,7 +46,7 @@ from attnbench.bench.distributed import (
     timed_with_clock,
 )
 from attnbench.bench.flops import attention_flops, tflops
-from attnbench.bench.sweep import torch_dtype
+from attnbench.bench.inputs import torch_dtype
 from attnbench.bench.timing import is_oom, quantile
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from attnbench.bench.distributed import align, attempt, random_call, release, time_once
-from attnbench.bench.sweep import torch_dtype
+from attnbench.bench.inputs import torch_dtype
 from attnbench.cp import comm
 from attnbench.cp.circulate import make_topology
 from attnbench.cp.local import LocalKernel, get_kernel

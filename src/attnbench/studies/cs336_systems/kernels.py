@@ -15,9 +15,10 @@ from __future__ import annotations
 import torch
 
 from attnbench.bench import correctness, flops, providers, timing
+from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
-from attnbench.bench.sweep import make_dout, make_inputs, run_sweep
+from attnbench.bench.sweep import run_sweep
 from attnbench.models.attention import eager_attention
 from attnbench.rows import PASSES, Workload
 

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import torch
 
 from attnbench.bench import correctness, timing
+from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.sweep import make_dout, make_inputs
 from attnbench.dilated import gathered, kernels, pattern, reference
 from attnbench.rows import Result, Workload
 from attnbench.studies.dilated_attention import measure

@@ -33,7 +33,7 @@ from attnbench.bench.distributed import (
     release,
     time_reps,
 )
-from attnbench.bench.sweep import make_dout, make_inputs
+from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.timing import quantile
 from attnbench.cp import comm
 from attnbench.dilated.distributed import distributed_attention

@@ -1,6 +1,6 @@
 """One Result row of dilated attention on one device, measured like bench/sweep.py measures a provider.
 
-Protocol (`measure_dilated`): inputs q, k, v (and dout) from bench.sweep.make_inputs with a fixed seed,
+Protocol (`measure_dilated`): inputs q, k, v (and dout) from bench.inputs.make_inputs with a fixed seed,
 [batch, heads, N, head_dim] in the workload dtype. setup_ms = preparation (FlexAttention: building the
 BlockMask and compiling) + the first call (+ its backward), synchronised. Correctness, where a
 reference is given, from that first call: out (fwd), out and dq, dk, dv (fwd_bwd), judged with
@@ -24,8 +24,9 @@ from typing import Any
 import torch
 
 from attnbench.bench import correctness, flops, timing
+from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.providers.base import describe_exception
-from attnbench.bench.sweep import fill_checks, make_dout, make_inputs, record_timing
+from attnbench.bench.sweep import fill_checks, record_timing
 from attnbench.dilated import kernels, pattern
 from attnbench.rows import Pass, Result, Workload
 

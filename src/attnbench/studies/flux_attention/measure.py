@@ -10,8 +10,9 @@ import time
 import torch
 
 from attnbench.bench import env, flops, providers, timing, timing_methods
+from attnbench.bench.inputs import make_inputs
 from attnbench.bench.profiles import write_profile
-from attnbench.bench.sweep import make_inputs, print_progress, run_sweep
+from attnbench.bench.sweep import print_progress, run_sweep
 from attnbench.rows import PASSES, Status, Workload, write_jsonl
 
 # NVIDIA's published cuDNN 9.19 SDPA configuration on H200: batch 1, 64 query / 8 KV heads, head dim
