@@ -31,9 +31,10 @@ import json
 
 import torch
 
+from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.profiles import gpu_profile, measured_peak
+from attnbench.bench.sweep import print_progress, run_sweep
 from attnbench.rows import write_jsonl
-from attnbench.bench.sweep import make_dout, make_inputs, print_progress, run_sweep
 from attnbench.kernels.flash_attention2 import configs, flash_attention, launch
 from attnbench.rows import TileAuditRow, write_jsonl_dicts
 from attnbench.studies.cs336_systems import kernels
