@@ -13,9 +13,16 @@
 #   base    .whl/ of scripts/fetch_wheels.sh (FA3, xFormers, cuDNN frontend, ...: device_env.sh's wheels)
 #   fa4     flash-attn-4 4.0.0b36 + CuTe DSL 4.8.1 wheels (libs-cu13 only) + quack-kernels
 #   tecore  transformer-engine-cu13 2.20.2 (276 MB)
+# CARRY_GROUPS (default "small base fa4 tecore"): the groups to cut, in the order they travel. "base small"
+# carries FA3, xFormers, ... first and then FFA and FlashInfer, in 2 calls with the tree at 22 MB: what the
+# mask report needs without TE and FA4, and what a notebook needing no peer can ride along with from call 1.
 # Sizes: CALL_MIB (default 64) minus the tree that travels with every call (measured here) minus
 # MARGIN_MIB (default 3) is what each call folder may hold.
 set -euo pipefail
+CARRY_GROUPS=${CARRY_GROUPS:-small base fa4 tecore}
+for g in $CARRY_GROUPS; do  # checked before any download
+  case $g in small|base|fa4|tecore) ;; *) echo "CARRY_GROUPS: unknown group '$g' (small, base, fa4, tecore)" >&2; exit 2;; esac
+done
 cd "$(dirname "$0")/../.."
 SHARED=${SHARED_WHEELS:-../shared/wheels}
 DL=${DL:-/tmp/attnbench_carry_dl}
@@ -64,10 +71,11 @@ $PIPDL -d "$DL/tecore" "transformer-engine-cu13==$TE_VER"
 rm -rf "$DL/base" && mkdir -p "$DL/base" && cp .whl/*.whl "$DL/base/"
 
 # --- tars, pieces, call folders --------------------------------------------------------------------
-for g in small base fa4 tecore; do (cd "$DL/$g" && tar cf "$DL/$g.tar" .); done
+for g in $CARRY_GROUPS; do (cd "$DL/$g" && tar cf "$DL/$g.tar" .); done
 tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 budget=$(( ${CALL_MIB:-64} * 1048576 - tree - ${MARGIN_MIB:-3} * 1048576 ))
 echo "tree that travels with every call: $tree B; each call folder holds at most $budget B"
 rm -rf "$STAGE" && mkdir -p "$STAGE"
-python3 scripts/carry/cut.py "$STAGE" "$budget" "$DL"/small.tar "$DL"/base.tar "$DL"/fa4.tar "$DL"/tecore.tar
+tars=(); for g in $CARRY_GROUPS; do tars+=("$DL/$g.tar"); done
+python3 scripts/carry/cut.py "$STAGE" "$budget" "${tars[@]}"
 du -sb "$STAGE"/c* ; du -sh "$STAGE"
