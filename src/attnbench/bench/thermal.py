@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from attnbench.bench.matmul_load import MATMUL_SIZE as LOAD_SIZES
+
 PLATEAU_WINDOW_S = 10.0  # the temperature rose at most PLATEAU_RISE_C over this long: settled (a shorter
 # window stops early: with a 20 s time constant, "no 1 °C step in 5 s" comes ~4 °C below the equilibrium)
 PLATEAU_RISE_C = 0.5  # one NVML step is 1 °C: less than a step over the window
@@ -37,9 +39,9 @@ SETTLE_MAX_S = 90.0  # a GPU still heating after this long is taken as it is (re
 REHEAT_TOLERANCE_C = 1.0  # a row starts within this of the equilibrium
 REHEAT_MAX_S = 15.0
 FILLER_BATCH_S = 0.1  # the filler runs in batches this long between readings
-MATMUL_SIZE = (
-    8192  # ~1.5 ms per bf16 matmul on an H200; 384 MB with the output (halved while that does not fit)
-)
+# bench.matmul_load's GPU size (~1.5 ms per bf16 matmul on an H200; 384 MB with the output), halved while
+# it does not fit beside the row
+MATMUL_SIZE = LOAD_SIZES["cuda"]
 # where a process leaves the equilibrium for the next cells ({gpu} is the NVML index); ATTNBENCH_THERMAL_FILE
 EQUILIBRIUM_FILE = "/tmp/attnbench-thermal-gpu{gpu}.json"
 CACHE_MAX_AGE_S = 900.0  # a room and a fan curve do not change faster: older equilibria are measured again

@@ -20,8 +20,8 @@ Protocol on CUDA (`measure`):
   6. Median (of an even count: the mean of the two middle values), p20, p80 (linear interpolation
      between order statistics, as numpy's default).
   Opt-in (`preheat=True`), before step 1: thermal steady state. `thermal.Conditioner` brings the GPU to
-  the temperature a sustained load settles at, and back to it before each row (bench/thermal.py says
-  why: FA3's clock at Flux's shapes follows the temperature the rows before it left).
+  the temperature a sustained load settles at, and back to it before each row (bench/thermal.py: it
+  narrowed the Flux run-to-run spread on an H200 but did not remove it; bench/rounds.py is what repeats).
 
 Memory (CUDA): `peak_mem_bytes` is the peak allocated by the timed calls *on top of* what was
 allocated just before them (outputs, workspace, autograd state, gradients); `baseline_mem_bytes` is what

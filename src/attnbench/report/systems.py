@@ -328,11 +328,12 @@ def target_checks(
     timed = {name: t for name, t in timed.items() if t is not None}
     best = min(timed, key=timed.get) if timed else None
     ours_fb = timed.get(best)
+    goal = best_public_ms if target_ms is None else target_ms  # under the best public entry, or at most ours
+    met = None if ours_fb is None else (ours_fb < goal if target_ms is None else ours_fb <= goal)
     return [
         {"target": names[0], "value": value, "goal": ratio, "met": None if value is None else value >= ratio,
          "detail": f"ours {ms(ours)}, FA3 {ms(fa3)} (FA3 time / our time)"},
-        {"target": names[1], "value": ours_fb, "goal": best_public_ms if target_ms is None else target_ms,
-         "met": None if ours_fb is None else (ours_fb < best_public_ms if target_ms is None else ours_fb <= target_ms),
+        {"target": names[1], "value": ours_fb, "goal": goal, "met": met,
          "detail": f"ours {ms(ours_fb)} ({best or 'neither dQ mode ran'}); the best public entry "
                    f"{best_public_ms} ms was on an H100"},
     ]  # fmt: skip

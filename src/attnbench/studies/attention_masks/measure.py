@@ -123,7 +123,7 @@ def _run_checks(config: dict, machine: dict) -> dict:
     elapsed = time.perf_counter() - started
     print(f"\n{len(checks)} check rows in {elapsed:.0f} s: {_counts(checks)}")
     return _write_summary(config, "checks", {"gpu": machine["gpu"], "measured_matmul_peak_tflops": peak,
-                                             "measured_matmul_peak_sm_clock_mhz": flops.clock_of(peak),
+                                             "matmul_peak_sm_clock_mhz": flops.clock_of(peak),
                                              "datasheet_peak_tflops": machine["datasheet_peak_tflops"],
                                              "check_seqlen": config["check"]["seqlen"],
                                              "check_seconds": round(elapsed, 1),
@@ -140,9 +140,7 @@ def _run_timed(config: dict, stage: str, machine: dict, first_stage: Path) -> di
     checks = read_rows_document(first_stage / "checks.json")
     first = json.loads((first_stage / "sweep.json").read_text())
     # with its clock, so that each row's share is taken at the row's own clock (flops.MeasuredPeak)
-    peak = flops.restore_peak(
-        first["measured_matmul_peak_tflops"], first.get("measured_matmul_peak_sm_clock_mhz")
-    )
+    peak = flops.restore_peak(first["measured_matmul_peak_tflops"], first.get("matmul_peak_sm_clock_mhz"))
     budget = stage_budget_of(config, budget_s)
     started = time.perf_counter()
     rows = series.run_series(tiers, plan, device=config["device"], timing_options=config["timing"], budget=budget,
@@ -152,7 +150,7 @@ def _run_timed(config: dict, stage: str, machine: dict, first_stage: Path) -> di
     write_jsonl("results.jsonl", rows)
     counts = _counts(rows)
     summary = _write_summary(config, stage, {"gpu": machine["gpu"], "measured_matmul_peak_tflops": peak,
-                                             "measured_matmul_peak_sm_clock_mhz": flops.clock_of(peak),
+                                             "matmul_peak_sm_clock_mhz": flops.clock_of(peak),
                                              "datasheet_peak_tflops": machine["datasheet_peak_tflops"],
                                              "timing": config["timing"], "budget_s": budget_s,
                                              "check_seqlen": config["check"]["seqlen"],

@@ -108,7 +108,7 @@ def run_bench(config: dict, passes: list[str] | None = None, part: tuple[int, in
     summary = {"profile": config["profile"], "label": config.get("label"), "gpu": gpu_name,
                "measured_matmul_peak_tflops": peak_before, "matmul_peak_after_tflops": peak_after,
                # the GEMM ran power-limited: rows are scored against it scaled to their own clock
-               "matmul_peak_sm_clock_mhz": getattr(peak_before, "sm_clock_mhz", None),
+               "matmul_peak_sm_clock_mhz": flops.clock_of(peak_before),
                "datasheet_peak_tflops": datasheet, "timing": config["timing"], "passes": passes,
                "seq_lens": config["seq_lens"], "rounds": rounds,
                "sweep_seconds": round(elapsed, 1),
