@@ -29,4 +29,4 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 from attnbench.bench.profiles import gpu_profile
 from attnbench.studies.flux_attention import measure
 
-measure.run_bench(gpu_profile(), passes=["fwd_bwd"])
+measure.run_bench(gpu_profile(), passes=["fwd_bwd"], part=(1, 2))

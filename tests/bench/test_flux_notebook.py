@@ -39,6 +39,7 @@ def test_every_cell_succeeds(smoke_run):
             "bench",
             "bench_long",
             "bench_fwd_bwd",
+            "bench_fwd_bwd_long",
             "correctness",
             "plot",
             "summary",
