@@ -72,7 +72,9 @@ rm -rf "$DL/base" && mkdir -p "$DL/base" && cp .whl/*.whl "$DL/base/"
 
 # --- tars, pieces, call folders --------------------------------------------------------------------
 for g in $CARRY_GROUPS; do (cd "$DL/$g" && tar cf "$DL/$g.tar" .); done
-tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+# tracked files missing from the working tree (outputs/ moved aside so that more travels per call) do not
+# travel: du skips them (and xargs then exits 123, hence the `|| true`)
+tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) || true
 budget=$(( ${CALL_MIB:-64} * 1048576 - tree - ${MARGIN_MIB:-3} * 1048576 ))
 echo "tree that travels with every call: $tree B; each call folder holds at most $budget B"
 rm -rf "$STAGE" && mkdir -p "$STAGE"
