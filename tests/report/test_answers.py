@@ -380,3 +380,26 @@ def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():
     assert "over 2 mask × length points" in said[1]
     no_ffa = answer_for("attention_masks", Artifacts(rows=rows[:1] + rows[2:3])).answer
     assert len(no_ffa) == 1  # nothing to say of FFA where it did not run
+
+
+def test_a_fastest_of_k_summary_answers_for_rows_of_k_rounds(tmp_path, monkeypatch):
+    """A one-round file of 4 runs holds the fastest of runs 1-2 against the fastest of runs 3-4: that is
+    the spread of rows timed in 2 rounds (a round is a pass over the grid, as a run is), so two-round rows
+    get it, named as such, and one-round rows still get the file's own runs 1 against 2."""
+    import json
+
+    from attnbench.report.repeatability import protocol_of, repeatability_of
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    doc = {"machine_id": "h200-a", "median_spread": 0.003, "p95_spread": 0.092, "pairs": [{"spread": 0.09}] * 36,
+           "summaries": {"fastest_of_2": {"rows": 36, "median_spread": 0.002, "p95_spread": 0.061},
+                         "mean_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.050}}}  # fmt: skip
+    (tmp_path / "measurements" / "flux_repeatability-h200.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    two_rounds = repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {"rounds": 2}}]))
+    assert (two_rounds["p95"], two_rounds["median"], two_rounds["rounds"]) == (0.061, 0.002, 2)
+    assert two_rounds["compared"] == "the fastest of 2 runs against the fastest of 2 others"
+    assert two_rounds["widest"] is None  # the summary keeps no pairs
+    one_round = repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))
+    assert (one_round["p95"], one_round["compared"], one_round["rows"]) == (0.092, "timed twice", 36)

@@ -232,9 +232,8 @@ def flux(data) -> page.Answer:
         {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
     )
     if noise:
-        how = f", each the fastest of {noise['rounds']} rounds" if noise["rounds"] > 1 else ""
         answer.answer.append(
-            f"Run to run on this GPU ({noise['rows']} rows timed twice{how}, {noise['file']}): median spread "
+            f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}): median spread "
             f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}; a lead smaller than that is noise."
             + widest_text(noise.get("widest"))
         )

@@ -45,6 +45,27 @@ def _protocol_of_file(doc: dict) -> dict:
     return {"rounds": doc.get("rounds") or 1, "preheat": bool(doc.get("preheat"))}
 
 
+def _views(path: Path, doc: dict) -> list[dict]:
+    """What one repeatability file measured, one entry per protocol: its runs against each other (its
+    own rounds) and each `fastest_of_K` summary (runs 1..K against K+1..2K, each row its fastest run),
+    which is the protocol of K rounds: a round is one pass over the whole grid, as a run is."""
+    own = _protocol_of_file(doc)
+    rounds = f", each the fastest of {own['rounds']} rounds" if own["rounds"] > 1 else ""
+    views = [{"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+              "compared": "timed twice" + rounds, "median": _num(doc.get("median_spread")),
+              "p95": _num(doc.get("p95_spread")), "widest": _widest_pair(doc.get("pairs") or []), **own}]  # fmt: skip
+    for name, summary in (doc.get("summaries") or {}).items():
+        k = name.removeprefix("fastest_of_")
+        if not (name.startswith("fastest_of_") and k.isdigit() and isinstance(summary, dict)):
+            continue
+        if _num(summary.get("p95_spread")) is not None:
+            views.append({**views[0], "rows": summary.get("rows") or views[0]["rows"],
+                          "compared": f"the fastest of {k} runs against the fastest of {k} others",
+                          "median": _num(summary.get("median_spread")), "p95": _num(summary.get("p95_spread")),
+                          "widest": None, "rounds": own["rounds"] * int(k)})  # fmt: skip
+    return views
+
+
 def spread_for(env_ids: set[str], start: Path | None = None, protocol: dict | None = None) -> float | None:
     """The run-to-run spread of one timed row on the machine of `env_ids`: the 95th-percentile spread
     (|a-b|/mean of two runs' ms_median) its repeatability run measured; None where that machine has none
@@ -61,18 +82,17 @@ def repeatability_of(
     """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
     machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
     file's name; None when that machine has none (a smoke run has none). With `protocol` (protocol_of the
-    rows) a file measured the same way (rounds, preheat) comes first: one round repeats worse than two;
-    a machine with no such file gets its first file, which the answer names."""
+    rows) a measurement made the same way (rounds, preheat) comes first, a file's K-run summary counting
+    as K rounds (_views): one round repeats worse than two; a machine with no such measurement gets its
+    first file, which the answer names."""
     for found in _repeatability_files(start):
         docs = [(path, _load(path)) for path in found]
-        docs = [(path, doc) for path, doc in docs
-                if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))]  # fmt: skip
+        views = [view for path, doc in docs
+                 if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))
+                 for view in _views(path, doc)]  # fmt: skip
         if protocol is not None:  # the same protocol first, then the order of the names (stable)
-            docs.sort(key=lambda pd: _protocol_of_file(pd[1]) != protocol)
-        for path, doc in docs[:1]:
-            return {"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
-                    "median": _num(doc.get("median_spread")), "p95": _num(doc.get("p95_spread")),
-                    "widest": _widest_pair(doc.get("pairs") or []), **_protocol_of_file(doc)}  # fmt: skip
+            views.sort(key=lambda view: {k: view[k] for k in ("rounds", "preheat")} != protocol)
+        return views[0] if views else None
     return None
 
 
