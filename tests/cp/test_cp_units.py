@@ -267,3 +267,37 @@ def test_peer_strategy_rows_are_unavailable_with_the_reason_in_measure_precheck(
             cp.get_strategy(name), mask="causal", seq_len=64, world=2, device=torch.device("cpu"), kernel=None
         )
         assert refused is not None and refused[0] == "unavailable", refused
+
+
+def test_magi_output_hands_the_library_a_contiguous_gradient():
+    """MagiAttention's FFA backward assumes dO's head stride is head_dim (it checks only the last stride):
+    our [1, heads, seq, dim] view of its [seq, heads, dim] output must send the gradient back contiguous,
+    or every head past the first gets wrong gradients. A stand-in for the library's op records what its
+    backward receives; without to_ours' wrapper it receives the transposed, non-contiguous view."""
+    from attnbench.cp.magi_cp import to_ours
+
+    seen = {}
+
+    class LibraryOp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen["contiguous"], seen["strides"] = grad.is_contiguous(), grad.stride()
+            return grad
+
+    seq, heads, dim = 8, 3, 4
+    x = torch.randn(seq, heads, dim, requires_grad=True)
+    dout = torch.randn(1, heads, seq, dim)  # contiguous in our layout, as the checks pass it
+
+    LibraryOp.apply(x).transpose(0, 1).unsqueeze(0).backward(dout)  # the call before the fix
+    assert seen["contiguous"] is False and seen["strides"] == (dim, seq * dim, 1)
+
+    x.grad = None
+    out = to_ours(LibraryOp.apply(x))
+    assert out.shape == (1, heads, seq, dim)
+    out.backward(dout)
+    assert seen["contiguous"] is True and seen["strides"] == (heads * dim, dim, 1)
+    torch.testing.assert_close(x.grad, dout[0].transpose(0, 1))  # the identity: the gradient is unchanged

@@ -9,6 +9,10 @@ against the single-GPU reference: if MagiAttention places chunks otherwise, the 
 `incorrect` and the timed rows are marked so (studies/context_parallel/checks.py).
 
 Tensors go to MagiAttention as [seq, heads, dim] (batch 1; the transposes are copies inside the call).
+The gradient of its output goes back contiguous (`_ContiguousGrad`): FFA's backward checks only that the
+last stride is 1 and its main kernel assumes dO's head stride is head_dim, while the preprocess that
+computes rowsum(dO * O) reads the real stride, so the transposed view autograd would hand it gave
+right outputs and wrong dQ, dK, dV (head 0 exact, the other heads not; 2x H100, code 82d51d2).
 It returns no LSE here (None). Needs a Hopper GPU and MagiAttention built from source (not on PyPI):
 every row says so otherwise. The runtime key is cached per length, shape, mask and group.
 """
@@ -89,6 +93,24 @@ def runtime_key(total: int, local: int, heads: int, head_dim: int, causal: bool,
     return _KEYS[cache]
 
 
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity forward; backward hands the gradient on contiguous (module docstring: why)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
+
+
+def to_ours(out: torch.Tensor) -> torch.Tensor:
+    """MagiAttention's [seq, heads, dim] output as our [1, heads, seq, dim] view, its gradient handed back
+    to the library contiguous."""
+    return _ContiguousGrad.apply(out).transpose(0, 1).unsqueeze(0)
+
+
 def magi_attention(q, k, v, *, causal=False, group=None, kernel=None, scale=None, check_ranks=True):
     """MagiAttention's distributed attention on this rank's contiguous shard [1, heads, seq_local, dim]:
     (out, None)."""
@@ -105,4 +127,4 @@ def magi_attention(q, k, v, *, causal=False, group=None, kernel=None, scale=None
     kwargs = {"softmax_scale": scale} if scale is not None else {}
     out = calc_attn(*thd, key, **kwargs)
     out = out[0] if isinstance(out, tuple) else out
-    return out.transpose(0, 1).unsqueeze(0), None
+    return to_ours(out), None
