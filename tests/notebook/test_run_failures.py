@@ -103,9 +103,16 @@ def _engine(project, path: Path, grace: float = 2) -> subprocess.Popen:
         "--kill-grace",
         str(grace),
     ]
-    return subprocess.Popen(
-        cmd, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    # the engine starts as from a terminal, SIGHUP at its default: under `nohup` (SIGHUP ignored, which a
+    # child inherits) the engine would rightly keep ignoring it. A handler is not inherited (exec resets
+    # it to the default), so one stands in for SIG_IGN while the engine starts.
+    previous = signal.signal(signal.SIGHUP, lambda *_: None)
+    try:
+        return subprocess.Popen(
+            cmd, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 # Ignores SIGTERM, and so does its child: only SIGKILL ends them. Run again with `fast` present, it
