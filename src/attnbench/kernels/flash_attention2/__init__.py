@@ -43,7 +43,9 @@ atomic per element; under the interpreter, which has no descriptor reductions, p
 The two kernels are separate launches, each autotuned at its own tile, warps and pipeline depth.
 
 Tiles (BLOCK_M, BLOCK_N, warps, pipeline stages, Hopper warp specialisation) are autotuned per kernel,
-head dimension, dtype, mask and sequence lengths from a short list in `configs.py`. Loads and stores use
+head dimension, dtype, mask and sequence lengths from a short list in `configs.py`; a candidate is kept
+only if its first launch matched PyTorch's attention on the same inputs (`checked_tuning.py`: a fast,
+wrong tile is never picked, and `launch.best_tiles()` names the rejected ones). Loads and stores use
 Triton tensor descriptors (TMA on Hopper) built per head with the head's true length, so rows past the
 end read as zeros and are never written: any length works, not only multiples of the block.
 

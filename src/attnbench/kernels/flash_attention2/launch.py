@@ -7,7 +7,7 @@ import math
 import torch
 import triton
 
-from attnbench.kernels.flash_attention2 import configs
+from attnbench.kernels.flash_attention2 import checked_tuning, configs
 from attnbench.kernels.flash_attention2.backward import (
     DQ_ATOMIC_ADD,
     DQ_BULK_REDUCE,
@@ -37,26 +37,38 @@ def _quick_bench(fn, quantiles):
     return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
 
 
-def _autotuned(kernel, candidates, prune, *, key_extra=(), **options):
-    """`kernel` autotuned over `candidates` (pruned by `prune`) per shape, head dim, mask and MMA mode."""
+def _autotuned(kernel, candidates, prune, tuning, *, key_extra=(), **options):
+    """`kernel` autotuned over `candidates` (pruned by `prune`) per shape, head dim, mask and MMA mode; a
+    candidate is kept only if its result matches PyTorch's attention (`tuning`: checked_tuning.py)."""
     return triton.autotune(
         configs=candidates,
         key=["seqlen_q", "seqlen_k", "HEAD_DIM", "CAUSAL", *key_extra, "MMA_MODE"],
         prune_configs_by={"early_config_prune": prune},
-        do_bench=_quick_bench,
+        do_bench=tuning.do_bench,
+        post_hook=tuning.post_hook,
         **options,
     )(kernel)
 
 
-_forward_tuned = _autotuned(flash_fwd_kernel, configs.ALL_FORWARD_CONFIGS, configs.prune_forward)
+_TUNING = {
+    "forward": checked_tuning.CheckedTuning("forward", checked_tuning.check_forward, _quick_bench),
+    "dkdv": checked_tuning.CheckedTuning(
+        "backward dK/dV", lambda nargs: checked_tuning.check_dkdv(nargs, DQ_OWN_KERNEL.value), _quick_bench
+    ),
+    "dq": checked_tuning.CheckedTuning("backward dQ", checked_tuning.check_dq, _quick_bench),
+}
+_forward_tuned = _autotuned(
+    flash_fwd_kernel, configs.ALL_FORWARD_CONFIGS, configs.prune_forward, _TUNING["forward"]
+)
 _dkdv_tuned = _autotuned(
     flash_bwd_dkdv_kernel,
     configs.ALL_DKDV_CONFIGS,
     configs.prune_dkdv,
+    _TUNING["dkdv"],
     key_extra=["DQ_ACCUMULATE"],
     reset_to_zero=["DQ_ACC"],  # the atomic mode accumulates into it: every timed run starts from zero
 )
-_dq_tuned = _autotuned(flash_bwd_dq_kernel, configs.ALL_DQ_CONFIGS, configs.prune_dq)
+_dq_tuned = _autotuned(flash_bwd_dq_kernel, configs.ALL_DQ_CONFIGS, configs.prune_dq, _TUNING["dq"])
 
 
 # Run the dQ kernel on a side stream, concurrently with the dK/dV kernel (module switch, for measuring).
@@ -281,9 +293,11 @@ def attention_backward(
 
 
 def best_tiles() -> dict:
-    """The tiles the autotuner chose so far, per tuning key (for the report)."""
+    """The tiles the autotuner chose so far, per tuning key, and the candidates it rejected because their
+    result was wrong (for the report)."""
     return {
         "forward": {str(key): str(cfg) for key, cfg in _forward_tuned.cache.items()},
         "backward": {str(key): str(cfg) for key, cfg in _dkdv_tuned.cache.items()},
         "backward_dq": {str(key): str(cfg) for key, cfg in _dq_tuned.cache.items()},
+        "rejected_as_wrong": [r.text() for tuning in _TUNING.values() for r in tuning.rejected],
     }
