@@ -103,16 +103,18 @@ def _engine(project, path: Path, grace: float = 2) -> subprocess.Popen:
         "--kill-grace",
         str(grace),
     ]
-    # the engine starts as from a terminal, SIGHUP at its default: under `nohup` (SIGHUP ignored, which a
-    # child inherits) the engine would rightly keep ignoring it. A handler is not inherited (exec resets
-    # it to the default), so one stands in for SIG_IGN while the engine starts.
-    previous = signal.signal(signal.SIGHUP, lambda *_: None)
+    # the engine starts as from a terminal, SIGINT and SIGHUP at their defaults: a shell's background job
+    # ignores SIGINT and `nohup` SIGHUP, a child inherits that, and the engine rightly keeps ignoring what
+    # it was started ignoring. A handler is not inherited (exec resets it to the default), so one stands
+    # in for SIG_IGN while the engine starts.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGHUP)}
     try:
         return subprocess.Popen(
             cmd, cwd=project.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # Ignores SIGTERM, and so does its child: only SIGKILL ends them. Run again with `fast` present, it
