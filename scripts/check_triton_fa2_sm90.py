@@ -103,7 +103,7 @@ def main() -> int:
     parser.add_argument(
         "--first",
         action="store_true",
-        help="only the first tile of each kind (forward, warp-specialised, backward)",
+        help="only the first tile of each kind (forward, warp-specialised, persistent, backward)",
     )
     args = parser.parse_args()
     print(f"triton {triton.__version__}, target {HOPPER}")
@@ -115,10 +115,12 @@ def main() -> int:
                 base = {"HEAD_DIM": head_dim, "D_PAD": d_pad, "CAUSAL": causal, "MMA_MODE": 0}
                 forward = configs.forward_candidates(SIZE[dtype], d_pad, causal)
                 backward = configs.backward_candidates(SIZE[dtype], d_pad)
-                if args.first:
-                    forward = [t for ws in (False, True) for t in forward if t.warp_specialize == ws][:1] + [
-                        t for t in forward if t.warp_specialize
-                    ][:1]
+                if args.first:  # the first plain, warp-specialised and persistent forward tile
+                    forward = (
+                        [t for t in forward if not (t.warp_specialize or t.persistent)][:1]
+                        + [t for t in forward if t.warp_specialize][:1]
+                        + [t for t in forward if t.persistent][:1]
+                    )
                     backward = backward[:1]
                 jobs = [
                     (flash_fwd_kernel, tile, {**base, **tile.meta()}, tile.warps, tile.stages)

@@ -134,8 +134,9 @@ def test_mixed_dtypes_are_refused():
 @pytest.mark.skipif(sys.platform != "linux", reason="Triton's CUDA compiler ships for Linux")
 @pytest.mark.timeout(300)
 def test_compiles_for_hopper_without_a_gpu():
-    """Triton's full compiler (to an sm_90 cubin) accepts the first forward tile of each loop structure,
-    the dK/dV kernel in both dQ modes and the dQ kernel; the warp-specialised tile really is."""
+    """Triton's full compiler (to an sm_90 cubin) accepts the first forward tile of each loop structure
+    (plain, warp-specialised, persistent), the dK/dV kernel in both dQ modes and the dQ kernel; the
+    warp-specialised tile really is."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "check_triton_fa2_sm90.py"), "--quick", "--dtypes", "bfloat16",
          "--head-dims", "64", "--first"],
@@ -145,8 +146,9 @@ def test_compiles_for_hopper_without_a_gpu():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("ok")]
-    assert len(lines) == 5, proc.stdout  # forward, warp-specialised forward, dK/dV (both dQ modes), dQ
+    assert len(lines) == 6, proc.stdout  # forward: plain, warp-specialised, persistent; dK/dV (2 modes), dQ
     assert any("ws" in line and "warp-specialised" in line for line in lines), proc.stdout
+    assert any("persistent" in line for line in lines), proc.stdout
 
 
 # (forward tile, backward tile): the dK/dV tile with more query rows than keys (BLOCK_M1 > BLOCK_N1: the
@@ -210,3 +212,21 @@ def test_bulk_dq_reduction_puts_every_column_chunk_in_place(d_pad):
     _put_tile[(1,)](tile, out, seqlen, start, BLOCK=block, D_PAD=d_pad, CHUNK=min(d_pad, DQ_CHUNK.value))
     assert torch.equal(out[start:], tile[: seqlen - start])
     assert torch.equal(out[:start], torch.full((start, d_pad), -1.0, device=DEVICE))
+
+
+@pytest.mark.parametrize(
+    "case", CASES, ids=lambda c: f"B{c[0]}H{c[1]}:{c[2]}S{c[3]}x{c[4]}D{c[5]}{'c' if c[6] else ''}"
+)
+@pytest.mark.parametrize("per_sm", [1, 3])
+def test_persistent_forward_matches_the_reference(case, per_sm):
+    """A persistent grid (a few programs, each taking query blocks from one heaviest-first list over every
+    (batch, head)) computes the same output and LSE as one program per block: every block exactly once,
+    batches, GQA, uneven lengths and both masks included."""
+    workload, q, k, v, _ = _inputs(case, seed=per_sm)
+    causal = case[6]
+    plain = attention_forward(q, k, v, causal, tile=ForwardTile(32, 16, 4, 1))
+    out, lse = attention_forward(q, k, v, causal, tile=ForwardTile(32, 16, 4, 1, persistent=per_sm))
+    check = compare(out, reference_attention(q, k, v, workload), workload.dtype, what="out")
+    assert check.ok, check.reason
+    torch.testing.assert_close(lse.double(), _reference_lse(q, k, workload), rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(out, plain[0], rtol=0, atol=0)  # the same blocks, the same arithmetic

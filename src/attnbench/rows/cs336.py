@@ -79,6 +79,7 @@ class TileAuditRow(Row):
     dq_warps: int | None = field(default=None, metadata=OMIT_IF_NONE)  # the dQ kernel's own (0: as dK/dV's)
     dq_stages: int | None = field(default=None, metadata=OMIT_IF_NONE)
     warp_specialize: bool | None = field(default=None, metadata=OMIT_IF_NONE)
+    persistent: int | None = field(default=None, metadata=OMIT_IF_NONE)
     status: Status = Status.OK
     reason: str = ""
     rel_l2: float | None = field(default=None, metadata=OMIT_IF_NONE)

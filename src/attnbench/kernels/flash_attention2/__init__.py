@@ -42,7 +42,8 @@ per 128-byte column chunk of a [BLOCK_M1, D] tile (the copy engine adds it in L2
 atomic per element; under the interpreter, which has no descriptor reductions, per-element atomics.
 The two kernels are separate launches, each autotuned at its own tile, warps and pipeline depth.
 
-Tiles (BLOCK_M, BLOCK_N, warps, pipeline stages, Hopper warp specialisation) are autotuned per kernel,
+Tiles (BLOCK_M, BLOCK_N, warps, pipeline stages, Hopper warp specialisation, and for the forward a
+persistent grid of k programs per SM taking query blocks heaviest first) are autotuned per kernel,
 head dimension, dtype, mask and sequence lengths from a short list in `configs.py`; a candidate is kept
 only if its first launch matched PyTorch's attention on the same inputs (`checked_tuning.py`: a fast,
 wrong tile is never picked, and `launch.best_tiles()` names the rejected ones). Loads and stores use

@@ -38,16 +38,19 @@ class ForwardTile:
     warps: int
     stages: int
     warp_specialize: bool = False
+    persistent: int = 0  # > 0: that many programs per SM, each taking query blocks in turn (forward.py)
 
     def meta(self) -> dict:
-        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "WARP_SPECIALIZE": self.warp_specialize}
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "WARP_SPECIALIZE": self.warp_specialize,
+                "PERSISTENT": self.persistent}  # fmt: skip
 
     def config(self) -> triton.Config:
         return triton.Config(self.meta(), num_warps=self.warps, num_stages=self.stages)
 
     def label(self) -> str:
         ws = " ws" if self.warp_specialize else ""
-        return f"fwd {self.block_m}x{self.block_n} w{self.warps} s{self.stages}{ws}"
+        persistent = f" persistent x{self.persistent}" if self.persistent else ""
+        return f"fwd {self.block_m}x{self.block_n} w{self.warps} s{self.stages}{ws}{persistent}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,6 +118,10 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(128, 64, 8, 4),
         ForwardTile(128, 128, 8, 4),
         ForwardTile(64, 64, 4, 4),
+        # not timed yet (2026-11-27): persistent forms of the H200's and H100's picks, 2 programs per SM
+        # (64x64 w4 s2 takes 41 KB of shared memory and 107 registers a thread: several fit an SM)
+        ForwardTile(64, 64, 4, 2, persistent=2),
+        ForwardTile(128, 64, 8, 3, persistent=1),
     ],
     (2, "large"): [  # H100 causal d128 16k: 128x128 w8 s3 2.11 ms, 128x64 w8 s3 2.29, 128x128 w8 s2 2.42
         ForwardTile(128, 128, 8, 3),
@@ -124,6 +131,9 @@ FORWARD_TILES: dict[tuple[int, str], list[ForwardTile]] = {
         ForwardTile(128, 128, 4, 2, warp_specialize=True),
         ForwardTile(128, 64, 4, 3, warp_specialize=True),
         ForwardTile(128, 64, 8, 4),  # not timed yet (161 KB of shared memory; 128x128 s4 would need 289)
+        ForwardTile(
+            128, 128, 8, 2, persistent=1
+        ),  # not timed yet (2026-11-27): persistent (s3: 257 KB of shared memory)
     ],
     (4, "small"): [ForwardTile(64, 64, 4, 3), ForwardTile(128, 64, 8, 2), ForwardTile(64, 32, 4, 3)],
     (4, "large"): [ForwardTile(64, 64, 4, 2), ForwardTile(64, 32, 4, 3), ForwardTile(128, 32, 8, 2)],
@@ -217,8 +227,9 @@ ALL_DQ_CONFIGS = _unique([t.dq_config() for t in _ALL_BACKWARD_TILES])
 def _forward_tile(config: triton.Config) -> ForwardTile:
     kw = config.kwargs
     return ForwardTile(
-        kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["WARP_SPECIALIZE"]
-    )
+        kw["BLOCK_M"], kw["BLOCK_N"], config.num_warps, config.num_stages, kw["WARP_SPECIALIZE"],
+        kw["PERSISTENT"],
+    )  # fmt: skip
 
 
 def prune_forward(configs, named_args, **kwargs):

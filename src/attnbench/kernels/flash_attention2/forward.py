@@ -126,16 +126,74 @@ def flash_fwd_kernel(
     group,
     seqlen_q,
     seqlen_k,
+    batch_heads,
     HEAD_DIM: tl.constexpr,
     D_PAD: tl.constexpr,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    PERSISTENT: tl.constexpr = 0,
     MMA_MODE: tl.constexpr = 0,
 ):
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest causal blocks first
-    bh = tl.program_id(1)
+    """One block of BLOCK_M query rows of one (batch, head) per program, on the grid (query blocks,
+    batch * heads); or, PERSISTENT = k > 0, a grid of k programs per SM, each taking blocks in turn from
+    one list ordered heaviest first over every head (block i: query block num_m - 1 - i // batch_heads of
+    (batch, head) i % batch_heads), so that the causal mask's long rows start first on every SM and the
+    short ones fill the tail."""
+    if PERSISTENT:
+        num_m = tl.cdiv(seqlen_q, BLOCK_M)
+        for block in tl.range(tl.program_id(0), num_m * batch_heads, tl.num_programs(0)):
+            _fwd_block(
+                Q, K, V, O, LSE, sm_scale, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, heads, group, seqlen_q,
+                seqlen_k, num_m - 1 - block // batch_heads, block % batch_heads,
+                HEAD_DIM, D_PAD, CAUSAL, BLOCK_M, BLOCK_N, WARP_SPECIALIZE, MMA_MODE,
+            )  # fmt: skip
+    else:
+        _fwd_block(
+            Q, K, V, O, LSE, sm_scale, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+            stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os, heads, group, seqlen_q,
+            seqlen_k, tl.num_programs(0) - 1 - tl.program_id(0), tl.program_id(1),  # heaviest blocks first
+            HEAD_DIM, D_PAD, CAUSAL, BLOCK_M, BLOCK_N, WARP_SPECIALIZE, MMA_MODE,
+        )  # fmt: skip
+
+
+@triton.jit
+def _fwd_block(
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    sm_scale,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    heads,
+    group,
+    seqlen_q,
+    seqlen_k,
+    start_m,
+    bh,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    MMA_MODE: tl.constexpr,
+):
+    """Query block `start_m` of (batch, head) `bh`: its output rows and their log-sum-exp."""
     b = bh // heads
     h = bh % heads
     hk = h // group  # the key/value head this query head reads (GQA)

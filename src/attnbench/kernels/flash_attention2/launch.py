@@ -147,6 +147,16 @@ def tma_ready(x: torch.Tensor) -> torch.Tensor:
     return x if aligned else x.contiguous()
 
 
+INTERPRETER_SMS = 2  # under the interpreter a persistent grid is small: each program takes several blocks
+
+
+def streaming_multiprocessors(device: torch.device) -> int:
+    """The SMs a persistent grid is sized by (a tile's PERSISTENT programs on each)."""
+    if interpreting() or device.type != "cuda":
+        return INTERPRETER_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _set_scratch_allocator(device: torch.device) -> None:
     """Device-side tensor descriptors need 128 bytes of global scratch per descriptor and program."""
 
@@ -180,12 +190,16 @@ def attention_forward(
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, seqlen_q), device=q.device, dtype=torch.float32)
     args = (q, k, v, out, lse, scale, *_strides(q), *_strides(k), *_strides(v), *_strides(out))
-    args += (heads, heads // kv_heads, seqlen_q, seqlen_k)
+    args += (heads, heads // kv_heads, seqlen_q, seqlen_k, batch * heads)
     meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": bool(causal)}
     meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
+    sms = streaming_multiprocessors(q.device)
 
     def grid(m):
-        return (triton.cdiv(seqlen_q, m["BLOCK_M"]), batch * heads)
+        blocks = triton.cdiv(seqlen_q, m["BLOCK_M"])
+        if m.get("PERSISTENT"):
+            return (min(sms * m["PERSISTENT"], blocks * batch * heads), 1)
+        return (blocks, batch * heads)
 
     _set_scratch_allocator(q.device)
     if interpreting():
@@ -193,7 +207,7 @@ def attention_forward(
     if tile is None:
         kernel = _forward_tuned[grid](*args, **meta)
     else:
-        kernel = flash_fwd_kernel[grid({"BLOCK_M": tile.block_m})](
+        kernel = flash_fwd_kernel[grid(tile.meta())](
             *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
         )
     return (out, lse, kernel) if return_kernel else (out, lse)
