@@ -126,3 +126,18 @@ def test_new_data_at_the_same_address_gets_its_own_reference():
     torch.testing.assert_close(
         second, torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.25), rtol=1e-5, atol=1e-5
     )
+
+
+def test_references_are_released_after_a_launch(monkeypatch):
+    """A tuned launch computes references (up to gigabytes at long contexts); attention_forward and
+    attention_backward drop them once the launch returned, so the next row's memory is its own."""
+    q, k, v = (torch.randn(1, 2, 32, 16) for _ in range(3))
+    checked_tuning.reference_output(q, k, v, False, 0.25)
+    assert checked_tuning._REFERENCES
+    attention_forward(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert not checked_tuning._REFERENCES
+    checked_tuning.reference_output(q, k, v, False, 0.25)
+    out, lse = attention_forward(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    checked_tuning.reference_output(q, k, v, False, 0.25)
+    attention_backward(out, q.bfloat16(), k.bfloat16(), v.bfloat16(), out, lse)
+    assert not checked_tuning._REFERENCES

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 
 REL_L2_LIMIT = 2e-2  # the reports' bf16 tolerance; a broken tile is off by O(1), a right one by ~3e-3
-_REFERENCES: dict = {}  # (what, inputs' fingerprints, mask, scale) -> reference tensors; the last few only
-_KEEP = 4
+_REFERENCES: dict = {}  # (what, inputs' fingerprints, mask, scale) -> reference tensors, while tuning
+_KEEP = 2  # an output and a set of gradients: at 128k tokens x 64 heads the gradients alone are 6 GB
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,12 @@ def _remember(key, make):
             _REFERENCES.pop(next(iter(_REFERENCES)))
         _REFERENCES[key] = make()
     return _REFERENCES[key]
+
+
+def release() -> None:
+    """Drop the references (launch.py calls it once a tuned launch returned: tuning is over for that
+    problem, and the memory is the next row's)."""
+    _REFERENCES.clear()
 
 
 def _sdpa(q, k, v, causal: bool, scale: float):

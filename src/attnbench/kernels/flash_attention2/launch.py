@@ -210,6 +210,7 @@ def attention_forward(
         kernel = flash_fwd_kernel[grid(tile.meta())](
             *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
         )
+    checked_tuning.release()  # the references of a tuning this launch made
     return (out, lse, kernel) if return_kernel else (out, lse)
 
 
@@ -303,6 +304,7 @@ def attention_backward(
     else:
         kernel = launch_dkdv()
         launch_dq()
+    checked_tuning.release()  # the references of a tuning these launches made (both kernels share them)
     return (dq, dk, dv, kernel) if return_kernel else (dq, dk, dv)
 
 
