@@ -282,6 +282,16 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
     assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|speedup", "×", "wall time"),
                                                                 ("fwd|longest", "tokens", "")]  # fmt: skip
 
+    class OneGpu:  # a one-GPU machine: the cell ran nothing split; the page leads with the report's question
+        rows: ClassVar[list[dict]] = [row(1, 1 << 20, 106.1)]
+
+    from attnbench.notebook.site import headline as page
+
+    nothing = dilated_distributed(OneGpu)
+    assert (nothing.question, nothing.answer, nothing.numbers) == ("", [], [])
+    merged = page.Headline().with_answer(nothing).merged(page.Headline().with_answer(page.Answer("Q?", ["A."])))
+    assert (merged.question, merged.answer) == ("Q?", ["A."])
+
 
 def test_the_environment_answer_names_the_gpu_and_what_bounds_its_speed():
     """The environment page's first lines: the GPU with its SMs, memory, clock and power limit as numbers

@@ -331,10 +331,14 @@ def _ffa_flexibility(rows: list[Mapping], wins: list[str], behind: list[float]) 
 
 def dilated_distributed(data) -> page.Answer:
     """The dilated report's cells across GPUs: at the longest length one GPU also ran whole, how much
-    faster the split run is (wall time) and its strong-scaling efficiency; the longest split length."""
+    faster the split run is (wall time) and its strong-scaling efficiency; the longest split length.
+    Without a split run (a one-GPU machine) it asks and answers nothing, so that the page leads with
+    the one-GPU report's question and answer (a page merges its cells' headlines in cell order)."""
+    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
+    if not any(r["extra"]["world_size"] > 1 for r in rows):
+        return page.Answer()
     answer = page.Answer(question="How much faster is dilated attention with the sequence split over GPUs, "
                                   "and how long can it go?")  # fmt: skip
-    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
     for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
         mine = [r for r in rows if r.get("pass") == pass_]
         one = {r.get("seqlen_q"): r for r in mine if r["extra"]["world_size"] == 1}
@@ -357,8 +361,6 @@ def dilated_distributed(data) -> page.Answer:
         answer.numbers.append(_number(f"{pass_}|longest", f"{word} longest length on {world} GPUs",
                                       longest["seqlen_q"], "tokens"))  # fmt: skip
         answer.answer.append(text)
-    if not answer.answer:
-        answer.answer.append("No run split over GPUs to compare with one GPU.")
     return answer
 
 
