@@ -289,7 +289,9 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
 
     nothing = dilated_distributed(OneGpu)
     assert (nothing.question, nothing.answer, nothing.numbers) == ("", [], [])
-    merged = page.Headline().with_answer(nothing).merged(page.Headline().with_answer(page.Answer("Q?", ["A."])))
+    merged = (
+        page.Headline().with_answer(nothing).merged(page.Headline().with_answer(page.Answer("Q?", ["A."])))
+    )
     assert (merged.question, merged.answer) == ("Q?", ["A."])
 
 
