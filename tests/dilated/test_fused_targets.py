@@ -30,6 +30,7 @@ def test_a_missed_speed_up_says_by_how_much_and_what_the_breakdown_shows():
     speed, reach = report.fused_targets(rows, CHECKS, BREAKDOWN)
     assert speed["met"] is False and round(speed["value"], 2) == 1.71  # against the faster gather (fa3)
     assert "dilated_gather_fa3 189.4" in speed["detail"] and "the goal needs 50.9 ms" in speed["detail"]
+    assert "correctness ok (1 checks at 32,768 tokens)" in speed["detail"]
     assert (
         "own attention kernels take 36.2 ms of its 101.8" in speed["detail"]
         and "61% of fa3" in speed["detail"]
@@ -45,12 +46,19 @@ def test_met_only_when_fast_enough_and_correct():
     assert report.fused_targets(rows, CHECKS, [])[0]["met"] is True
     wrong = [_row("dilated_fused", 32768, "fwd_bwd", status="ok", ok=False)]
     speed = report.fused_targets(rows, wrong, [])[0]
-    assert speed["met"] is False and "correctness not ok" in speed["detail"]
+    assert speed["met"] is False and "correctness failed (1 checks at 32,768 tokens)" in speed["detail"]
+    unchecked = [_row("dilated_fused", 32768, "fwd_bwd", status="ok", ok=None)]  # ran, never compared
+    speed = report.fused_targets(rows, unchecked, [])[0]
+    assert speed["met"] is None and "correctness not checked (1 checks" in speed["detail"]
+    speed = report.fused_targets(rows, [], [])[0]  # fast enough, but no correctness run: not checked
+    assert speed["met"] is None and "correctness not checked" in speed["detail"]
 
 
 def test_nothing_is_judged_on_a_cpu_run_or_without_both_sides():
     cpu = [_row("dilated_fused", 512, timer="perf_counter")]
     assert [t["met"] for t in report.fused_targets(cpu, CHECKS, [])] == [None, None]
+    no_tflops = [_row("dilated_fused", M, tflops=None), _row("dilated_gather_fa3", M)]
+    assert "no TFLOP/s" in report.fused_targets(no_tflops, CHECKS, [])[0]["detail"]
     only_fused = [_row("dilated_fused", M)]
     speed, reach = report.fused_targets(only_fused, CHECKS, [])
     assert speed["met"] is None and "no gather row" in speed["detail"]

@@ -141,3 +141,47 @@ def test_references_are_released_after_a_launch(monkeypatch):
     checked_tuning.reference_output(q, k, v, False, 0.25)
     attention_backward(out, q.bfloat16(), k.bfloat16(), v.bfloat16(), out, lse)
     assert not checked_tuning._REFERENCES
+
+
+def test_when_every_tile_is_wrong_the_launch_fails_and_nothing_wrong_is_kept():
+    """All candidates wrong: Triton would keep the first (every time inf) and run it silently; the launch
+    raises instead, naming them, and the autotuner forgets its pick so that no later call runs it."""
+    from attnbench.kernels.flash_attention2.launch import _tuned_launch
+
+    tuning = CheckedTuning("copy", lambda nargs: {"y": checked_tuning.rel_l2(nargs["Y"], nargs["X"])},
+                           lambda call, q: [1.0] * len(q))  # fmt: skip
+    tuned = triton.autotune(
+        configs=[triton.Config({"FACTOR": 3.0}), triton.Config({"FACTOR": 2.0})],
+        key=["n"], do_bench=tuning.do_bench, post_hook=tuning.post_hook,
+    )(_scaled_copy)  # fmt: skip
+    x = torch.randn(100)
+    y = torch.empty_like(x)
+    with pytest.raises(RuntimeError, match="every candidate tile computed a wrong result"):
+        _tuned_launch(
+            tuned, tuning, lambda: tuned[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, y, 100, BLOCK=64)
+        )
+    assert len(tuning.rejected) == 2 and tuned.cache == {}
+
+
+def test_a_reference_that_cannot_run_leaves_the_tile_timed_but_unchecked():
+    def check(nargs):
+        raise torch.OutOfMemoryError("CUDA out of memory (the reference)")
+
+    tuning = CheckedTuning("k", check, lambda call, q: [0.5] * 3)
+    result = tuning.do_bench(lambda: tuning.post_hook({"BLOCK_M": 64, "PERSISTENT": 2}), (0.5, 0.2, 0.8))
+    assert result == [0.5] * 3 and tuning.rejected == []
+    assert tuning.unchecked == [
+        "k BLOCK_M=64 PERSISTENT=2: OutOfMemoryError: CUDA out of memory (the reference)"
+    ]
+
+
+def test_the_fingerprint_samples_a_strided_view_without_copying_the_tensor(monkeypatch):
+    """A [B, S, H, D] tensor viewed as [B, H, S, D] is not contiguous: reshape(-1) would copy all of it."""
+    bshd = torch.randn(1, 256, 4, 16).transpose(1, 2)
+    copies = []
+    real = torch.Tensor.reshape
+    monkeypatch.setattr(torch.Tensor, "reshape", lambda self, *a: copies.append(a) or real(self, *a))
+    first = checked_tuning._fingerprint(bshd)
+    assert copies == []
+    bshd[:, :, ::4].mul_(2.0)  # changes sampled rows (every 4th of 256: the sample takes every 4th)
+    assert checked_tuning._fingerprint(bshd)[3] != first[3]

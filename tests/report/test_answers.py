@@ -289,6 +289,14 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
 
     nothing = dilated_distributed(OneGpu)
     assert (nothing.question, nothing.answer, nothing.numbers) == ("", [], [])
+
+    class FailedSplit:  # a split run happened but every row of it failed: said, not hidden
+        rows: ClassVar[list[dict]] = [row(1, 1 << 20, 106.1), {**row(2, 1 << 21, 0.0), "status": "oom"}]
+
+    failed = dilated_distributed(FailedSplit)
+    assert failed.question and failed.answer == [
+        "The run split over GPUs gave no usable row (oom): see its table."
+    ]
     merged = (
         page.Headline().with_answer(nothing).merged(page.Headline().with_answer(page.Answer("Q?", ["A."])))
     )

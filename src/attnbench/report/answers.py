@@ -334,11 +334,18 @@ def dilated_distributed(data) -> page.Answer:
     faster the split run is (wall time) and its strong-scaling efficiency; the longest split length.
     Without a split run (a one-GPU machine) it asks and answers nothing, so that the page leads with
     the one-GPU report's question and answer (a page merges its cells' headlines in cell order)."""
-    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
-    if not any(r["extra"]["world_size"] > 1 for r in rows):
+    split_any = [r for r in data.rows if ((r.get("extra") or {}).get("world_size") or 1) > 1]
+    if not split_any:
         return page.Answer()
     answer = page.Answer(question="How much faster is dilated attention with the sequence split over GPUs, "
                                   "and how long can it go?")  # fmt: skip
+    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
+    if not any(r["extra"]["world_size"] > 1 for r in rows):
+        statuses = sorted({str(r.get("status")) for r in split_any})
+        answer.answer.append(
+            f"The run split over GPUs gave no usable row ({', '.join(statuses)}): see its table."
+        )
+        return answer
     for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
         mine = [r for r in rows if r.get("pass") == pass_]
         one = {r.get("seqlen_q"): r for r in mine if r["extra"]["world_size"] == 1}

@@ -333,20 +333,28 @@ def fused_targets(scaling: list[Result], checks: list[Result], breakdown: Iterab
                and r.workload.seqlen_q == FUSED_SPEEDUP_AT and _measured(r) and r.tflops]  # fmt: skip
     gather = max(gathers, key=lambda r: r.tflops, default=None)
     fused_checks = [r for r in checks if r.provider == FUSED]
-    correct = bool(fused_checks) and all(r.status == "ok" and r.ok is not False for r in fused_checks)
-    if fused is None or not _measured(fused) or gather is None:
+    # correct: every check of the fused kernel passed; False: one failed or could not run; None: no check
+    # compared its result (none ran, or those that ran say ok=None)
+    if any(r.status != "ok" or r.ok is False for r in fused_checks):
+        correct = False
+    else:
+        correct = True if fused_checks and all(r.ok is True for r in fused_checks) else None
+    lengths = sorted({r.workload.seqlen_q for r in fused_checks})
+    said = {True: "ok", False: "failed", None: "not checked"}[correct]
+    checked = (f"correctness {said} ({len(fused_checks)} checks at {', '.join(f'{n:,}' for n in lengths)} tokens)"
+               if fused_checks else "correctness not checked")  # fmt: skip
+    if fused is None or not _measured(fused) or not fused.tflops or gather is None:
         if fused is None:
             why = "no fused row"
-        elif not _measured(fused):
-            why = f"fused {fused.status}: {fused.reason}"
+        elif not _measured(fused) or not fused.tflops:
+            why = f"fused {fused.status}: {fused.reason or 'no TFLOP/s'}"
         else:
             why = "no gather row"
         speed = {"target": names[0], "value": None, "goal": FUSED_SPEEDUP_GOAL, "met": None,
                  "detail": f"not measured at {FUSED_SPEEDUP_AT:,} tokens: {why}"}  # fmt: skip
     else:
         ratio = fused.tflops / gather.tflops
-        detail = (f"{fused.tflops:.1f} against {gather.provider} {gather.tflops:.1f} TFLOP/s: {ratio:.2f}x; "
-                  f"correctness {'ok' if correct else 'not ok or not checked'} ({len(fused_checks)} checks)")  # fmt: skip
+        detail = f"{fused.tflops:.1f} against {gather.provider} {gather.tflops:.1f} TFLOP/s: {ratio:.2f}x; {checked}"
         if ratio < FUSED_SPEEDUP_GOAL:
             need = fused.ms_median * ratio / FUSED_SPEEDUP_GOAL
             detail += f"; the goal needs {need:.1f} ms, the fused kernel takes {fused.ms_median:.1f}"
@@ -357,8 +365,10 @@ def fused_targets(scaling: list[Result], checks: list[Result], breakdown: Iterab
                     detail += (f"; the gather path's own attention kernels take {e['kernels_ms']:.1f} ms of its "
                                f"{e['total_ms']:.1f} (breakdown), so the fused kernel's attention runs at "
                                f"{e['kernels_ms'] / fused.ms_median:.0%} of {backend}'s speed on this pattern")  # fmt: skip
-        speed = {"target": names[0], "value": ratio, "goal": FUSED_SPEEDUP_GOAL,
-                 "met": ratio >= FUSED_SPEEDUP_GOAL and correct, "detail": detail}  # fmt: skip
+        met = (
+            False if ratio < FUSED_SPEEDUP_GOAL or correct is False else correct
+        )  # None: fast, never checked
+        speed = {"target": names[0], "value": ratio, "goal": FUSED_SPEEDUP_GOAL, "met": met, "detail": detail}
     both = _row_at(scaling, FUSED, "fwd_bwd", FUSED_FWD_BWD_AT)
     if both is not None and _measured(both):
         peak = f", peak {both.peak_mem_bytes / GIB:.1f} GiB" if both.peak_mem_bytes else ""

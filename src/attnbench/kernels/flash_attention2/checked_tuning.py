@@ -46,7 +46,10 @@ def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 class CheckedTuning:
-    """The hooks of one autotuned kernel: `check(kernel arguments by name) -> {output: rel_l2}`."""
+    """The hooks of one autotuned kernel: `check(kernel arguments by name) -> {output: rel_l2}`.
+
+    A check that cannot run (the reference itself out of memory, say) leaves that candidate timed but
+    unchecked, named in `unchecked`, rather than failing the row for the reference's sake."""
 
     def __init__(self, kernel: str, check: Callable[[dict], dict], bench: Callable):
         self.kernel, self.check, self.bench = kernel, check, bench
@@ -54,12 +57,17 @@ class CheckedTuning:
         self._errors: dict | None = None
         self._config = ""
         self.rejected: list[Rejection] = []
+        self.unchecked: list[str] = []
 
     def post_hook(self, nargs: dict, exception=None) -> None:
         if self._armed and exception is None:
             self._armed = False
-            self._errors = self.check(nargs)
             self._config = _config_text(nargs)
+            try:
+                self._errors = self.check(nargs)
+            except Exception as exc:  # noqa: BLE001 - the reference failing is no verdict on the tile
+                self._errors = {}
+                self.unchecked.append(f"{self.kernel} {self._config}: {type(exc).__name__}: {exc}"[:300])
 
     def do_bench(self, kernel_call: Callable[[], None], quantiles):
         self._armed, self._errors = True, None
@@ -73,18 +81,35 @@ class CheckedTuning:
             return [math.inf] * len(quantiles) if quantiles else math.inf
         return self.bench(kernel_call, quantiles)
 
+    def refuse_rejected(self, chosen, since: int) -> None:
+        """After a tuned launch: RuntimeError if the config Triton kept (`chosen`, its best_config) is one
+        this launch's tuning rejected, which happens when every candidate was wrong (all timed as inf,
+        Triton keeps the first). `since`: len(self.rejected) before the launch."""
+        if chosen is None:
+            return
+        wrong = {r.config: r for r in self.rejected[since:]}
+        text = _config_text(chosen.all_kwargs())
+        if text in wrong:
+            raise RuntimeError(
+                f"{self.kernel}: every candidate tile computed a wrong result, the kept one included: "
+                + "; ".join(r.text() for r in self.rejected[since:])
+            )
+
 
 def _config_text(nargs: dict) -> str:
     tunables = ("BLOCK_M", "BLOCK_N", "BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2", "WARP_SPECIALIZE",
-                "num_warps", "num_stages")  # fmt: skip
+                "PERSISTENT", "num_warps", "num_stages")  # fmt: skip
     return " ".join(f"{k}={nargs[k]}" for k in tunables if k in nargs)
 
 
 def _fingerprint(t: torch.Tensor) -> tuple:
-    """Address, shape, dtype and a sum of ~4k sampled values: memory freed and allocated again at the same
-    address with the same shape (the next problem of a sweep) must not find the last problem's reference."""
-    flat = t.detach().reshape(-1)
-    return t.data_ptr(), tuple(t.shape), t.dtype, float(flat[:: max(1, flat.numel() // 4096)].float().sum())
+    """Address, shape, dtype and a sum of sampled values (every d-th row of the sequence, ~64 of them, as a
+    strided view: no copy of the tensor): memory freed and allocated again at the same address with the
+    same shape (the next problem of a sweep) must not find the last problem's reference."""
+    view = t.detach()
+    if view.dim() >= 2:
+        view = view[..., :: max(1, view.shape[-2] // 64), :]
+    return t.data_ptr(), tuple(t.shape), t.dtype, float(view.float().sum())
 
 
 def _remember(key, make):

@@ -71,6 +71,19 @@ _dkdv_tuned = _autotuned(
 _dq_tuned = _autotuned(flash_bwd_dq_kernel, configs.ALL_DQ_CONFIGS, configs.prune_dq, _TUNING["dq"])
 
 
+def _tuned_launch(tuned, tuning: checked_tuning.CheckedTuning, launch):
+    """launch() of an autotuned kernel; if its tuning rejected every candidate (the kept one is wrong),
+    RuntimeError, and the autotuner forgets what it kept so that no later call runs that tile unchecked."""
+    since = len(tuning.rejected)
+    kernel = launch()
+    try:
+        tuning.refuse_rejected(getattr(tuned, "best_config", None), since)
+    except RuntimeError:
+        tuned.cache.clear()
+        raise
+    return kernel
+
+
 # Run the dQ kernel on a side stream, concurrently with the dK/dV kernel (module switch, for measuring).
 # Off: on an H100 (causal d64 16k) it saved 0.06-0.15 ms of the backward but the forward + backward times
 # varied more (5.07 and 5.70 ms against 5.26 and 5.23 without), and one stream keeps the order simple.
@@ -205,7 +218,9 @@ def attention_forward(
     if interpreting():
         tile = tile or configs.interpreter_tiles(seqlen_q, seqlen_k)[0]
     if tile is None:
-        kernel = _forward_tuned[grid](*args, **meta)
+        kernel = _tuned_launch(
+            _forward_tuned, _TUNING["forward"], lambda: _forward_tuned[grid](*args, **meta)
+        )
     else:
         kernel = flash_fwd_kernel[grid(tile.meta())](
             *args, **meta, **tile.meta(), num_warps=tile.warps, num_stages=tile.stages
@@ -273,14 +288,15 @@ def attention_backward(
 
     def launch_dkdv():
         if tile is None:
-            return _dkdv_tuned[dkdv_grid](*dkdv_args, **meta, DQ_ACCUMULATE=accumulate)
+            return _tuned_launch(_dkdv_tuned, _TUNING["dkdv"],
+                                 lambda: _dkdv_tuned[dkdv_grid](*dkdv_args, **meta, DQ_ACCUMULATE=accumulate))  # fmt: skip
         return flash_bwd_dkdv_kernel[dkdv_grid(tile.dkdv_meta())](
             *dkdv_args, **meta, **tile.dkdv_meta(), DQ_ACCUMULATE=accumulate, num_warps=tile.warps, num_stages=tile.stages
         )  # fmt: skip
 
     def launch_dq():
         if tile is None:
-            return _dq_tuned[dq_grid](*dq_args, **meta)
+            return _tuned_launch(_dq_tuned, _TUNING["dq"], lambda: _dq_tuned[dq_grid](*dq_args, **meta))
         warps, stages = tile.dq_launch
         return flash_bwd_dq_kernel[dq_grid(tile.dq_meta())](
             *dq_args, **meta, **tile.dq_meta(), num_warps=warps, num_stages=stages
@@ -316,4 +332,5 @@ def best_tiles() -> dict:
         "backward": {str(key): str(cfg) for key, cfg in _dkdv_tuned.cache.items()},
         "backward_dq": {str(key): str(cfg) for key, cfg in _dq_tuned.cache.items()},
         "rejected_as_wrong": [r.text() for tuning in _TUNING.values() for r in tuning.rejected],
+        "not_checked": [text for tuning in _TUNING.values() for text in tuning.unchecked],
     }
