@@ -95,6 +95,24 @@ def compile_one(kernel, dtype: str, constexprs: dict, warps: int, stages: int) -
     }
 
 
+def report_compile(what: str, kernel, dtype: str, constexprs: dict, warps: int, stages: int) -> bool:
+    """Compile one kernel for sm_90 and print a line: registers, spills, shared memory (FAIL when it does
+    not compile or needs more shared memory than a block may use). True when it fits."""
+    try:
+        r = compile_one(kernel, dtype, constexprs, warps, stages)
+    except Exception as exc:  # noqa: BLE001 - report every failure, keep going
+        print(f"FAIL {what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")
+        return False
+    fits = r["shared"] <= SHARED_LIMIT
+    print(
+        f"{'ok  ' if fits else 'FAIL'} {what:<62} regs {r.get('regs', '?'):>3} "
+        f"spill {r.get('spill', '?'):>5} B  smem {r['shared'] / 1024:6.1f} KB"
+        f"{'  warp-specialised' if r['warp_specialized'] else ''}",
+        flush=True,
+    )
+    return fits
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=list(TYPE))
@@ -145,20 +163,7 @@ def main() -> int:
                         kernel, ""
                     )
                     what += " atomic-dq (bulk reduce)" if constexprs.get("DQ_ACCUMULATE") else ""
-                    try:
-                        r = compile_one(kernel, dtype, constexprs, warps, stages)
-                    except Exception as exc:  # noqa: BLE001 - report every failure, keep going
-                        failures += 1
-                        print(f"FAIL {what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}")
-                        continue
-                    bad = r["shared"] > SHARED_LIMIT
-                    failures += bad
-                    print(
-                        f"{'FAIL' if bad else 'ok  '} {what:<62} regs {r.get('regs', '?'):>3} "
-                        f"spill {r.get('spill', '?'):>5} B  smem {r['shared'] / 1024:6.1f} KB"
-                        f"{'  warp-specialised' if r['warp_specialized'] else ''}",
-                        flush=True,
-                    )
+                    failures += not report_compile(what, kernel, dtype, constexprs, warps, stages)
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

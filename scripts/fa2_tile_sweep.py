@@ -31,7 +31,6 @@ sys.path.insert(0, str(HERE.parent / "src"))
 if "--compile-only" in sys.argv:  # compile for real: the package would pick the interpreter without a GPU
     os.environ["TRITON_INTERPRET"] = "0"
 
-from attnbench.bench import timing
 from attnbench.kernels.flash_attention2.configs import BackwardTile, ForwardTile
 
 LEADERBOARD = {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 64, "dtype": "bfloat16", "mask": "causal"}
@@ -84,7 +83,7 @@ def forward_tiles(causal: bool = True) -> dict[int, list[ForwardTile]]:
 def compile_only() -> int:
     """Every candidate compiled for sm_90 (scripts/check_triton_fa2_sm90.py's compiler call)."""
     sys.path.insert(0, str(HERE))
-    from check_triton_fa2_sm90 import SHARED_LIMIT, compile_one
+    from check_triton_fa2_sm90 import report_compile
 
     from attnbench.kernels.flash_attention2.backward import (
         DQ_OWN_KERNEL,
@@ -107,77 +106,9 @@ def compile_only() -> int:
         else:
             jobs.append((f"bwd d64 {t.label()} (dq kernel)", flash_bwd_dq_kernel, {**base(64), **t.dq_meta()},
                          *t.dq_launch))  # fmt: skip
-    failures = 0
-    for what, kernel, constexprs, warps, stages in jobs:
-        try:
-            r = compile_one(kernel, "bfloat16", constexprs, warps, stages)
-        except Exception as exc:  # noqa: BLE001 - report every failure, keep going
-            failures += 1
-            print(f"FAIL {what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}")
-            continue
-        bad = r["shared"] > SHARED_LIMIT
-        failures += bad
-        print(f"{'FAIL' if bad else 'ok  '} {what:<70} regs {r['regs']:>3} spill {r['spill']:>5} B  "
-              f"smem {r['shared'] / 1024:6.1f} KB", flush=True)  # fmt: skip
+    failures = sum(not report_compile(what, kernel, "bfloat16", *rest) for what, kernel, *rest in jobs)
     print(f"{failures} failure(s)")
     return 1 if failures else 0
-
-
-def _forward_rows(workload, tiles, device, timing_options: dict) -> list[dict]:
-    from attnbench.bench import correctness
-    from attnbench.bench.inputs import make_inputs
-    from attnbench.kernels.flash_attention2 import attention_forward
-    from attnbench.studies.cs336_systems.kernels import _audit_tile
-
-    q, k, v = make_inputs(workload, device)
-    ref = correctness.reference_attention(q, k, v, workload)
-    rows = []
-    for tile in tiles:
-
-        def trial(t=tile):
-            out, _, kernel = attention_forward(q, k, v, True, tile=t, return_kernel=True)
-            check = correctness.compare(out, ref, workload.dtype)
-            result = timing.measure(
-                lambda: attention_forward(q, k, v, True, tile=t), device=device, **timing_options
-            )
-            return check, result, kernel
-
-        row = {"sweep": f"forward d{workload.head_dim}", "tile": tile.label(), **tile.to_dict()}
-        rows.append(_audit_tile(row, workload, "fwd", device, trial))
-        print(_line(rows[-1]), flush=True)
-    return rows
-
-
-def _backward_rows(workload, tiles, device, timing_options: dict) -> list[dict]:
-    from attnbench.bench import correctness
-    from attnbench.bench.inputs import make_dout, make_inputs
-    from attnbench.kernels.flash_attention2 import attention_backward, attention_forward
-    from attnbench.studies.cs336_systems.kernels import _audit_tile
-
-    q, k, v = make_inputs(workload, device)
-    dout = make_dout(workload, device)
-    out, lse = attention_forward(q, k, v, True)
-    refs = correctness.reference_grads(q, k, v, dout, workload)
-    rows = []
-    for which, tile in tiles:
-
-        def call(t=tile, **kw):
-            return attention_backward(dout, q, k, v, out, lse, True, dq_mode="recompute", tile=t, **kw)
-
-        def trial(call=call):
-            *grads, kernel = call(return_kernel=True)
-            checks = {n: correctness.compare(g, r, workload.dtype, grad=True, what=n)
-                      for n, g, r in zip(("dq", "dk", "dv"), grads, refs)}  # fmt: skip
-            return correctness.worst(checks), timing.measure(call, device=device, **timing_options), kernel
-
-        row = {
-            "sweep": f"backward d{workload.head_dim}, {which} tile varied",
-            "tile": tile.label(),
-            **tile.to_dict(),
-        }
-        rows.append(_audit_tile(row, workload, "bwd", device, trial))
-        print(_line(rows[-1]), flush=True)
-    return rows
 
 
 def sweep(out: Path, timing_options: dict, smoke: bool = False) -> int:
@@ -185,18 +116,26 @@ def sweep(out: Path, timing_options: dict, smoke: bool = False) -> int:
     on the CPU under the Triton interpreter, 256 tokens and one tile per sweep (proves the script runs)."""
     import torch
 
-    from attnbench.studies.cs336_systems.kernels import shape_workload
+    from attnbench.studies.cs336_systems.kernels import audit_backward, audit_forward
 
     device = torch.device("cpu" if smoke else "cuda")
     shape = {**LEADERBOARD, "seq": 256, "heads": 2} if smoke else LEADERBOARD
     rows = []
+
+    def keep(name: str, audited: list[dict]) -> None:  # the report's tile audit, one sweep at a time
+        for row in audited:
+            rows.append({"sweep": name, **row})
+            print(_line(rows[-1]), flush=True)
+
     for d, tiles in forward_tiles().items():
-        rows += _forward_rows(shape_workload({**shape, "head_dim": d}), tiles[:1] if smoke else tiles, device,
-                              timing_options)  # fmt: skip
-    tiles = backward_tiles()
-    if smoke:
-        tiles = [t for t in tiles if t[0] == "dkdv"][:1] + [t for t in tiles if t[0] == "dq"][:1]
-    rows += _backward_rows(shape_workload(shape), tiles, device, timing_options)
+        keep(
+            f"forward d{d}",
+            audit_forward({**shape, "head_dim": d}, device, timing_options, tiles[:1] if smoke else tiles),
+        )
+    for which in ("dkdv", "dq"):
+        tiles = [t for kind, t in backward_tiles() if kind == which]
+        keep(f"backward d64, {which} tile varied",
+             audit_backward(shape, device, timing_options, tiles[:1] if smoke else tiles, dq_modes=("recompute",)))  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name(0) if device.type == "cuda" else None
     (out / "fa2_tile_sweep.json").write_text(json.dumps({"gpu": gpu, "smoke": smoke, "rows": rows}, indent=1))

@@ -25,6 +25,18 @@ def _scaled_copy(X, Y, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * FACTOR, mask=offs < n)
 
 
+def _copy_tuned(tuning: CheckedTuning, factors: list[float]):
+    """_scaled_copy autotuned over FACTOR (1.0 is right, anything else wrong) with the hooks of `tuning`."""
+    return triton.autotune(
+        configs=[triton.Config({"FACTOR": f}) for f in factors],
+        key=["n"], do_bench=tuning.do_bench, post_hook=tuning.post_hook,
+    )(_scaled_copy)  # fmt: skip
+
+
+def _copy_check(nargs) -> dict:
+    return {"y": checked_tuning.rel_l2(nargs["Y"], nargs["X"])}
+
+
 def test_the_autotuner_never_keeps_a_wrong_tile_however_fast():
     """Two candidates of a copy kernel: FACTOR 3 is wrong and timed faster, FACTOR 1 right and slower.
     Triton's autotuner, with the hooks, keeps the right one and names the wrong one."""
@@ -33,17 +45,14 @@ def test_the_autotuner_never_keeps_a_wrong_tile_however_fast():
 
     def check(nargs):
         last["factor"] = nargs["FACTOR"]
-        return {"y": checked_tuning.rel_l2(nargs["Y"], nargs["X"])}
+        return _copy_check(nargs)
 
     def bench(call, quantiles):
         call()
         return [timed[last["factor"]]] * len(quantiles)
 
     tuning = CheckedTuning("copy", check, bench)
-    tuned = triton.autotune(
-        configs=[triton.Config({"FACTOR": 3.0}), triton.Config({"FACTOR": 1.0})],
-        key=["n"], do_bench=tuning.do_bench, post_hook=tuning.post_hook,
-    )(_scaled_copy)  # fmt: skip
+    tuned = _copy_tuned(tuning, [3.0, 1.0])
     x = torch.randn(100)
     y = torch.empty_like(x)
     tuned[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, 100, BLOCK=64)
@@ -148,12 +157,8 @@ def test_when_every_tile_is_wrong_the_launch_fails_and_nothing_wrong_is_kept():
     raises instead, naming them, and the autotuner forgets its pick so that no later call runs it."""
     from attnbench.kernels.flash_attention2.launch import _tuned_launch
 
-    tuning = CheckedTuning("copy", lambda nargs: {"y": checked_tuning.rel_l2(nargs["Y"], nargs["X"])},
-                           lambda call, q: [1.0] * len(q))  # fmt: skip
-    tuned = triton.autotune(
-        configs=[triton.Config({"FACTOR": 3.0}), triton.Config({"FACTOR": 2.0})],
-        key=["n"], do_bench=tuning.do_bench, post_hook=tuning.post_hook,
-    )(_scaled_copy)  # fmt: skip
+    tuning = CheckedTuning("copy", _copy_check, lambda call, q: [1.0] * len(q))
+    tuned = _copy_tuned(tuning, [3.0, 2.0])
     x = torch.randn(100)
     y = torch.empty_like(x)
     with pytest.raises(RuntimeError, match="every candidate tile computed a wrong result"):

@@ -85,7 +85,7 @@ class CheckedTuning:
         """After a tuned launch: RuntimeError if the config Triton kept (`chosen`, its best_config) is one
         this launch's tuning rejected, which happens when every candidate was wrong (all timed as inf,
         Triton keeps the first). `since`: len(self.rejected) before the launch."""
-        if chosen is None:
+        if chosen is None or len(self.rejected) == since:  # the common case, in timed launches: nothing to do
             return
         wrong = {r.config: r for r in self.rejected[since:]}
         text = _config_text(chosen.all_kwargs())

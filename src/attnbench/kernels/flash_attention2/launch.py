@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -167,7 +168,12 @@ def streaming_multiprocessors(device: torch.device) -> int:
     """The SMs a persistent grid is sized by (a tile's PERSISTENT programs on each)."""
     if interpreting() or device.type != "cuda":
         return INTERPRETER_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _sm_count(index: int) -> int:  # once per GPU: a launch is timed, and the count never changes
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def _set_scratch_allocator(device: torch.device) -> None:
@@ -206,12 +212,11 @@ def attention_forward(
     args += (heads, heads // kv_heads, seqlen_q, seqlen_k, batch * heads)
     meta = {"HEAD_DIM": head_dim, "D_PAD": padded_head_dim(head_dim), "CAUSAL": bool(causal)}
     meta["MMA_MODE"] = mma_mode(q.dtype, input_precision)
-    sms = streaming_multiprocessors(q.device)
 
     def grid(m):
         blocks = triton.cdiv(seqlen_q, m["BLOCK_M"])
         if m.get("PERSISTENT"):
-            return (min(sms * m["PERSISTENT"], blocks * batch * heads), 1)
+            return (min(streaming_multiprocessors(q.device) * m["PERSISTENT"], blocks * batch * heads), 1)
         return (blocks, batch * heads)
 
     _set_scratch_allocator(q.device)

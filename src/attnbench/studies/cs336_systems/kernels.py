@@ -137,8 +137,9 @@ def _audit_tile(row: dict, workload: Workload, pass_: str, device, trial) -> dic
     return row
 
 
-def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
-    """Every forward candidate tile at `shape`: ms, TFLOP/s (exact causal FLOPs), correctness, resources."""
+def audit_forward(shape: dict, device, timing_options: dict, tiles: list | None = None) -> list[dict]:
+    """Every forward candidate tile at `shape` (or the given `tiles`): ms, TFLOP/s (exact causal FLOPs),
+    correctness, resources."""
     from attnbench.kernels.flash_attention2 import attention_forward, configs, launch
 
     workload = shape_workload(shape)
@@ -147,7 +148,7 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
     causal = workload.mask == "causal"
     d_pad = launch.padded_head_dim(workload.head_dim)
     rows = []
-    for tile in configs.forward_candidates(q.element_size(), d_pad, causal):
+    for tile in tiles if tiles is not None else configs.forward_candidates(q.element_size(), d_pad, causal):
 
         def trial(t=tile):
             out, _, kernel = attention_forward(q, k, v, causal, tile=t, return_kernel=True)
@@ -162,8 +163,11 @@ def audit_forward(shape: dict, device, timing_options: dict) -> list[dict]:
     return rows
 
 
-def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
-    """Every backward candidate tile at `shape`, in both dQ modes (the forward is run once, autotuned)."""
+def audit_backward(
+    shape: dict, device, timing_options: dict, tiles: list | None = None, dq_modes=("recompute", "atomic")
+) -> list[dict]:
+    """Every backward candidate tile at `shape` (or the given `tiles`), in each dQ mode (the forward is
+    run once, autotuned)."""
     from attnbench.kernels.flash_attention2 import attention_backward, attention_forward, configs, launch
 
     workload = shape_workload(shape)
@@ -174,8 +178,8 @@ def audit_backward(shape: dict, device, timing_options: dict) -> list[dict]:
     refs = correctness.reference_grads(q, k, v, dout, workload)
     d_pad = launch.padded_head_dim(workload.head_dim)
     rows = []
-    for dq_mode in ("recompute", "atomic"):
-        for tile in configs.backward_candidates(q.element_size(), d_pad):
+    for dq_mode in dq_modes:
+        for tile in tiles if tiles is not None else configs.backward_candidates(q.element_size(), d_pad):
             row = {
                 "kernel": f"backward ({dq_mode} dQ)",
                 "tile": tile.label(),
