@@ -76,14 +76,29 @@ def test_one_gpu_rows_of_a_multi_gpu_run_are_baselines_never_winners():
 
 
 def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
-    rows = [row("single_gpu_cudnn", 8192, 1.0, "fwd_bwd", tflops=600.0),
-            row("cp_ring", 8192, 1.1, "fwd_bwd", tflops=540.0, extra={"world_size": 2}),
-            row("cp_ulysses", 8192, 1.2, "fwd_bwd", tflops=500.0)]  # fmt: skip
+    two = {"world_size": 2}
+    rows = [row("single_gpu_cudnn", 4096, 1.0, "fwd_bwd", tflops=600.0),
+            row("single_gpu_cudnn", 8192, 1.0, "fwd_bwd", tflops=700.0),  # same tokens in all, not per GPU
+            row("cp_ring", 8192, 1.1, "fwd_bwd", tflops=540.0, extra=two),
+            row("cp_ulysses", 8192, 1.2, "fwd_bwd", tflops=500.0, extra=two)]  # fmt: skip
     a = answer_for("context_parallel", Artifacts(rows=rows))
     (n,) = a.numbers
     assert n.value == 90.0 and n.per == "per GPU" and "cp_ring keeps 90% per GPU" in a.answer[0]
-    (best,) = headline(rows).bests
+    assert "S 8192 (4096 per GPU)" in a.answer[0] and len(a.answer) == 1
+    (best,) = [b for b in headline(rows).bests if b.shape.startswith("S 8192") or "8192" in b.shape]
     assert best.provider == "cp_ring" and not best.baseline  # the faster single-GPU reference never wins
+
+
+def test_context_parallel_share_above_one_is_explained_per_mask():
+    two = {"world_size": 2}
+    rows = [row("single_gpu_cudnn", 4096, 1.0, "fwd_bwd", tflops=500.0),
+            row("single_gpu_cudnn", 4096, 1.0, "fwd_bwd", tflops=600.0, mask="full"),
+            row("cp_zigzag", 8192, 1.1, "fwd_bwd", tflops=510.0, extra=two),
+            row("cp_zigzag", 8192, 1.1, "fwd_bwd", tflops=540.0, extra=two, mask="full")]  # fmt: skip
+    a = answer_for("context_parallel", Artifacts(rows=rows))
+    assert sorted(n.key for n in a.numbers) == ["causal|8192|efficiency", "full|8192|efficiency"]
+    assert "causal, S 8192" in a.answer[0] and "full, S 8192" in a.answer[0]
+    assert "not a timing error" in a.answer[1]  # causal 102%: why it can exceed one GPU
 
 
 def test_cs336_leaderboard_fa3_mfu_and_time_sink():
@@ -423,3 +438,12 @@ def test_a_fastest_of_k_summary_answers_for_rows_of_k_rounds(tmp_path, monkeypat
     assert two_rounds["widest"] is None  # the summary keeps no pairs
     one_round = repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))
     assert (one_round["p95"], one_round["compared"], one_round["rows"]) == (0.092, "timed twice", 36)
+
+
+def test_index_line_never_leads_with_a_baseline_only_shape():
+    two = {"world_size": 2}
+    rows = [row("single_gpu_cudnn", 4096, 1.0, "fwd_bwd", tflops=900.0),  # a shape only the reference ran
+            row("single_gpu_cudnn", 2048, 1.0, "fwd_bwd", tflops=900.0),
+            row("cp_ring", 8192, 1.1, "fwd_bwd", tflops=540.0, extra=two)]  # fmt: skip
+    (line,) = page_headline(headline(rows)).index_lines
+    assert "cp_ring" in line and "single_gpu" not in line

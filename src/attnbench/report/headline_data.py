@@ -177,10 +177,12 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
 
 
 def index_lines(h: Headline) -> list[str]:
-    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak)."""
+    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak). Baselines
+    (single-GPU references, dense rows of a sparse report) never lead it while anything else ran."""
     lines = []
-    for pass_ in dict.fromkeys(b.pass_ for b in h.bests):
-        bests = [b for b in h.bests if b.pass_ == pass_]
+    ranked = [b for b in h.bests if not b.baseline] or h.bests
+    for pass_ in dict.fromkeys(b.pass_ for b in ranked):
+        bests = [b for b in ranked if b.pass_ == pass_]
         contested = [b for b in bests if b.candidates > 1] or bests
         leader = max(dict.fromkeys(b.provider for b in contested),
                      key=lambda p: sum(b.provider == p for b in contested))  # fmt: skip
