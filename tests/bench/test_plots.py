@@ -121,6 +121,13 @@ def test_every_registered_family_has_its_own_hue_and_unregistered_ones_a_stable_
     assert family_hue("zigzag") == family_hue("zigzag") and family_hue("zigzag").startswith("#")
 
 
+def test_unregistered_families_of_one_figure_never_share_a_colour():
+    names = ["ring", "zigzag", "ulysses", "usp", "double_ring", "burst", "allgather", "torch_cp"]
+    looks = styles(names, lambda n: n)
+    assert len({look["color"] for look in looks.values()}) == len(names)  # hashing alone gave pairs
+    assert looks == styles(list(reversed(names)), lambda n: n)  # the same colours in any order
+
+
 def _hue_angle(colour: str) -> float:
     import colorsys
 

@@ -384,6 +384,20 @@ def test_figure_draws_strategies_and_the_reference(tmp_path):
     assert missing == ["cp_torch_cp: oom: not run: predicted peak 160 GiB (S=262144)"]
 
 
+def test_cp_figure_colours_peers_by_library_and_styles_lines_by_local_kernel():
+    from attnbench.bench import providers
+    from attnbench.report.cp_figures import _family
+    from attnbench.report.figures import styles
+
+    names = ["te_p2p", "te_a2a", "te_all_gather", "magi", "zigzag", "zigzag+fa3", "usp"]
+    assert {_family(n) for n in names} == {"te", "magi_ffa", "zigzag", "usp"}
+    looks = styles(names, _family)
+    hues = providers.family_hues()
+    assert looks["magi"]["color"] == hues["magi_ffa"]
+    assert len({looks[n]["color"] for n in ("te_p2p", "te_a2a", "te_all_gather")}) == 3  # shades of TE's hue
+    assert len({look["color"] for look in looks.values()}) == len(names)
+
+
 # --- the notebook ---------------------------------------------------------------------------------
 
 

@@ -33,12 +33,21 @@ from attnbench.rows import Result
 MASKS = ("causal", "full")
 
 
-def _family(name: str) -> str:
+# the peers' strategies share their library's hue (as their kernels do in the other reports)
+PEER_FAMILIES = {"te_": "te", "magi": "magi_ffa"}
+
+
+def _strategy(name: str) -> str:
     return name.split("+")[0]  # "zigzag+fa3" is zigzag with FA3 as its local kernel
 
 
+def _family(name: str) -> str:
+    strategy = _strategy(name)
+    return next((fam for prefix, fam in PEER_FAMILIES.items() if strategy.startswith(prefix)), strategy)
+
+
 def _incorrect(strategy: str, mask: str, checks: dict) -> bool:
-    check = checks.get((_family(strategy), mask))
+    check = checks.get((_strategy(strategy), mask))
     return check is not None and check["status"] != "ok"
 
 
@@ -130,6 +139,8 @@ def plot_tflops(
     masks = [m for m in MASKS if any(r.workload.mask == m for r in rows)] or ["causal"]
     strategies = sorted({strategy_of(r) for r in rows if not is_reference(r)})
     looks = styles(strategies, _family)
+    for name, look in looks.items():  # the line style says the local kernel (solid: the default one)
+        look["linestyle"] = "-" if "+" not in name else (0, (5, 2))
     cpu = any(r.timer == "perf_counter" for r in rows) and "not a GPU measurement" not in note
     notes = [n for n in (note, CPU_NOTE if cpu else "") if n]
     speed = {s: statistics.median(r.tflops for r in mine) for s, mine in _measured(rows).items()}

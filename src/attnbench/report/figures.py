@@ -76,6 +76,26 @@ def family_hue(family: str) -> str:
     return providers.family_hues().get(family) or FALLBACK[zlib.crc32(family.encode()) % len(FALLBACK)]
 
 
+def _distinct_hues(families: list[str]) -> dict[str, str]:
+    """family_hue per family, except that an unregistered family whose FALLBACK colour another family of
+    the same figure already took gets the next free one (two hashed names must not look alike in one
+    figure; they repeat only past len(FALLBACK) unregistered families)."""
+    from attnbench.bench import providers
+
+    registered = providers.family_hues()
+    taken = {registered[f] for f in families if f in registered}
+    hues = {}
+    for family in families:
+        hue = family_hue(family)
+        if family not in registered:
+            start = FALLBACK.index(hue)
+            free = [FALLBACK[(start + i) % len(FALLBACK)] for i in range(len(FALLBACK))]
+            hue = next((h for h in free if h not in taken), hue)
+        taken.add(hue)
+        hues[family] = hue
+    return hues
+
+
 def shade(hue: str, index: int, count: int) -> str:
     """Member `index` of `count` in a family: the hue itself for one member, else lightness spread from
     darker to lighter around it (so variants stay recognisably the family's colour)."""
@@ -95,10 +115,11 @@ def styles(names: Iterable[str], family_of) -> dict[str, dict]:
     {name: plot kwargs}."""
     names = sorted(set(names))
     families = sorted({family_of(n) for n in names})
+    hues = _distinct_hues(families)
     out = {}
     for family in families:
         members = [n for n in names if family_of(n) == family]
-        hue = family_hue(family)
+        hue = hues[family]
         for v_index, name in enumerate(members):
             line, marker = VARIANTS[v_index % len(VARIANTS)]
             out[name] = {"color": shade(hue, v_index, len(members)), "linestyle": line, "marker": marker}
