@@ -89,3 +89,19 @@ def test_without_uv_the_build_judges_with_this_interpreter(project, monkeypatch)
     monkeypatch.setattr(cli.shutil, "which", lambda name: None)
     built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
     assert built.code == 0 and seen and seen[0].kind == "python" and "staleness is not shown" not in built.err
+
+
+def test_a_kept_label_says_why_it_was_not_re_run_without_staling_anything(project):
+    """The front matter's `not_rerun` ({label: why}) reaches the label's page and index card through
+    `attnbench build`; writing it changes no cell's verdict."""
+    body = cell("id=a", "print('measured')")
+    path = project.write("s.md", notebook(body))
+    assert project.run(path).code == 0
+    text = path.read_text().replace("title: T\n", "title: T\nnot_rerun:\n  t: no 2-GPU machine was lent\n")
+    path.write_text(text)
+    states, _ = stored_states([parse_notebook(path)], project.root / "outputs", PYTHON)
+    assert states["s"]["t"]["a"][0] == "cached"
+    built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
+    assert built.code == 0, built.err
+    page = (project.root / "site" / "s" / "t.html").read_text()
+    assert "<strong>Not re-run:</strong> no 2-GPU machine was lent" in page

@@ -142,6 +142,8 @@ def test_platforms_as_uvnote_reads_them(front, platforms):
         ("on_github: drbh", 2, "'on_github' must be 'owner/name'"),
         ("code_font_size: [12]", 2, "'code_font_size' must be a CSS size or a number"),
         ("author: [a, b]", 2, "'author' must be a string"),
+        ("not_rerun: no 2-GPU machine", 2, "'not_rerun' must map machine labels"),
+        ("not_rerun:\n  nvidia-h200-x2: ''", 2, "'nvidia-h200-x2' needs a sentence saying why"),
     ],
 )
 def test_front_matter_mistakes_are_errors(front, line, phrase):

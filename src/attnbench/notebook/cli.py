@@ -273,15 +273,16 @@ def _project_root() -> Path:
     return find_root(Path.cwd() / "_")
 
 
-def _stored_states(outputs: Path) -> dict | None:
+def _stored_states(outputs: Path) -> tuple[dict | None, dict]:
     """Every stored result judged against the code of now, for the site (run/status.py), by the
-    notebooks/ beside `outputs`; None where there is none to judge by."""
+    notebooks/ beside `outputs` (None where there is none to judge by); and their front matter's
+    `not_rerun` notes, {notebook: {label: why}}."""
     from attnbench.notebook.document.model import NotebookError
     from attnbench.notebook.run.status import stored_states
 
     folder = Path(outputs).resolve().parent / "notebooks"
     if not folder.is_dir() or not Path(outputs).is_dir():
-        return None
+        return None, {}
     notebooks = []
     for path in sorted(folder.glob("*.md")):  # a broken notebook costs its own staleness, not the site
         try:
@@ -293,7 +294,8 @@ def _stored_states(outputs: Path) -> dict | None:
     states, problems = stored_states(notebooks, outputs, env)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    return states
+    notes = {nb.path.stem: nb.front_matter["not_rerun"] for nb in notebooks if nb.front_matter.get("not_rerun")}
+    return states, notes
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -302,9 +304,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     root = _project_root()
     outputs = args.outputs or root / "outputs"
     site = args.site or root / "site"
-    states = _stored_states(outputs) if args.status else None
+    states, notes = _stored_states(outputs) if args.status else (None, {})
     try:
-        pages = build_site(outputs, site, states)
+        pages = build_site(outputs, site, states, notes)
     except (FileNotFoundError, FileExistsError) as e:
         raise SetupError(str(e)) from None
     print(f"site: {len(pages)} pages in {site}")

@@ -1,4 +1,6 @@
-"""The YAML front matter of a notebook, typed and checked: our keys (title, description, params) and
+"""The YAML front matter of a notebook, typed and checked: our keys (title, description, params,
+not_rerun: {machine label: why its stored results were not re-run with the code of now}, which the site
+shows beside those results) and
 every key uvnote (0.3.1) reads (author, platforms and its presentation keys). Any other key is an
 error, so that a typo (`parms:`, `platfroms:`) is never silently ignored. Every problem names
 `path:line`.
@@ -23,7 +25,7 @@ from attnbench.notebook.document.model import (
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-OUR_KEYS = ("title", "description", "params")
+OUR_KEYS = ("title", "description", "params", "not_rerun")
 # uvnote's DocumentConfig (parser.py): `platform` is its alias of `platforms`, `show_widgets` of `widgets`.
 UVNOTE_KEYS = (
     "author", "platforms", "platform", "theme", "ui_theme", "widgets", "show_widgets", "syntax_theme",
@@ -77,6 +79,7 @@ def load_front_matter(path: Path, lines: list[str], opening: int, closing: int) 
         )
     key_lines = _key_lines(path, node, first_line, "front-matter key")
     _check_keys(path, data, key_lines)
+    _check_not_rerun(path, data.get("not_rerun"), key_lines.get("not_rerun"))
     found = FrontMatter(data=data, platforms=_platforms(path, data, key_lines), display=_display(data))
     params = data.get("params")
     if params is not None:
@@ -148,6 +151,21 @@ def _check_keys(path: Path, data: dict[Any, Any], key_lines: dict[str, int]) -> 
                 key_lines["syntax_theme"],
                 f"front matter 'syntax_theme' {data['syntax_theme']!r} is not a pygments style",
             )
+
+
+def _check_not_rerun(path: Path, value: Any, line: int | None) -> None:
+    """`not_rerun`: a mapping of machine labels to a non-empty sentence saying why."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise NotebookError(path, line, f"front matter 'not_rerun' must map machine labels to why their "
+                                        f"results were not re-run, got {described(value)}")  # fmt: skip
+    for label, why in value.items():
+        if not isinstance(label, str) or not label.strip():
+            raise NotebookError(path, line, f"front matter 'not_rerun': label {label!r} must be a label name")
+        if not isinstance(why, str) or not why.strip():
+            raise NotebookError(path, line, f"front matter 'not_rerun': {label!r} needs a sentence saying why "
+                                            f"its results were not re-run, got {described(why)}")  # fmt: skip
 
 
 def _platforms(path: Path, data: dict[str, Any], key_lines: dict[str, int]) -> tuple[str, ...] | None:
