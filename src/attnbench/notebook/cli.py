@@ -294,7 +294,9 @@ def _stored_states(outputs: Path) -> tuple[dict | None, dict]:
     states, problems = stored_states(notebooks, outputs, env)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
-    notes = {nb.path.stem: nb.front_matter["not_rerun"] for nb in notebooks if nb.front_matter.get("not_rerun")}
+    notes = {
+        nb.path.stem: nb.front_matter["not_rerun"] for nb in notebooks if nb.front_matter.get("not_rerun")
+    }
     return states, notes
 
 

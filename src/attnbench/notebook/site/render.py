@@ -75,7 +75,9 @@ def build_site(outputs_dir: Path, site_dir: Path, states: dict | None = None, no
 class _Renderer:
     """One build: the jinja2 environment, markdown parser and pygments formatter are made once."""
 
-    def __init__(self, outputs_dir: Path, site_dir: Path, states: dict | None = None, not_rerun: dict | None = None):
+    def __init__(
+        self, outputs_dir: Path, site_dir: Path, states: dict | None = None, not_rerun: dict | None = None
+    ):
         import jinja2
         from markupsafe import Markup
         from pygments.formatters import HtmlFormatter
