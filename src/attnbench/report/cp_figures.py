@@ -104,8 +104,14 @@ def _draw_bars(ax, rows: list[Result], world: int, checks: dict, looks: dict, ma
         ax.barh(y, lines[strategy][0].tflops, color=color, alpha=0.85, hatch=hatch, edgecolor=MID, linewidth=0.5,
                 label=strategy + (" (incorrect)" if bad else ""), gid=f"series-{strategy}")  # fmt: skip
     ax.set_yticks(range(len(ranked)), ranked, fontsize=9)
-    for container in ax.containers:  # the value at the end of each bar: close bars stay readable
-        ax.bar_label(container, fmt="%.0f", fontsize=9, label_type="center", color="white")
+    for (
+        container
+    ) in ax.containers:  # the value inside each bar, dark on a light shade: close bars stay readable
+        face = container.patches[0].get_facecolor()
+        light = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] > 0.6
+        ax.bar_label(
+            container, fmt="%.0f", fontsize=9, label_type="center", color="#222222" if light else "white"
+        )
     for i, (provider, refs) in enumerate(_references(rows).items()):
         ax.axvline(refs[0].tflops, color=MID, linewidth=2.0, linestyle=(0, (4, 2)) if i == 0 else (0, (1, 1)),
                    label=_ref_label(provider, world), gid=f"series-reference-{provider}")  # fmt: skip
