@@ -77,3 +77,16 @@ def test_two_labels_without_headlines_still_get_a_page_of_their_machines():
         False,
     )
     assert comparison("environment", "Environment", {"h100": views["h100"]}) is None
+
+
+def test_a_line_where_a_reference_won_on_one_label_is_listed_apart():
+    """Only the one-GPU reference ran a shape on the 2-GPU label: that line goes with the references
+    (apart, last), never beside the other label's winner as if the reference had won a ranking."""
+    one = _view(Entry("fwd|S 1", "fused", 180.0, "TFLOP/s", group="forward", per="per GPU", ms=50.0),
+                Entry("fwd|S 2", "fused", 181.0, "TFLOP/s", group="forward", per="per GPU", ms=100.0))  # fmt: skip
+    two = _view(Entry("fwd|S 1", "gather_ref", 150.0, "TFLOP/s", group="forward", per="per GPU", ms=60.0,
+                      baseline=True),
+                Entry("fwd|S 2", "split", 170.0, "TFLOP/s", group="forward", per="per GPU", ms=55.0, gpus=2),
+                gpus=2)  # fmt: skip
+    page = comparison("nb", "T", {"x1": one, "x2": two})
+    assert [(line["label"], line["baseline"]) for line in page["table"]] == [("fwd|S 2", False), ("fwd|S 1", True)]

@@ -143,7 +143,8 @@ def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], di
             continue
         first = next(e for e in found.values() if e is not None)
         here = found[base]
-        line = {"group": first.group, "label": first.label or key, "baseline": first.baseline,
+        baseline = any(e is not None and e.baseline for e in found.values())  # a reference won on some label
+        line = {"group": first.group, "label": first.label or key, "baseline": baseline,
                 "cells": [_cell(found[label], _gpus(views[label])) for label in heads], "ratios": []}  # fmt: skip
         for label in others:
             there = found[label]
