@@ -85,7 +85,9 @@ def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
     (n,) = a.numbers
     assert n.value == 90.0 and n.per == "per GPU" and "cp_ring keeps 90% per GPU" in a.answer[0]
     assert "S 8192 (4096 per GPU)" in a.answer[0] and len(a.answer) == 1
-    assert a.answer[0].startswith("Forward + backward, TFLOP/s per GPU against one GPU at the same per-GPU tokens")
+    assert a.answer[0].startswith(
+        "Forward + backward, TFLOP/s per GPU against one GPU at the same per-GPU tokens"
+    )
     (best,) = [b for b in headline(rows).bests if b.shape.startswith("S 8192") or "8192" in b.shape]
     assert best.provider == "cp_ring" and not best.baseline  # the faster single-GPU reference never wins
 

@@ -89,4 +89,7 @@ def test_a_line_where_a_reference_won_on_one_label_is_listed_apart():
                 Entry("fwd|S 2", "split", 170.0, "TFLOP/s", group="forward", per="per GPU", ms=55.0, gpus=2),
                 gpus=2)  # fmt: skip
     page = comparison("nb", "T", {"x1": one, "x2": two})
-    assert [(line["label"], line["baseline"]) for line in page["table"]] == [("fwd|S 2", False), ("fwd|S 1", True)]
+    assert [(line["label"], line["baseline"]) for line in page["table"]] == [
+        ("fwd|S 2", False),
+        ("fwd|S 1", True),
+    ]
