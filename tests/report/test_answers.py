@@ -52,6 +52,24 @@ def test_dilated_speedup_crossover_longest():
         "dil is 2.00× the speed of dense fa3 at S 4096" in a.answer[0] and "wins from S 4096" in a.answer[0]
     )
     assert a.key_figure == "figures/tflops.svg" and a.question
+    assert a.answer[0].endswith("dense S 4096.")
+
+
+def test_dilated_says_when_a_time_budget_not_a_kernel_ended_dense():
+    skipped = row(
+        "fa3",
+        16384,
+        1.0,
+        status="skipped",
+        ms_median=None,
+        tflops=None,
+        reason="not run: predicted 6.8 s per call (from 1.70 s at 4096 tokens), over 2x the budget",
+    )
+    rows = [row("fa3", 4096, 8.0), sparse("dil", 4096, 4.0), sparse("dil", 16384, 9.0), skipped]  # fmt: skip
+    a = answer_for("dilated_attention", Artifacts(rows=rows))
+    assert a.answer[0].endswith(
+        "dense S 4096 (longer dense runs skipped for time: predicted 6.8 s per call at S 16384)."
+    )
 
 
 def test_dense_rows_of_a_sparse_report_are_baselines_never_winners():

@@ -87,7 +87,14 @@ def dilated(data) -> page.Answer:
             if cross:
                 answer.numbers.append(_number(f"{pass_}|crossover", f"{word} crossover length", cross,
                                               "tokens", "", higher=False))  # fmt: skip
-        text += f"; longest length reached: dilated S {longest_s}, dense S {longest_d}."
+        text += f"; longest length reached: dilated S {longest_s}, dense S {longest_d}"
+        stopped = [r for r in mine if not (r.get("extra") or {}).get("pattern") and r.get("status") == "skipped"
+                   and (r.get("seqlen_q") or 0) > longest_d]  # fmt: skip
+        if stopped:  # a budget, not a kernel, ended dense: say so with the prediction it was skipped on
+            first = min(stopped, key=lambda r: r.get("seqlen_q") or 0)
+            why = str(first.get("reason") or "").removeprefix("not run: ").split(" (from")[0]
+            text += f" (longer dense runs skipped for time{': ' + why if why else ''} at S {first['seqlen_q']})"
+        text += "."
         answer.numbers.append(
             _number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens")
         )
