@@ -93,7 +93,9 @@ def dilated(data) -> page.Answer:
         if stopped:  # a budget, not a kernel, ended dense: say so with the prediction it was skipped on
             first = min(stopped, key=lambda r: r.get("seqlen_q") or 0)
             why = str(first.get("reason") or "").removeprefix("not run: ").split(" (from")[0]
-            text += f" (longer dense runs skipped for time{': ' + why if why else ''} at S {first['seqlen_q']})"
+            text += (
+                f" (longer dense runs skipped for time{': ' + why if why else ''} at S {first['seqlen_q']})"
+            )
         text += "."
         answer.numbers.append(
             _number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens")
