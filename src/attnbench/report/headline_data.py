@@ -169,6 +169,9 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     if h.incorrect:
         n = len(h.incorrect)
         badges.append(page.Badge(f"{n} correctness failure{'s' if n > 1 else ''}", page.Tone.bad))
+    elif h.bests and not any(b.checked for b in h.bests):  # nothing failed because nothing was checked
+        badges.append(page.Badge("not correctness-checked", page.Tone.quiet,
+                                 "no correctness check covers the ranked rows"))  # fmt: skip
     elif h.bests:
         badges.append(page.Badge("no correctness failure", page.Tone.good))
     if h.cpu and h.bests:
