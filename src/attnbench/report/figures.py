@@ -188,7 +188,8 @@ def _band(row: Result, metric: str) -> tuple[float, float] | None:
     return work / row.ms_p80, work / row.ms_p20
 
 
-def _family(rows: list[Result]) -> dict[str, str]:
+def families_of(rows: list[Result]) -> dict[str, str]:
+    """{provider: its family} (the family field, else the name's first part)."""
     return {r.provider: r.family or r.provider.split("_")[0] for r in rows}
 
 
@@ -223,7 +224,7 @@ def plot_sweep(
     drawn = [r for r in rows if r.status in ("ok", "incorrect") and getattr(r, metric) is not None]
     quantised = [r for r in drawn if r.status == "ok" and is_quantized(r)]  # their own panels, own axis
     exact = [r for r in drawn if r not in quantised]
-    families = _family(rows)
+    families = families_of(rows)
     looks = styles(families, families.get)
     cpu_timed = any(r.timer == "perf_counter" for r in rows) and "not a GPU measurement" not in note
     notes = [n for n in (note, CPU_NOTE if cpu_timed else "") if n]
