@@ -382,6 +382,16 @@ def test_figure_draws_strategies_and_the_reference(tmp_path):
         assert f'id="{gid}' in svg
     assert "ring (incorrect)" in svg and "single GPU (cudnn) at seq/2 tokens" in svg
     assert missing == ["cp_torch_cp: oom: not run: predicted peak 160 GiB (S=262144)"]
+    # two causal lengths: a bar panel each (lines between two points over every strategy were a tangle)
+    assert "causal mask, 131072 tokens" in svg and "causal mask, 262144 tokens" in svg
+    assert "total sequence length (tokens)" not in svg
+
+
+def test_figure_draws_lines_past_two_lengths(tmp_path):
+    rows = sample_rows() + [cp_row("zigzag", 524288, "causal", "fwd_bwd", 520.0)]
+    plot_tflops(rows, tmp_path / "t.svg", title="test")
+    svg = (tmp_path / "t.svg").read_text()
+    assert "total sequence length (tokens)" in svg and "131072 tokens" not in svg
 
 
 def test_cp_figure_colours_peers_by_library_and_styles_lines_by_local_kernel():

@@ -1,9 +1,10 @@
 """The context-parallel figure: TFLOP/s per GPU against total sequence length, one panel per (pass, mask).
 
 One colour per strategy, one line style per local kernel (`zigzag` solid, `zigzag+fa3` dashed); the
-single-GPU reference at the same per-GPU tokens is a thick mid-grey dashed line. A panel with a single
-sequence length (the full mask is measured at one length) is a bar per strategy, fastest on top, the
-reference a vertical line: eight markers at one x would hide each other. Strategies that failed the
+single-GPU reference at the same per-GPU tokens is a thick mid-grey dashed line. A mask timed at one or
+two lengths (the default profile: causal at two, full at one) gets a panel per length with a bar per
+strategy, fastest on top, the reference a vertical line: twenty markers at one x would hide each other,
+and twenty lines between two points are a tangle. Strategies that failed the
 correctness check are grey and labelled "(incorrect)"; oom/unsupported/error rows are crosses where
 they fall, and every row that did not run is returned for a table under the figure
 (attnbench.report.figures.not_run_markdown), not drawn inside it. Transparent background, mid-tone
@@ -31,6 +32,7 @@ from attnbench.report.figures import (
 from attnbench.rows import Result
 
 MASKS = ("causal", "full")
+BAR_LENGTHS = 2  # a mask timed at this many lengths or fewer is drawn as bars, one panel per length
 
 
 # the peers' strategies share their library's hue (as their kernels do in the other reports)
@@ -151,12 +153,13 @@ def plot_tflops(
     notes = [n for n in (note, CPU_NOTE if cpu else "") if n]
     speed = {s: statistics.median(r.tflops for r in mine) for s, mine in _measured(rows).items()}
     with plt.style.context("default"), matplotlib.rc_context(style_rc()):
-        fig, axes = plt.subplots(len(passes), len(masks), figsize=(5.4 * len(masks), 4.0 * len(passes)),
+        columns = _columns(rows, masks, world)
+        fig, axes = plt.subplots(len(passes), len(columns), figsize=(5.4 * len(columns), 4.0 * len(passes)),
                                  squeeze=False, layout="constrained")  # fmt: skip
         for i, pass_ in enumerate(passes):
-            for j, mask in enumerate(masks):
+            for j, (mask, keep) in enumerate(columns):
                 ax = axes[i][j]
-                panel = [r for r in rows if r.pass_ == pass_ and r.workload.mask == mask]
+                panel = [r for r in rows if r.pass_ == pass_ and r.workload.mask == mask and keep(r)]
                 seqs = sorted({r.workload.seqlen_q for r in panel if not is_reference(r)})
                 name = f"{PASS_TITLES.get(pass_, pass_)}, {mask} mask"
                 if len(seqs) == 1:
@@ -184,6 +187,22 @@ def plot_tflops(
         fig.savefig(path, format="svg", bbox_inches="tight")
         plt.close(fig)
     return not_run(rows)
+
+
+def _columns(rows: list[Result], masks: list[str], world: int) -> list[tuple[str, object]]:
+    """(mask, which rows) per column: a mask timed at up to BAR_LENGTHS lengths gets a bar panel per
+    length (its references at the per-GPU tokens with it), since a line between two points over twenty
+    strategies is a tangle; a mask timed at more lengths gets one panel of lines."""
+    columns = []
+    for mask in masks:
+        seqs = sorted({r.workload.seqlen_q for r in rows if r.workload.mask == mask and not is_reference(r)})
+        if 1 < len(seqs) <= BAR_LENGTHS:
+            for seq in seqs:
+                columns.append((mask, lambda r, seq=seq: r.workload.seqlen_q == (seq // world if is_reference(r)
+                                                                               else seq)))  # fmt: skip
+        else:
+            columns.append((mask, lambda r: True))
+    return columns
 
 
 def _legend(fig, axes, speed: dict[str, float]) -> None:
