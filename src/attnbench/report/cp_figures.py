@@ -121,7 +121,10 @@ def _draw_bars(ax, rows: list[Result], world: int, checks: dict, looks: dict, ma
     if missing:
         ax.text(0.99, 0.01, "not run: " + ", ".join(sorted({f"{strategy_of(r)} ({r.status})" for r in missing})),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=9)  # fmt: skip
-    ax.set_xlim(left=0)
+    values = [mine[0].tflops for mine in lines.values()] + [
+        refs[0].tflops for refs in _references(rows).values()
+    ]
+    ax.set_xlim(0, max(values, default=1.0) * 1.06)  # the reference lines inside the frame, not on its edge
 
 
 def plot_tflops(
