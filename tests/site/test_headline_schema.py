@@ -52,3 +52,14 @@ def test_two_cells_headlines_merge_in_order():
     merged = first.merged(second)
     assert merged.sentences == ["a", "b"] and [e.key for e in merged.entries] == ["x", "y"]
     assert merged.not_gpu and merged.entries_title == "t"
+
+
+def test_a_badge_both_cells_give_shows_once():
+    smoke = Badge("CPU smoke run: not a GPU measurement", Tone.quiet)
+    first = Headline(badges=[Badge("no correctness failure", Tone.good), smoke])
+    second = Headline(badges=[Badge("not correctness-checked", Tone.quiet), smoke])
+    assert [b.text for b in first.merged(second).badges] == [
+        "no correctness failure",
+        "CPU smoke run: not a GPU measurement",
+        "not correctness-checked",
+    ]

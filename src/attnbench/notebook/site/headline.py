@@ -168,11 +168,13 @@ class Headline:
         return [t for t in self.targets if t.verdict == Verdict.missed]
 
     def merged(self, other: Headline) -> Headline:
-        """Two cells' headlines as one page shows them: lists joined in order, flags or'ed."""
+        """Two cells' headlines as one page shows them: lists joined in order (a badge both say, once),
+        flags or'ed."""
         return Headline(
             sentences=self.sentences + other.sentences,
             index_lines=self.index_lines + other.index_lines,
-            badges=self.badges + other.badges,
+            badges=self.badges
+            + [b for b in other.badges if b.text not in {mine.text for mine in self.badges}],
             not_gpu=self.not_gpu or other.not_gpu,
             failures=self.failures + other.failures,
             targets=self.targets + other.targets,
