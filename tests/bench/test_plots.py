@@ -205,3 +205,5 @@ def test_quantised_lines_are_dash_dotted_and_labelled(tmp_path):
     group = svg[svg.index('id="series-fwd-sage_sageattn-ok"') :][:600]
     exact = svg[svg.index('id="series-fwd-sdpa_cudnn-ok"') :][:600]
     assert "stroke-dasharray" in group and "stroke-dasharray" not in exact
+    # the rows have a forward + backward pass, but no quantised kernel ran it: no empty quantised frame there
+    assert "forward: quantised" in svg and "forward + backward: quantised" not in svg
