@@ -33,6 +33,8 @@ from attnbench.rows import Result
 
 MASKS = ("causal", "full")
 BAR_LENGTHS = 2  # a mask timed at this many lengths or fewer is drawn as bars, one panel per length
+MAX_COLUMNS = 3  # ... while the figure keeps at most this many columns of panels
+PANEL_WIDTH_IN = 4.1  # three columns and the legend stay >= 8 px text on a 1400 px page (sitecheck)
 
 
 # the peers' strategies share their library's hue (as their kernels do in the other reports)
@@ -157,7 +159,7 @@ def plot_tflops(
     speed = {s: statistics.median(r.tflops for r in mine) for s, mine in _measured(rows).items()}
     with plt.style.context("default"), matplotlib.rc_context(style_rc()):
         columns = _columns(rows, masks, world)
-        fig, axes = plt.subplots(len(passes), len(columns), figsize=(5.4 * len(columns), 4.0 * len(passes)),
+        fig, axes = plt.subplots(len(passes), len(columns), figsize=(PANEL_WIDTH_IN * len(columns), 4.0 * len(passes)),
                                  squeeze=False, layout="constrained")  # fmt: skip
         for i, pass_ in enumerate(passes):
             for j, (mask, keep) in enumerate(columns):
@@ -195,11 +197,15 @@ def plot_tflops(
 def _columns(rows: list[Result], masks: list[str], world: int) -> list[tuple[str, object]]:
     """(mask, which rows) per column: a mask timed at up to BAR_LENGTHS lengths gets a bar panel per
     length (its references at the per-GPU tokens with it), since a line between two points over twenty
-    strategies is a tangle; a mask timed at more lengths gets one panel of lines."""
+    strategies is a tangle; a mask timed at more lengths gets one panel of lines. Past MAX_COLUMNS
+    columns the split is not made (the figure would be drawn too small to read on a page)."""
+    timed = {m: sorted({r.workload.seqlen_q for r in rows if r.workload.mask == m and not is_reference(r)})
+             for m in masks}  # fmt: skip
+    split = sum(len(seqs) if len(seqs) <= BAR_LENGTHS else 1 for seqs in timed.values()) <= MAX_COLUMNS
     columns = []
     for mask in masks:
-        seqs = sorted({r.workload.seqlen_q for r in rows if r.workload.mask == mask and not is_reference(r)})
-        if 1 < len(seqs) <= BAR_LENGTHS:
+        seqs = timed[mask]
+        if split and 1 < len(seqs) <= BAR_LENGTHS:
             for seq in seqs:
                 columns.append((mask, lambda r, seq=seq: r.workload.seqlen_q == (seq // world if is_reference(r)
                                                                                else seq)))  # fmt: skip
