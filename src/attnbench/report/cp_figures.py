@@ -26,6 +26,7 @@ from attnbench.report.figures import (
     PASS_TITLES,
     legend_handles,
     not_run,
+    save_svg,
     style_rc,
     styles,
 )
@@ -187,10 +188,7 @@ def plot_tflops(
                 if not _measured(panel):
                     ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes)
         _legend(fig, axes, speed)
-        fig.suptitle(title + (f"\n{' | '.join(notes)}" if notes else ""), fontsize=11)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path, title, notes)
     return not_run(rows)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from attnbench.report.dilated import GIB, PASS_NAMES, is_dilated, ns_per_token, stops, tokens_per_s
-from attnbench.report.figures import CPU_NOTE, right_legend, styles
+from attnbench.report.figures import CPU_NOTE, right_legend, save_svg, styles
 from attnbench.rows import Result
 
 METRICS = {  # metric -> (axis label, value of a row, log scale)
@@ -67,13 +67,9 @@ def plot_scaling(rows: Iterable[Result], path: Path | str, *, metric: str = "ns_
             ax.set_ylabel(label)
             ax.grid(True, which="both", color="#e0e0e0", linewidth=0.5)
         right_legend(fig, axes[0])
-        if title or notes:
-            fig.suptitle(title + (f"\n{' | '.join(notes)}" if notes else ""), fontsize=11)
         text = "\n".join(["where each series ended:"] + [_wrapped(line, 70 * len(passes)) for line in footer])
         fig.text(0.01, -0.02, text, ha="left", va="top", fontsize=9, color="#333333")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight", facecolor="white")
-        plt.close(fig)
+        save_svg(fig, path, title, notes, facecolor="white")
     return footer
 
 

@@ -245,13 +245,22 @@ def plot_sweep(
             info.lines[pass_] += _draw_panel(ax, mine, metric, looks, pass_)
             _frame(ax, f"{PASS_TITLES.get(pass_, pass_)}: quantised (fp8/int8), own tolerance", metric, True)
         _shared_legend(fig, list(axes.flat), _speed_order(drawn, metric))
-        heading = title + (f"\n{' | '.join(notes)}" if notes else "")
-        if heading:
-            fig.suptitle(heading, fontsize=11)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path, title, notes)
     return info
+
+
+def save_svg(fig, path: Path | str, title: str = "", notes: Iterable[str] = (), **savefig) -> None:
+    """Every figure's ending: the title over its notes (the label, "not a GPU measurement"), the SVG
+    written (its folder made), the figure closed."""
+    import matplotlib.pyplot as plt
+
+    notes = [n for n in notes if n]
+    heading = title + (f"\n{' | '.join(notes)}" if notes else "")
+    if heading:
+        fig.suptitle(heading, fontsize=11)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="svg", bbox_inches="tight", **savefig)
+    plt.close(fig)
 
 
 def _frame(ax, title: str, metric: str, drawn: bool, empty: str = "no measured provider") -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.report.figures import CPU_NOTE, MID, families_of, style_rc, styles
+from attnbench.report.figures import CPU_NOTE, MID, families_of, save_svg, style_rc, styles
 from attnbench.rows import PASS_TITLES, Result, is_quantized
 
 BAR_HEIGHT_IN = 0.26  # inches per bar: 9-pt labels stay apart
@@ -68,12 +68,7 @@ def plot_ranking(rows: Iterable[Result], path: Path | str, *, title: str = "", n
             _bars(axes[0], exact, looks, f"{name}, S {seq}" if seq else f"{name}: nothing ran")
             if quantised:
                 _bars(axes[1], quantised, looks, f"{name}, S {seq}: quantised (fp8/int8), own tolerance")
-        heading = title + (f"\n{' | '.join(notes)}" if notes else "")
-        if heading:
-            fig.suptitle(heading, fontsize=11)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path, title, notes)
     return path
 
 
