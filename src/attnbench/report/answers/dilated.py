@@ -1,0 +1,100 @@
+"""Dilated attention: its speed-up over dense causal attention, the crossover, the longest length; and
+the same run split over GPUs."""
+
+from __future__ import annotations
+
+from attnbench.notebook.site import headline as page
+from attnbench.report.answers.common import _fastest, _good, _number, _x
+
+
+def dilated(data) -> page.Answer:
+    """Speed-up of the best dilated kernel over dense causal at the longest length both ran, the
+    crossover (first length where dilated wins), and the longest length each reached."""
+    answer = page.Answer(question="How much faster is dilated attention than dense causal attention, "
+                                  "from what length, and how long can it go?")  # fmt: skip
+    rows = [r for r in data.rows if r.get("mask") == "causal"]
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        mine = [r for r in rows if r.get("pass") == pass_]
+        sparse = [r for r in mine if (r.get("extra") or {}).get("pattern") and _good(r)]
+        dense = [r for r in mine if not (r.get("extra") or {}).get("pattern") and _good(r)]
+        if not sparse or not dense:
+            continue
+        by_len = lambda rs: {L: _fastest([r for r in rs if r.get("seqlen_q") == L])
+                             for L in {r.get("seqlen_q") for r in rs}}  # fmt: skip
+        s, d = by_len(sparse), by_len(dense)
+        common = sorted(set(s) & set(d))
+        longest_s, longest_d = max(s), max(d)
+        text = f"{word}:"
+        if common:
+            L = common[-1]
+            speedup = d[L]["ms_median"] / s[L]["ms_median"]
+            cross = next((n for n in common if d[n]["ms_median"] > s[n]["ms_median"]), None)
+            text += (f" {s[L]['provider']} is {_x(speedup)} the speed of dense {d[L]['provider']} at S {L} "
+                     f"(wall time); dilated wins from S {cross}" if cross else
+                     f" {s[L]['provider']} is {_x(speedup)} the speed of dense {d[L]['provider']} at S {L} "
+                     "(wall time); dilated never wins at the lengths run")  # fmt: skip
+            answer.numbers.append(_number(f"{pass_}|speedup", f"{word} speed-up over dense causal at S {L}",
+                                          speedup, "×", "wall time", s[L]["provider"]))  # fmt: skip
+            if cross:
+                answer.numbers.append(_number(f"{pass_}|crossover", f"{word} crossover length", cross,
+                                              "tokens", "", higher=False))  # fmt: skip
+        text += f"; longest length reached: dilated S {longest_s}, dense S {longest_d}"
+        stopped = [r for r in mine if not (r.get("extra") or {}).get("pattern") and r.get("status") == "skipped"
+                   and (r.get("seqlen_q") or 0) > longest_d]  # fmt: skip
+        if stopped:  # a budget, not a kernel, ended dense: say so with the prediction it was skipped on
+            first = min(stopped, key=lambda r: r.get("seqlen_q") or 0)
+            why = str(first.get("reason") or "").removeprefix("not run: ").split(" (from")[0]
+            text += (
+                f" (longer dense runs skipped for time{': ' + why if why else ''} at S {first['seqlen_q']})"
+            )
+        text += "."
+        answer.numbers.append(
+            _number(f"{pass_}|longest", f"{word} longest dilated length", longest_s, "tokens")
+        )
+        answer.answer.append(text)
+    if not answer.answer:
+        answer.answer.append("No dilated and dense causal rows of one pass to compare.")
+    return answer
+
+
+def dilated_distributed(data) -> page.Answer:
+    """The dilated report's cells across GPUs: at the longest length one GPU also ran whole, how much
+    faster the split run is (wall time) and its strong-scaling efficiency; the longest split length.
+    Without a split run (a one-GPU machine) it asks and answers nothing, so that the page leads with
+    the one-GPU report's question and answer (a page merges its cells' headlines in cell order)."""
+    split_any = [r for r in data.rows if ((r.get("extra") or {}).get("world_size") or 1) > 1]
+    if not split_any:
+        return page.Answer()
+    answer = page.Answer(question="How much faster is dilated attention with the sequence split over GPUs, "
+                                  "and how long can it go?")  # fmt: skip
+    rows = [r for r in data.rows if _good(r) and (r.get("extra") or {}).get("world_size")]
+    if not any(r["extra"]["world_size"] > 1 for r in rows):
+        statuses = sorted({str(r.get("status")) for r in split_any})
+        answer.answer.append(
+            f"The run split over GPUs gave no usable row ({', '.join(statuses)}): see its table."
+        )
+        return answer
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        mine = [r for r in rows if r.get("pass") == pass_]
+        one = {r.get("seqlen_q"): r for r in mine if r["extra"]["world_size"] == 1}
+        split = [r for r in mine if r["extra"]["world_size"] > 1]
+        if not split:
+            continue
+        world = split[0]["extra"]["world_size"]
+        longest = max(split, key=lambda r: r.get("seqlen_q") or 0)
+        both = [r for r in split if r.get("seqlen_q") in one]
+        text = f"{word}:"
+        if both:
+            at = max(both, key=lambda r: r.get("seqlen_q") or 0)
+            L, speedup = at["seqlen_q"], one[at["seqlen_q"]]["ms_median"] / at["ms_median"]
+            text += (f" {L} tokens split over {world} GPUs run {_x(speedup)} as fast as one GPU running "
+                     f"{one[L]['provider']} on all of them (wall time {at['ms_median']:.1f} vs "
+                     f"{one[L]['ms_median']:.1f} ms; strong-scaling efficiency {speedup / world:.0%});")  # fmt: skip
+            answer.numbers.append(_number(f"{pass_}|split_speedup", f"{word} speed-up on {world} GPUs at S {L}",
+                                          speedup, "×", "wall time", f"{at['provider']} against "
+                                          f"{one[L]['provider']} on one GPU"))  # fmt: skip
+        text += f" the split run reaches {longest['seqlen_q']} tokens ({longest['ms_median']:.1f} ms)."
+        answer.numbers.append(_number(f"{pass_}|split_longest", f"{word} longest length on {world} GPUs",
+                                      longest["seqlen_q"], "tokens"))  # fmt: skip
+        answer.answer.append(text)
+    return answer

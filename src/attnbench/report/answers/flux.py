@@ -1,0 +1,47 @@
+"""Flux: the fastest exact kernel at Flux's shapes and its lead over PyTorch's default SDPA."""
+
+from __future__ import annotations
+
+from attnbench.notebook.site import headline as page
+from attnbench.report.answers.common import _fastest, _good, _number, _x
+from attnbench.report.repeatability import protocol_of, repeatability_of, widest_text
+
+SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
+
+
+def flux(data) -> page.Answer:
+    answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
+                                  "does it beat PyTorch's default SDPA?")  # fmt: skip
+    from attnbench.report.headline import is_baseline, is_quantised
+
+    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+        # reference implementations (sdpa_math) are baselines, never the answer, as in the ranking table
+        rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)
+                and not is_baseline(r)]  # fmt: skip
+        if not rows:
+            continue
+        L = max(r.get("seqlen_q") or 0 for r in rows)
+        at = [r for r in rows if (r.get("seqlen_q") or 0) == L]
+        best = _fastest(at)
+        default = _fastest(
+            [r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]
+        ) or _fastest([r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
+        text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
+        if default and default is not best:
+            lead = default["ms_median"] / best["ms_median"]
+            text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
+            answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
+                                          best["provider"]))  # fmt: skip
+        answer.answer.append(text + ".")
+    if not answer.answer:
+        answer.answer.append("No exact kernel rows to rank.")
+    noise = repeatability_of(
+        {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
+    )
+    if noise:
+        answer.answer.append(
+            f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}): median spread "
+            f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}; a lead smaller than that is noise."
+            + widest_text(noise.get("widest"))
+        )
+    return answer
