@@ -478,3 +478,13 @@ def test_nothing_checked_is_never_a_green_no_failure_badge():
     assert "not correctness-checked" in badges and "no correctness failure" not in badges
     checked = [b.text for b in page_headline(headline([row("dil", 4096, 1.0)])).badges]
     assert "no correctness failure" in checked
+
+
+def test_cs336_names_a_copy_kernel_as_a_copy_not_math():
+    step = {"status": "ok", "size": "xl", "context": 1024, "precision": "bf16", "peak_tflops": 1000.0,
+            "flops": {"train": 5e14}, "times_ms": {"forward": [400.0], "backward": [600.0]}}  # fmt: skip
+    breakdown = {"phases": {"forward": {"us_per_step": 1.0}, "backward": {"us_per_step": 3.0,
+                 "top": [{"kernel": "unrolled_elementwise_kernel<direct_copy_kernel_cuda>", "share": 0.13}]}}}  # fmt: skip
+    data = Artifacts(rows=[], records={"steps_bf16": [step]}, documents={"breakdown": breakdown})
+    sink = answer_for("cs336_systems", data).answer[-1]
+    assert "13% of it; a copy kernel: dtype casts or .contiguous() copies, not math)" in sink

@@ -80,5 +80,11 @@ def _time_sink(breakdown: Any) -> str:
     text = f"the {name} phase, {_pct(phase['us_per_step'] / total)} of the step"
     top = (phase.get("top") or [None])[0]
     if isinstance(top, Mapping) and _num(top.get("share")) is not None:
-        text += f" (top kernel {short_kernel_name(str(top.get('kernel')))}: {_pct(top['share'])} of it)"
+        kernel = str(top.get("kernel"))
+        text += f" (top kernel {short_kernel_name(kernel)}: {_pct(top['share'])} of it"
+        if (
+            "copy" in kernel.lower()
+        ):  # memory traffic a fused kernel or a dtype-consistent model would not pay
+            text += "; a copy kernel: dtype casts or .contiguous() copies, not math"
+        text += ")"
     return text
