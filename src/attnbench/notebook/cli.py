@@ -297,6 +297,10 @@ def _stored_states(outputs: Path) -> tuple[dict | None, dict]:
     notes = {
         nb.path.stem: nb.front_matter["not_rerun"] for nb in notebooks if nb.front_matter.get("not_rerun")
     }
+    for name, labels in notes.items():  # a mistyped label would say nothing on any page: name it
+        for label in sorted(set(labels) - {d.name for d in (Path(outputs) / name).glob("*") if d.is_dir()}):
+            print(f"warning: notebooks/{name}.md: not_rerun names label {label!r}, which has no results in "
+                  f"{Path(outputs) / name}", file=sys.stderr)  # fmt: skip
     return states, notes
 
 

@@ -17,7 +17,8 @@ import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.report.cp_tables import is_reference, strategy_of, verdicts
+from attnbench.report.cp_rows import is_reference, strategy_of
+from attnbench.report.cp_tables import verdicts
 from attnbench.report.figures import (
     CPU_NOTE,
     DID_NOT_RUN,
@@ -109,24 +110,21 @@ def _draw_bars(ax, rows: list[Result], world: int, checks: dict, looks: dict, ma
         ax.barh(y, lines[strategy][0].tflops, color=color, alpha=0.85, hatch=hatch, edgecolor=MID, linewidth=0.5,
                 label=strategy + (" (incorrect)" if bad else ""), gid=f"series-{strategy}")  # fmt: skip
     ax.set_yticks(range(len(ranked)), ranked, fontsize=9)
-    for (
-        container
-    ) in ax.containers:  # the value inside each bar, dark on a light shade: close bars stay readable
-        face = container.patches[0].get_facecolor()
-        light = 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] > 0.6
-        ax.bar_label(
-            container, fmt="%.0f", fontsize=9, label_type="center", color="#222222" if light else "white"
-        )
-    for i, (provider, refs) in enumerate(_references(rows).items()):
+    for container in ax.containers:  # the value inside each bar, dark on a light shade
+        red, green, blue, _ = container.patches[0].get_facecolor()
+        ink = (
+            "#222222" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.6 else "white"
+        )  # perceived brightness
+        ax.bar_label(container, fmt="%.0f", fontsize=9, label_type="center", color=ink)
+    references = _references(rows)
+    for i, (provider, refs) in enumerate(references.items()):
         ax.axvline(refs[0].tflops, color=MID, linewidth=2.0, linestyle=(0, (4, 2)) if i == 0 else (0, (1, 1)),
                    label=_ref_label(provider, world), gid=f"series-reference-{provider}")  # fmt: skip
     missing = [r for r in rows if r.status in DID_NOT_RUN and not is_reference(r)]
     if missing:
         ax.text(0.99, 0.01, "not run: " + ", ".join(sorted({f"{strategy_of(r)} ({r.status})" for r in missing})),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=9)  # fmt: skip
-    values = [mine[0].tflops for mine in lines.values()] + [
-        refs[0].tflops for refs in _references(rows).values()
-    ]
+    values = [mine[0].tflops for mine in lines.values()] + [refs[0].tflops for refs in references.values()]
     ax.set_xlim(0, max(values, default=1.0) * 1.06)  # the reference lines inside the frame, not on its edge
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from attnbench.report.cp_published import A800_BF16_PEAK_TFLOPS, FIGURES, WORLD_SIZE
+from attnbench.report.cp_rows import base_strategy, is_reference, reference_for, strategy_of
 from attnbench.report.tables import formatted, markdown_table, tflops_text
 from attnbench.rows import Result
 
@@ -54,35 +55,6 @@ def markdown(frame) -> str:
 
 def text(frame) -> str:
     return formatted(frame, _formats(frame)).to_string(index=False) if len(frame) else "(no rows)"
-
-
-def strategy_of(row: Result) -> str:
-    """The strategy label: `zigzag`, or `zigzag+fa3` over a non-default local kernel."""
-    return row.provider.removeprefix("cp_")
-
-
-def base_strategy(label: str) -> str:
-    return label.split("+", 1)[0]
-
-
-def is_reference(row: Result) -> bool:
-    return row.provider.startswith("single_gpu_")
-
-
-def reference_for(row: Result, rows: Iterable[Result]) -> Result | None:
-    """The single-GPU row at this CP row's per-GPU tokens, mask and pass, with the same local kernel
-    when there is one (results of one kernel only, or from before kernels were named: any reference)."""
-    per_gpu = row.workload.seqlen_q // row.extra.get("world_size", 1)
-    candidates = [
-        ref
-        for ref in rows
-        if is_reference(ref)
-        and ref.workload.seqlen_q == per_gpu
-        and ref.workload.mask == row.workload.mask
-        and ref.pass_ == row.pass_
-    ]
-    same_kernel = [ref for ref in candidates if ref.extra.get("kernel") == row.extra.get("kernel")]
-    return (same_kernel or candidates or [None])[0]
 
 
 def verdicts(correctness: Iterable[dict]) -> dict[tuple[str, str], dict]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _good, _num, _number, _pct
+from attnbench.report.cp_rows import is_reference, reference_for
+from attnbench.rows import Result
 
 
 def context_parallel(data) -> page.Answer:
@@ -13,32 +13,26 @@ def context_parallel(data) -> page.Answer:
     same per-GPU tokens, mask and pass (its scaling efficiency), as the results table pairs them."""
     answer = page.Answer(question="How much of one GPU's throughput does each GPU keep when attention is "
                                   "split across GPUs?")  # fmt: skip
-    rows = [r for r in data.rows if _good(r) and r.get("pass") == "fwd_bwd"] or [
-        r for r in data.rows if _good(r)]  # fmt: skip
-    rows = [r for r in rows if _num(r.get("tflops"))]
-    single = [r for r in rows if _is_single_gpu(r)]
-    passes = {r.get("pass") for r in rows}
+    good = [r for r in data.rows if _good(r) and _num(r.get("tflops"))]
+    rows = [Result.from_dict(r) for r in ([r for r in good if r.get("pass") == "fwd_bwd"] or good)]
+    passes = {r.pass_ for r in rows}
     word = "Forward + backward" if passes == {"fwd_bwd"} else "Forward" if passes == {"fwd"} else "All passes"
     parts, above = [], False
-    for mask in dict.fromkeys(str(r.get("mask")) for r in rows):
-        multi = [r for r in rows if not _is_single_gpu(r) and str(r.get("mask")) == mask]
-        for L in sorted({r.get("seqlen_q") for r in multi}):
-            best = max((r for r in multi if r.get("seqlen_q") == L), key=lambda r: r["tflops"])  # per GPU
-            world = (best.get("extra") or {}).get("world_size") or 1
-            refs = [r for r in single if str(r.get("mask")) == mask and r.get("seqlen_q") == L // world
-                    and r.get("pass") == best.get("pass")]  # fmt: skip
-            same_kernel = [r for r in refs if (r.get("extra") or {}).get("kernel") ==
-                           (best.get("extra") or {}).get("kernel")]  # fmt: skip
-            ref = max(same_kernel or refs, key=lambda r: r["tflops"], default=None)
+    for mask in dict.fromkeys(r.workload.mask for r in rows):
+        multi = [r for r in rows if not is_reference(r) and r.workload.mask == mask]
+        for L in sorted({r.workload.seqlen_q for r in multi}):
+            best = max((r for r in multi if r.workload.seqlen_q == L), key=lambda r: r.tflops)  # per GPU
+            ref = reference_for(best, rows)  # the table's pairing: per-GPU tokens, mask, pass, local kernel
             if ref is None:
                 continue
-            share = best["tflops"] / ref["tflops"]
+            world = best.extra.get("world_size", 1)
+            share = best.tflops / ref.tflops
             above |= share > 1
-            parts.append(f"{mask}, S {L} ({L // world} per GPU): {best['provider']} keeps {_pct(share)} per GPU "
-                         f"of {ref['provider']}'s {ref['tflops']:.0f} TFLOP/s ({best['tflops']:.0f} TFLOP/s "
+            parts.append(f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} per GPU "
+                         f"of {ref.provider}'s {ref.tflops:.0f} TFLOP/s ({best.tflops:.0f} TFLOP/s "
                          f"per GPU on {world} GPUs)")  # fmt: skip
             answer.numbers.append(_number(f"{mask}|{L}|efficiency",
-                                          f"{mask} S {L} scaling efficiency ({best['provider']})",
+                                          f"{mask} S {L} scaling efficiency ({best.provider})",
                                           share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
     answer.answer.append(f"{word}, TFLOP/s per GPU against one GPU at the same per-GPU tokens: " + "; ".join(parts)
                          + "." if parts else
@@ -48,7 +42,3 @@ def context_parallel(data) -> page.Answer:
                              "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
                              "and full blocks run faster.")  # fmt: skip
     return answer
-
-
-def _is_single_gpu(row: Mapping) -> bool:
-    return str(row.get("provider", "")).startswith("single_gpu")

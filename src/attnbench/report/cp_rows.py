@@ -1,0 +1,38 @@
+"""Context-parallel rows: a strategy's label, the single-GPU references, and which reference a strategy's
+row is measured against (the pairing the results table, the figure and the answer share). No pandas, no
+tables: the answer imports it without depending on how tables are drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from attnbench.rows import Result
+
+
+def strategy_of(row: Result) -> str:
+    """The strategy label: `zigzag`, or `zigzag+fa3` over a non-default local kernel."""
+    return row.provider.removeprefix("cp_")
+
+
+def base_strategy(label: str) -> str:
+    return label.split("+", 1)[0]
+
+
+def is_reference(row: Result) -> bool:
+    return row.provider.startswith("single_gpu_")
+
+
+def reference_for(row: Result, rows: Iterable[Result]) -> Result | None:
+    """The single-GPU row at this CP row's per-GPU tokens, mask and pass, with the same local kernel
+    when there is one (results of one kernel only, or from before kernels were named: any reference)."""
+    per_gpu = row.workload.seqlen_q // row.extra.get("world_size", 1)
+    candidates = [
+        ref
+        for ref in rows
+        if is_reference(ref)
+        and ref.workload.seqlen_q == per_gpu
+        and ref.workload.mask == row.workload.mask
+        and ref.pass_ == row.pass_
+    ]
+    same_kernel = [ref for ref in candidates if ref.extra.get("kernel") == row.extra.get("kernel")]
+    return (same_kernel or candidates or [None])[0]
