@@ -7,10 +7,14 @@ scaled to each length):
    dq, dk, dv against the fp32 chunked reference, with bench.correctness's bf16 tolerance;
 2. timing with the project's protocol (bench.timing.measure through the report's measure_dilated):
    fused vs the gather path, forward at 1M tokens, forward + backward at 1M, and the fused forward +
-   backward at 2M where its memory model says it fits. TFLOP/s on the sparse pattern's FLOPs, peak memory.
+   backward at 2M where its memory model says it fits. TFLOP/s on the sparse pattern's FLOPs, peak memory;
+3. with --profile: where one fused forward at the first length spends its time, launch by launch (each
+   branch's TFLOP/s on its own FLOPs), beside FlashAttention-3 and our FlashAttention-2 running the r = 1
+   branch alone as dense attention over a batch of segments (the kernel the fused one must match).
 
     PYTHONPATH=src python3 scripts/dilated_kernel_gpu_check.py
     PYTHONPATH=src python3 scripts/dilated_kernel_gpu_check.py --check-len 16384 --gather cudnn --lengths 1048576
+    PYTHONPATH=src python3 scripts/dilated_kernel_gpu_check.py --profile --lengths 1048576 --gather fa3
 
 Without a GPU it says so and exits 0. Exits 1 if a checked case is incorrect or fails.
 """
@@ -18,6 +22,7 @@ Without a GPU it says so and exits 0. Exits 1 if a checked case is incorrect or 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -96,6 +101,93 @@ def timing_rows(config: dict, gather: list[str], lengths: list[int], started: fl
     return rows
 
 
+def branch_flops(
+    branch: tuple[int, int], batch: int, heads: int, seq_len: int, head_dim: int, causal: bool
+) -> float:
+    """4 · head_dim · (query, key) pairs one branch computes (the package docstring's pattern)."""
+    w, r = branch
+    pairs = 0
+    for h in range(heads):
+        offset = h % r
+        kept = -(-(w - offset) // r) if offset < w else 0
+        pairs += kept * (kept + 1) // 2 if causal else kept * kept
+    return 4.0 * head_dim * pairs * batch * (seq_len // w)
+
+
+def _gpu_ms(fn, reps: int = 10) -> float:
+    """Median of reps CUDA-event timings after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def profile_forward(config: dict, seq_len: int) -> None:
+    """Each launch of one fused forward (torch.profiler), the branch it runs and its TFLOP/s; then the
+    r = 1 branch as dense attention over [N / w segments, w, heads, head_dim] with FA3 and our FA2."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from attnbench.kernels.dilated_attention import dilated_attention
+    from attnbench.kernels.dilated_attention.launch import forward_order
+    from attnbench.kernels.flash_attention2 import flash_attention
+    from attnbench.studies.dilated_attention.profiles import branches_for
+
+    s = config["shape"]
+    causal = config["sweep"].get("mask", "causal") == "causal"
+    branches = [(b.w, b.r) for b in branches_for(config, seq_len)]
+    shape = (s["batch"], s["heads"], seq_len, s["head_dim"])
+    q, k, v = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    call = functools.partial(dilated_attention, q, k, v, branches, causal=causal)
+    total_ms = _gpu_ms(call)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    kernels = sorted(
+        (e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start
+    )
+    order = iter(forward_order(branches))
+    flops_all = sum(branch_flops(b, s["batch"], s["heads"], seq_len, s["head_dim"], causal) for b in branches)
+    print(f"\nfused forward, S {seq_len}, {'causal' if causal else 'full'}: {total_ms:.2f} ms (events), "
+          f"{flops_all / total_ms / 1e9:.1f} TFLOP/s; launch by launch:")  # fmt: skip
+    for e in kernels:
+        us = getattr(e, "device_time", None) or e.cuda_time
+        line = f"  {us / 1e3:8.3f} ms  {e.name[:60]}"
+        if "dilated_fwd" in e.name:
+            branch = next(order)
+            tf = branch_flops(branch, s["batch"], s["heads"], seq_len, s["head_dim"], causal) / (us * 1e6)
+            line += f"  (w={branch[0]}, r={branch[1]}) {tf:6.1f} TFLOP/s"
+        print(line, flush=True)
+    del q, k, v, call
+    w = branches[0][0] if branches[0][1] == 1 else None
+    if w is None:
+        return
+    n = s["batch"] * seq_len // w
+    dense = [
+        torch.randn(n, w, s["heads"], s["head_dim"], device="cuda", dtype=torch.bfloat16) for _ in range(3)
+    ]
+    flops = branch_flops((w, 1), s["batch"], s["heads"], seq_len, s["head_dim"], causal)
+    runs = {"our FA2 (triton)": lambda: flash_attention(*(t.transpose(1, 2) for t in dense), causal=causal)}
+    try:
+        from flash_attn_interface import flash_attn_func
+
+        runs["FA3"] = lambda: flash_attn_func(*dense, causal=causal)
+    except ImportError as exc:
+        print(f"  FA3 not importable ({exc}): carry its wheel (scripts/carry) to compare")
+    for name, fn in runs.items():
+        ms = _gpu_ms(fn)
+        print(
+            f"  dense r = 1 branch ({n} segments x {w}): {name:<17} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s"
+        )
+
+
 def summary(rows: list) -> None:
     """The issue's target: the fused forward at 1M tokens >= 2x the gather path's TFLOP/s."""
     by = {(r.provider, r.pass_, r.workload.seqlen_q): r for r in rows if r.tflops}
@@ -114,6 +206,7 @@ def main() -> int:
         "--gather", default="fa3,cudnn", help="gather-path backends to time beside the fused kernel"
     )
     parser.add_argument("--lengths", default=f"{M},{2 * M}")
+    parser.add_argument("--profile", action="store_true", help="only the launch-by-launch forward profile")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -126,6 +219,10 @@ def main() -> int:
     config = profiles.resolve("default", cuda=True)
     started = time.perf_counter()
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  shape {config['shape']}", flush=True)
+    if args.profile:
+        profile_forward(config, int(args.lengths.split(",")[0]))
+        print("tiles:", dilated_attention.best_tiles())
+        return 0
     bad = check(config, args.check_len, started)
     rows = timing_rows(config, [b for b in args.gather.split(",") if b], [int(n) for n in args.lengths.split(",")],
                        started)  # fmt: skip

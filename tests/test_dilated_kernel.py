@@ -63,6 +63,29 @@ def test_fp32_matches_the_definition(config, causal):
         assert torch.isinf(ours[1]).any() and (ours[0][torch.isinf(ours[1])] == 0).all()
 
 
+def test_the_unfilled_accumulator_is_read_only_where_a_branch_wrote(monkeypatch):
+    """With an r = 1 branch the fp32 accumulator is allocated without a zero fill: filled with NaN here,
+    any read of a row before a branch wrote it would show in the output."""
+    real_empty = torch.empty
+    poisoned = []
+
+    def nan_empty(*shape, **kwargs):
+        t = real_empty(*shape, **kwargs)
+        if t.dtype == torch.float32:
+            poisoned.append(t.shape)
+            t.fill_(float("nan"))
+        return t
+
+    branches, seq, heads = CONFIGS["odd-r-and-r-above-w"]
+    q, k, v, dout = inputs(seq, heads, torch.float32)
+    monkeypatch.setattr(torch, "empty", nan_empty)
+    out, lse = dilated_attention(q, k, v, branches, causal=True)
+    monkeypatch.undo()
+    assert tuple(q.shape) in poisoned, "the accumulator was not allocated unfilled: the test tests nothing"
+    ref_out, ref_lse = reference.reference_grads(q, k, v, dout, branches, causal=True)[:2]
+    assert_close((out, lse), (ref_out, ref_lse), tol=2e-6, names=("out", "lse"))
+
+
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_bf16_within_tolerance_and_agrees_with_the_gather_path(causal):
     branches, seq, heads = [(16, 1), (32, 2), (64, 4)], 64, 2

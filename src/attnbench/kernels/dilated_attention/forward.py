@@ -74,14 +74,13 @@ def _attend(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, offs_m, qk_scale, length,
 
 
 @triton.jit
-def _merged(acc, l_i, m_i, running, lse_rows, offs_m, length):
+def _merged(acc, l_i, m_i, running, lse_run):
     """(O, lse) of this block's rows after merging its branch result into their running (O, lse).
 
     lse = log(e^lse_run + e^lse_i) (natural log); O = e^(lse_run - lse) O_run + e^(lse_i - lse) O_i. A
-    row no earlier branch kept has lse_run = -inf, O_run = 0: weight 0, no NaN (lse_i is finite, since
-    every kept query sees at least one key)."""
+    row no earlier branch kept has lse_run = -inf, O_run = 0 (not read): weight 0, no NaN (lse_i is
+    finite, since every kept query sees at least one key)."""
     lse_i = (m_i + tl.math.log2(l_i)) * LN2
-    lse_run = tl.load(lse_rows, mask=offs_m < length, other=float("-inf"))
     top = tl.maximum(lse_run, lse_i)
     lse = top + tl.log(tl.exp(lse_run - top) + tl.exp(lse_i - top))
     merged = running * tl.exp(lse_run - lse)[:, None]
@@ -115,8 +114,12 @@ def _forward_block(Q, K, V, ACC, OUT, sm_scale, start_m, first, length, dilation
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, desc_k, desc_v, full_end, length, offs_m, qk_scale, length,
                                 BLOCK_N, KEY_TAIL_MASK, MMA_MODE)  # fmt: skip
     acc_ptrs, acc_mask = kept_rows_fp32(ACC, first, start_m, length, dilation, HEAD_DIM, BLOCK_M, D_PAD)
-    running = tl.load(acc_ptrs, mask=acc_mask, other=0.0)
-    merged, lse = _merged(acc, l_i, m_i, running, lse_rows, offs_m, length)
+    # a row's running O is read only if an earlier branch wrote it (its lse is finite): the accumulator
+    # needs no zero fill, and the first branch to keep a row reads nothing for it
+    lse_run = tl.load(lse_rows, mask=offs_m < length, other=float("-inf"))
+    written = lse_run > float("-inf")
+    running = tl.load(acc_ptrs, mask=acc_mask & written[:, None], other=0.0)
+    merged, lse = _merged(acc, l_i, m_i, running, lse_run)
     if FINAL:  # the last launch (an r = 1 branch: it keeps every row) writes the output in its dtype
         desc_out = kept_rows(OUT, first, length, row_stride, HEAD_DIM, BLOCK_M, D_PAD)
         desc_out.store([start_m, 0], merged.to(OUT.dtype.element_ty))
