@@ -129,6 +129,35 @@ def _gpu_ms(fn, reps: int = 10) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, int, int, int]]) -> None:
+    """The whole fused forward at seq_len with the autotuner held to one tile at a time (launch.py's
+    FORWARD_TILES are the candidates it picks from): which tile a new candidate list should hold."""
+    from attnbench.kernels.dilated_attention import dilated_attention, launch
+    from attnbench.kernels.dilated_attention.forward import dilated_fwd_kernel
+    from attnbench.studies.dilated_attention.profiles import branches_for
+
+    s = config["shape"]
+    causal = config["sweep"].get("mask", "causal") == "causal"
+    branches = [(b.w, b.r) for b in branches_for(config, seq_len)]
+    flops = sum(branch_flops(b, s["batch"], s["heads"], seq_len, s["head_dim"], causal) for b in branches)
+    shape = (s["batch"], s["heads"], seq_len, s["head_dim"])
+    q, k, v = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    held = launch._forward_tuned
+    print(f"\nfused forward, S {seq_len}, one tile at a time (BLOCK_M, BLOCK_N, warps, stages):")
+    try:
+        for tile in tiles:
+            launch._forward_tuned = launch._tuned(dilated_fwd_kernel, [tile], launch.BLOCK_NAMES["forward"],
+                                                  ["ACC", "OUT", "LSE"])  # fmt: skip
+            try:
+                ms = _gpu_ms(functools.partial(dilated_attention, q, k, v, branches, causal=causal), reps=5)
+            except Exception as exc:  # noqa: BLE001 - a tile that fails to compile or launch is a result
+                print(f"  {tile}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}", flush=True)
+                continue
+            print(f"  {tile}: {ms:8.2f} ms {flops / ms / 1e9:6.1f} TFLOP/s", flush=True)
+    finally:
+        launch._forward_tuned = held
+
+
 def profile_forward(config: dict, seq_len: int) -> None:
     """Each launch of one fused forward (torch.profiler), the branch it runs and its TFLOP/s; then the
     r = 1 branch as dense attention over [N / w segments, w, heads, head_dim] with FA3 and our FA2."""
@@ -207,6 +236,11 @@ def main() -> int:
     )
     parser.add_argument("--lengths", default=f"{M},{2 * M}")
     parser.add_argument("--profile", action="store_true", help="only the launch-by-launch forward profile")
+    parser.add_argument(
+        "--forward-tiles",
+        default="",
+        help="with --profile, first time the forward at each tile: 'BM,BN,warps,stages;...'",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -220,7 +254,11 @@ def main() -> int:
     started = time.perf_counter()
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  shape {config['shape']}", flush=True)
     if args.profile:
-        profile_forward(config, int(args.lengths.split(",")[0]))
+        length = int(args.lengths.split(",")[0])
+        if args.forward_tiles:
+            tiles = [tuple(int(x) for x in t.split(",")) for t in args.forward_tiles.split(";")]
+            forward_tile_sweep(config, length, tiles)
+        profile_forward(config, length)
         print("tiles:", dilated_attention.best_tiles())
         return 0
     bad = check(config, args.check_len, started)
