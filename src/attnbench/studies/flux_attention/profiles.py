@@ -7,7 +7,10 @@ from attnbench.bench.profiles import NOT_GPU, resolve_name
 
 # rounds: passes over the whole grid, each row its fastest (bench/rounds.py): FA3's forward at these shapes
 # lands in one of two power states from run to run, 9-13 % apart; one sweep against another repeated
-# with a 95th-percentile spread of 5.5-9.2 %, the fastest of two against the fastest of two others 1.7 %
+# with a 95th-percentile spread of 5.5-9.2 %, the fastest of two against the fastest of two others 1.7 %.
+# preheat: each row timed at the GPU's thermal equilibrium (bench/thermal.py; FA3's clock follows the
+# temperature the rows before it left). Two rounds without it repeated with p95 6.1 %, with it 0.8 %
+# (measurements/flux_repeatability-preheat-nvidia-h200.json, ~15 s more a run)
 PROFILES = {
     # CPU, tiny: proves the pipeline end to end in seconds (two rounds, as on the GPU). Not a GPU measurement.
     "smoke": {"device": "any", "seq_lens": [288, 320], "heads": 2, "head_dim": 64, "dtype": "bfloat16",
@@ -15,10 +18,11 @@ PROFILES = {
     # one GPU, a few minutes a cell: two rounds of >= 20 repetitions and >= 100 ms of timed GPU time per
     # measurement (200 ms a row in all, as one round of 200 ms before); its seq_lens are the notebook's
     "default": {"device": "cuda", "seq_lens": None, "heads": 24, "head_dim": 128, "dtype": "bfloat16",
-                "rounds": 2, "timing": {"min_reps": 20, "min_time_ms": 100.0, "warmup_reps": 3, "max_reps": 2000}},
+                "rounds": 2, "timing": {"min_reps": 20, "min_time_ms": 100.0, "warmup_reps": 3, "max_reps": 2000,
+                                        "preheat": True}},
     "full": {"device": "cuda", "seq_lens": list(range(4096, 5121, 64)), "heads": 24, "head_dim": 128,
              "dtype": "bfloat16", "rounds": 2,
-             "timing": {"min_reps": 50, "min_time_ms": 1000.0, "warmup_reps": 10, "max_reps": 10000}},
+             "timing": {"min_reps": 50, "min_time_ms": 1000.0, "warmup_reps": 10, "max_reps": 10000, "preheat": True}},
 }  # fmt: skip
 
 
