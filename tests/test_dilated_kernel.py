@@ -16,7 +16,7 @@ import torch
 from attnbench.bench.correctness import compare
 from attnbench.dilated import dilated_attention as registry_attention
 from attnbench.dilated import gathered, reference
-from attnbench.kernels.dilated_attention import dilated_attention, launch, predicted_peak_bytes
+from attnbench.kernels.dilated_attention import dilated_attention, predicted_peak_bytes
 from attnbench.studies.dilated_attention import profiles, scaling
 
 GIB = 2**30
@@ -25,7 +25,6 @@ CONFIGS = {
     "r1-several-blocks": ([(64, 1), (32, 2), (64, 4)], 64, 3),
     "no-r1-uncovered-rows": ([(16, 2), (32, 3)], 32, 2),
     "odd-r-and-r-above-w": ([(8, 1), (16, 5), (48, 12), (8, 16)], 48, 3),
-    "three-query-blocks": ([(96, 1), (96, 2)], 96, 2),  # 3 and 2 blocks of the interpreter's 32 rows
 }
 CASES = [("r1-several-blocks", True), ("r1-several-blocks", False), ("no-r1-uncovered-rows", False),
          ("no-r1-uncovered-rows", True), ("odd-r-and-r-above-w", True)]  # fmt: skip
@@ -62,20 +61,6 @@ def test_fp32_matches_the_definition(config, causal):
     assert_close(ours, reference.reference_grads(q, k, v, dout, branches, causal=causal), tol=2e-6)
     if config == "no-r1-uncovered-rows":  # the case exists: some rows get nothing
         assert torch.isinf(ours[1]).any() and (ours[0][torch.isinf(ours[1])] == 0).all()
-
-
-@pytest.mark.parametrize(("config", "causal"), [("r1-several-blocks", True), ("odd-r-and-r-above-w", True),
-                                               ("no-r1-uncovered-rows", False), ("three-query-blocks", True),
-                                               ("three-query-blocks", False)])  # fmt: skip
-def test_paired_query_blocks_match_the_definition(monkeypatch, config, causal):
-    """PAIRED forward programs (blocks i and n - 1 - i of a segment in one program), odd and even
-    block counts, heads whose offset keeps fewer blocks than the grid holds."""
-    monkeypatch.setitem(launch.INTERPRETER_OPTIONS, "forward", {"PAIRED": True})
-    branches, seq, heads = CONFIGS[config]
-    q, k, v, dout = inputs(seq, heads, torch.float32)
-    out, lse = dilated_attention(q, k, v, branches, causal=causal)
-    ref_out, ref_lse = reference.reference_grads(q, k, v, dout, branches, causal=causal)[:2]
-    assert_close((out, lse), (ref_out, ref_lse), tol=2e-6, names=("out", "lse"))
 
 
 def test_the_unfilled_accumulator_is_read_only_where_a_branch_wrote(monkeypatch):

@@ -131,32 +131,19 @@ def _forward_block(Q, K, V, ACC, OUT, sm_scale, start_m, first, length, dilation
 @triton.jit
 def dilated_fwd_kernel(Q, K, V, ACC, OUT, LSE, sm_scale, heads, seq_len, seg_len, dilation, kept_max,
                        HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, CAUSAL: tl.constexpr, FINAL: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MMA_MODE: tl.constexpr = 0,
-                       PAIRED: tl.constexpr = False):  # fmt: skip
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MMA_MODE: tl.constexpr = 0):  # fmt: skip
     """One branch (w = seg_len, r = dilation) over q, k, v, ACC, OUT contiguous [B, H, N, D] and LSE [B, H, N].
     kept_max = ceil(w / r) sizes the grid (and keys the autotuner); a head whose offset keeps fewer
-    rows (or none: offset >= w) leaves the extra programs idle. PAIRED: a program takes query blocks i
-    and n - 1 - i of its segment (n blocks), half as many programs, each with the same causal work
-    (n + 1 key blocks): a short segment's programs are short, so their start and end cost counts."""
+    rows (or none: offset >= w) leaves the extra programs idle."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M  # heaviest causal blocks first
     segment = tl.program_id(1)
     bh = tl.program_id(2)
     offset = (bh % heads) % dilation
     length = (seg_len - offset + dilation - 1) // dilation  # L of this head's offset (<= 0: none kept)
-    plane = bh.to(tl.int64) * seq_len * HEAD_DIM  # this (batch, head)'s [N, D] plane
-    first = segment.to(tl.int64) * seg_len + offset
-    lse_plane = LSE + bh.to(tl.int64) * seq_len + first
-    if PAIRED:
-        blocks = tl.cdiv(length, BLOCK_M)
-        for half in tl.static_range(2):
-            block = tl.program_id(0) if half == 0 else blocks - 1 - tl.program_id(0)
-            if (half == 0 and block < blocks) or (half == 1 and block > tl.program_id(0)):
-                start_m = block * BLOCK_M
-                _forward_block(Q + plane, K + plane, V + plane, ACC + plane, OUT + plane, sm_scale, start_m,
-                               first, length, dilation, lse_plane + (start_m + tl.arange(0, BLOCK_M)) * dilation,
-                               HEAD_DIM, D_PAD, CAUSAL, FINAL, BLOCK_M, BLOCK_N, MMA_MODE)  # fmt: skip
-    else:
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M  # heaviest causal blocks first
-        if start_m < length:
-            _forward_block(Q + plane, K + plane, V + plane, ACC + plane, OUT + plane, sm_scale, start_m, first,
-                           length, dilation, lse_plane + (start_m + tl.arange(0, BLOCK_M)) * dilation, HEAD_DIM,
-                           D_PAD, CAUSAL, FINAL, BLOCK_M, BLOCK_N, MMA_MODE)  # fmt: skip
+    if start_m < length:
+        plane = bh.to(tl.int64) * seq_len * HEAD_DIM  # this (batch, head)'s [N, D] plane
+        first = segment.to(tl.int64) * seg_len + offset
+        lse_rows = LSE + bh.to(tl.int64) * seq_len + first + (start_m + tl.arange(0, BLOCK_M)) * dilation
+        _forward_block(Q + plane, K + plane, V + plane, ACC + plane, OUT + plane, sm_scale, start_m, first,
+                       length, dilation, lse_rows, HEAD_DIM, D_PAD, CAUSAL, FINAL, BLOCK_M, BLOCK_N,
+                       MMA_MODE)  # fmt: skip

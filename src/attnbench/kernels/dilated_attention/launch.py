@@ -32,9 +32,7 @@ PREPROCESS_BLOCK = 64
 # Compiled for sm_90 at head dim 128 (bf16): forward 128x64 with 4 warps spills ~1 KB (left out), the others
 # do not; dK/dV 32x64 with 8 warps does not spill, its other tiles sit at 255 registers with 64-72 B of spills
 # (two fp32 BLOCK_N1 x 128 accumulators); dQ tiles do not spill. The autotuner times them all.
-# A fifth element True pairs query blocks i and n - 1 - i in one program (forward.py's PAIRED).
-FORWARD_TILES = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3, True),
-                 (128, 64, 8, 3, True)]  # fmt: skip
+FORWARD_TILES = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2)]
 DKDV_TILES = [
     (32, 64, 8, 2),
     (16, 128, 8, 2),
@@ -50,7 +48,6 @@ BLOCK_NAMES = {
     "dq": ("BLOCK_M2", "BLOCK_N2"),
 }
 INTERPRETER_TILES = {"forward": (32, 16), "dkdv": (16, 32), "dq": (32, 16)}
-INTERPRETER_OPTIONS: dict[str, dict] = {"forward": {}}  # e.g. {"PAIRED": True}: the tests run both kinds
 
 
 def interpreting() -> bool:
@@ -58,9 +55,7 @@ def interpreting() -> bool:
 
 
 def _configs(tiles, names) -> list[triton.Config]:
-    """(block, block, warps, stages[, paired]) tuples as autotuner configs (paired: forward tiles only)."""
-    return [triton.Config({**dict(zip(names, t[:2])), **({"PAIRED": True} if t[4:] == (True,) else {})},
-                          num_warps=t[2], num_stages=t[3]) for t in tiles]  # fmt: skip
+    return [triton.Config(dict(zip(names, t[:2])), num_warps=t[2], num_stages=t[3]) for t in tiles]
 
 
 def _quick_bench(fn, quantiles):
@@ -150,21 +145,14 @@ def _set_scratch_allocator(device: torch.device) -> None:
 
 def _launch(tuned, kernel, which: str, grid_of, args, meta) -> None:
     if interpreting():
-        tile = {
-            **dict(zip(BLOCK_NAMES[which], INTERPRETER_TILES[which])),
-            **INTERPRETER_OPTIONS.get(which, {}),
-        }
+        tile = dict(zip(BLOCK_NAMES[which], INTERPRETER_TILES[which]))
         kernel[grid_of(tile)](*args, **meta, **tile, num_warps=4, num_stages=1)
     else:
         tuned[grid_of](*args, **meta)
 
 
 def _grid(batch_heads: int, seq_len: int, w: int, r: int, block_name: str):
-    def grid(m):
-        blocks = triton.cdiv(kept_max(w, r), m[block_name])
-        return (triton.cdiv(blocks, 2) if m.get("PAIRED") else blocks), seq_len // w, batch_heads
-
-    return grid
+    return lambda m: (triton.cdiv(kept_max(w, r), m[block_name]), seq_len // w, batch_heads)
 
 
 def forward_order(branches) -> tuple[tuple[int, int], ...]:
