@@ -32,6 +32,11 @@ PREPROCESS_BLOCK = 64
 # Compiled for sm_90 at head dim 128 (bf16): forward 128x64 with 4 warps spills ~1 KB (left out), the others
 # do not; dK/dV 32x64 with 8 warps does not spill, its other tiles sit at 255 registers with 64-72 B of spills
 # (two fp32 BLOCK_N1 x 128 accumulators); dQ tiles do not spill. The autotuner times them all.
+# Measured on an H200 at 1M tokens (the whole forward, one tile at a time: scripts/dilated_kernel_gpu_check.py
+# --forward-tiles): 64x64 w4 s3 55.9 ms, 128x64 w8 s3 62.0, 128x128 w8 s3 62.3, 64x64 w4 s2 63.3, 128x128 w8 s2
+# 67.3, 128x64 w8 s2 78.0. Programs that took two query blocks each (i and n - 1 - i of a segment: half the
+# programs, equal causal work) were slower, 63.9 ms at 64x64 w4 s3: a program's start and end are not what
+# costs; the r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s), FA3's is 534.
 FORWARD_TILES = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2)]
 DKDV_TILES = [
     (32, 64, 8, 2),
