@@ -207,3 +207,27 @@ def test_quantised_lines_are_dash_dotted_and_labelled(tmp_path):
     assert "stroke-dasharray" in group and "stroke-dasharray" not in exact
     # the rows have a forward + backward pass, but no quantised kernel ran it: no empty quantised frame there
     assert "forward: quantised" in svg and "forward + backward: quantised" not in svg
+
+
+def test_a_crowded_panel_colours_only_the_fastest(tmp_path):
+    """Past MAX_COLOURED providers, the slower ones are grey lines under one legend entry; every provider
+    still has its line (gid) and stays in PlotInfo.lines."""
+    from attnbench.report.figures import MAX_COLOURED, OTHERS, OTHERS_LABEL
+
+    count = MAX_COLOURED + 3
+    rows = [Result(f"prov{i:02d}", f"family{i}", "ok", Workload(1, s, s, 2, 2, 64), "fwd", ms_median=1.0 + i,
+                   tflops=100.0 / (1.0 + i), timer="cuda_event") for i in range(count) for s in SEQS]  # fmt: skip
+    info = plot_sweep(rows, tmp_path / "crowd.svg", metric="tflops")
+    svg = (tmp_path / "crowd.svg").read_text()
+    assert len(re.findall(r'id="series-fwd-prov\d\d-ok"', svg)) == count
+    assert len(info.lines["fwd"]) == count
+    assert svg.count(OTHERS_LABEL) == 1  # one legend entry for the three slowest
+    legend = set(re.findall(r">(prov\d\d)</text>", svg))
+    assert legend == {f"prov{i:02d}" for i in range(MAX_COLOURED)}  # the fastest ten, by name
+
+    def stroke_of(provider: str) -> str:
+        group = svg.split(f'id="series-fwd-{provider}-ok"')[1].split("</g>")[0]
+        return re.search(r"stroke: (#[0-9a-f]{6})", group)[1]
+
+    assert stroke_of(f"prov{count - 1:02d}") == OTHERS  # the slowest: grey
+    assert stroke_of("prov00") != OTHERS  # the fastest: its family's colour

@@ -31,6 +31,12 @@ LEGEND_SIZE = 10  # pt: about 11 px on a 1400 px page, where a two-panel figure 
 CPU_NOTE = "CPU timing (perf_counter): not a GPU measurement"
 MID = "#768390"  # text, axes and grid: readable on white and on a dark page
 INCORRECT = "#9a9a9a"
+# A panel draws at most this many providers in their colours, the fastest (a sweep of every Flux provider
+# has 30+: their shades became indistinguishable); the others are thin grey lines behind them under one
+# legend entry, and the table lists them all.
+MAX_COLOURED = 10
+OTHERS = "#b4b9bf"
+OTHERS_LABEL = "other providers (slower; see the table)"
 # variant styles within a family: (line style, marker)
 VARIANTS = [("-", "o"), ((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (5, 2, 1, 2)), "D"),
             ((0, (8, 2)), "v"), ((0, (3, 1, 1, 1, 1, 1)), "P"), ((0, (2, 2)), "X"), ((0, (10, 2, 2, 2)), "*")]  # fmt: skip
@@ -282,25 +288,28 @@ def _draw_panel(ax, rows: list[Result], metric: str, looks: dict, pass_: str) ->
     by_line: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for row in rows:
         by_line[(row.provider, row.status)].append(row)
+    coloured = set(_speed_order([r for r in rows if r.status == "ok"], metric)[:MAX_COLOURED])
     labels = []
     for (provider, status), group in sorted(by_line.items()):
         group.sort(key=_seq)
         xs = [_seq(r) for r in group]
         ys = [getattr(r, metric) for r in group]
-        label = _label(provider, status, any(is_quantized(r) for r in group))
+        name = label = _label(provider, status, any(is_quantized(r) for r in group))
         look = dict(looks[provider])
         if status != "ok":  # a wrong result: thin, grey, crosses; never looks like a measurement
             look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
+        elif provider not in coloured:  # behind the leaders, one legend entry for them all
+            look, label = {"color": OTHERS, "linestyle": "-", "marker": ".", "zorder": 1}, OTHERS_LABEL
         elif any(is_quantized(r) for r in group):
             look["linestyle"] = (0, (5, 2, 1, 2))
         # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file
-        ax.plot(xs, ys, markersize=4, linewidth=1.0 if status != "ok" else 1.7, label=label,
-                gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip
+        ax.plot(xs, ys, markersize=4, linewidth=1.7 if status == "ok" and label != OTHERS_LABEL else 1.0,
+                label=label, gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip
         bands = [_band(r, metric) for r in group]
-        if status == "ok" and all(bands):
+        if status == "ok" and label != OTHERS_LABEL and all(bands):
             ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=look["color"], alpha=0.15,
                             linewidth=0)  # fmt: skip
-        labels.append(label)
+        labels.append(name)
     _axes(ax, rows, metric)
     return labels
 
@@ -365,7 +374,7 @@ def _shared_legend(fig, axes, order: list[str]) -> None:
 
     def key(label: str) -> tuple:
         base = label.split(" (")[0]
-        return (label.startswith("✕"), rank.get(base, len(rank)), label)
+        return (label.startswith("✕"), label == OTHERS_LABEL, rank.get(base, len(rank)), label)
 
     labels = sorted(handles, key=key)
     if labels:
