@@ -176,12 +176,22 @@ def profile_forward(config: dict, seq_len: int) -> None:
     q, k, v = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
     call = functools.partial(dilated_attention, q, k, v, branches, causal=causal)
     total_ms = _gpu_ms(call)
+    calls = 3  # the first call's launches are printed; all three say whether the GPU waits between them
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
+        for _ in range(calls):
+            call()
         torch.cuda.synchronize()
-    kernels = sorted(
+    every = sorted(
         (e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start
     )
+    per_call = len(every) // calls
+    for i in range(calls):  # kernel time against the span from its first kernel's start to its last's end
+        mine = every[i * per_call : (i + 1) * per_call]
+        busy = sum(getattr(e, "device_time", None) or e.cuda_time for e in mine) / 1e3
+        span = (mine[-1].time_range.end - mine[0].time_range.start) / 1e3
+        print(f"call {i + 1} of {calls} under the profiler: kernels {busy:.2f} ms, first start to last end "
+              f"{span:.2f} ms (the GPU idles {span - busy:.2f} ms between launches)")  # fmt: skip
+    kernels = every[:per_call]
     order = iter(forward_order(branches))
     flops_all = sum(branch_flops(b, s["batch"], s["heads"], seq_len, s["head_dim"], causal) for b in branches)
     print(f"\nfused forward, S {seq_len}, {'causal' if causal else 'full'}: {total_ms:.2f} ms (events), "
