@@ -131,7 +131,8 @@ def _gpu_ms(fn, reps: int = 10) -> float:
 
 def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, int, int, int]]) -> None:
     """The whole fused forward at seq_len with the autotuner held to one tile at a time (launch.py's
-    FORWARD_TILES are the candidates it picks from): which tile a new candidate list should hold."""
+    FORWARD_TILES are the candidates it picks from): which tile a new candidate list should hold. Timing
+    only: a tile's results are checked by the correctness run once it is a candidate."""
     from attnbench.kernels.dilated_attention import dilated_attention, launch
     from attnbench.kernels.dilated_attention.forward import dilated_fwd_kernel
     from attnbench.studies.dilated_attention.profiles import branches_for
@@ -184,7 +185,7 @@ def profile_forward(config: dict, seq_len: int) -> None:
     every = sorted(
         (e for e in prof.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start
     )
-    per_call = len(every) // calls
+    per_call = len(every) // calls  # every call launches the same kernels (its branches, one fill)
     for i in range(calls):  # kernel time against the span from its first kernel's start to its last's end
         mine = every[i * per_call : (i + 1) * per_call]
         busy = sum(getattr(e, "device_time", None) or e.cuda_time for e in mine) / 1e3
@@ -205,8 +206,9 @@ def profile_forward(config: dict, seq_len: int) -> None:
             line += f"  (w={branch[0]}, r={branch[1]}) {tf:6.1f} TFLOP/s"
         print(line, flush=True)
     del q, k, v, call
-    w = branches[0][0] if branches[0][1] == 1 else None
+    w = next((w for w, r in branches if r == 1), None)
     if w is None:
+        print("  no r = 1 branch: no dense comparison")
         return
     n = s["batch"] * seq_len // w
     dense = [
@@ -252,6 +254,8 @@ def main() -> int:
         help="with --profile, first time the forward at each tile: 'BM,BN,warps,stages;...'",
     )
     args = parser.parse_args()
+    if args.forward_tiles and not args.profile:
+        parser.error("--forward-tiles goes with --profile")
     if not torch.cuda.is_available():
         print(
             "no CUDA device: this check times the fused kernel on a GPU (the CPU tests are tests/test_dilated_kernel.py)"
@@ -267,6 +271,10 @@ def main() -> int:
         length = int(args.lengths.split(",")[0])
         if args.forward_tiles:
             tiles = [tuple(int(x) for x in t.split(",")) for t in args.forward_tiles.split(";")]
+            if config["sweep"].get("mask", "causal") == "causal" and any(t[0] % t[1] for t in tiles):
+                parser.error(
+                    f"--forward-tiles {args.forward_tiles}: causal tiles need BLOCK_M % BLOCK_N == 0"
+                )
             forward_tile_sweep(config, length, tiles)
         profile_forward(config, length)
         print("tiles:", dilated_attention.best_tiles())

@@ -9,8 +9,8 @@ after the first, so what differs is run-to-run noise (clock, power, allocator, s
 Per row measured ok in both runs: spread = |a - b| / mean(a, b) of ms_median. Printed: the median and
 95th percentile of the spread; written (--out): those, every pair with both runs' clocks, the machine.
 
---preheat times every row at the GPU's thermal equilibrium (bench/thermal.py: FA3's clock follows the
-temperature the rows before it left); run it beside a run without to see what the state was worth.
+--preheat times every row at the GPU's thermal equilibrium (bench/thermal.py; the Flux profiles set it);
+run it beside a run without to see what it is worth.
 
 Each run is the report's own protocol, the profile's `rounds` included (each row the fastest of its
 rounds: bench/rounds.py), so runs 1 and 2 are the report run twice; --rounds 1 times one pass per run, as
@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="2, or 2K (K >= 2) to compare K-run summaries")
     parser.add_argument("--rounds", type=int, default=None,
                         help="passes over the grid per run, each row its fastest (default: the profile's)")  # fmt: skip
-    parser.add_argument("--preheat", action="store_true",
-                        help="time every row at the GPU's thermal equilibrium (bench/thermal.py)")  # fmt: skip
+    parser.add_argument("--preheat", action=argparse.BooleanOptionalAction, default=None,
+                        help="time every row at the GPU's thermal equilibrium (bench/thermal.py); "
+                             "default: as the Flux profile does (it preheats)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.runs < 2 or args.runs % 2:
         parser.error(f"--runs {args.runs}: give 2, or an even count of at least 4")
@@ -138,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     flux = PROFILES["default"]
     shape = SMOKE if args.smoke else {"seq_lens": args.seq_lens, "heads": flux["heads"], "head_dim": flux["head_dim"],
                                       "providers": args.providers, "timing": flux["timing"]}  # fmt: skip
-    if args.preheat:
-        shape = {**shape, "timing": {**shape["timing"], "preheat": True}}
+    if args.preheat is not None:  # --preheat / --no-preheat over the profile's choice
+        shape = {**shape, "timing": {**shape["timing"], "preheat": args.preheat}}
+    preheat = bool(shape["timing"].get("preheat"))
     rounds = args.rounds if args.rounds is not None else (1 if args.smoke else flux.get("rounds", 1))
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             "summaries": summaries_of_halves(runs) if len(runs) >= 4 and len(runs) % 2 == 0 else {},
             "pairs": pairs,
         }
-        if args.preheat:  # what the rows started from: seconds of filler per row, the equilibrium
+        if preheat:  # what the rows started from: seconds of filler per row, the equilibrium
             heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
             result["preheat"] = {
                 "equilibrium_c": max(

@@ -231,3 +231,16 @@ def test_a_crowded_panel_colours_only_the_fastest(tmp_path):
 
     assert stroke_of(f"prov{count - 1:02d}") == OTHERS  # the slowest: grey
     assert stroke_of("prov00") != OTHERS  # the fastest: its family's colour
+
+
+def test_the_speed_order_compares_providers_at_the_same_shapes():
+    """A provider that ran only the shortest length (smaller times there) is not ranked ahead of one
+    that is faster at every length it shares; latency and TFLOP/s give the same order."""
+    from attnbench.report.figures import _speed_order
+
+    def row(provider, seq, ms):
+        return Result(provider, provider, "ok", Workload(1, seq, seq, 2, 2, 64), "fwd", ms_median=ms,
+                      tflops=seq * seq / ms, timer="cuda_event")  # fmt: skip
+
+    rows = [row("fast", s, 1.0 * s) for s in (256, 1024, 4096)] + [row("short_only", 256, 1.5 * 256)]
+    assert _speed_order(rows, "ms_median") == _speed_order(rows, "tflops") == ["fast", "short_only"]

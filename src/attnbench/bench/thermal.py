@@ -1,14 +1,16 @@
-"""Thermal steady state before a GPU row is timed (opt-in: `timing.measure(..., preheat=True)`).
+"""Thermal steady state before a GPU row is timed (`timing.measure(..., preheat=True)`; the Flux profiles set it).
 
 Why. The protocol's warm-up (timing.py) settles the SM clock and the per-call time against the power
 limit, within seconds. Temperature settles over tens of seconds, and a row's temperature follows the rows
 before it (a light row lets the GPU cool, a heavy one heats it). On an H100 and an H200 FlashAttention-3's
 forward at Flux's shapes ran at ~1965 MHz or at 1575-1755 MHz (the 700 W limit) from run to run, and the
-first runs suggested the temperature decided which. Measured with this preheat on an H200
-(measurements/flux_repeatability-preheat-nvidia-h200.json): the spread narrowed (p95 9.2 -> 5.5 %) but
-the two states remained at the same temperature (54-58 °C both ways), so temperature is not what decides
-the state. The rounds of bench/rounds.py are what repeats; this stays opt-in, for runs that want every
-row to start at one temperature as a training job does.
+first runs suggested the temperature decided which. A first preheated run on an H200 (one round, code
+7275c93) narrowed the spread (p95 9.2 -> 5.5 %), but the two states remained at the same temperature
+(54-58 °C both ways): temperature is not what decides the state. Measured with the rounds of
+bench/rounds.py (two passes, each row its fastest) on an H200: without preheat a row repeated with p95
+6.1 %; preheated, 0.8 % between two runs and 3.2 % between the fastest of runs 1-2 and of runs 3-4
+(measurements/flux_repeatability-preheat-nvidia-h200.json). Why it helps is not established (every row
+starts from the same state, as in a training job); that it does is measured, so the Flux profiles use it.
 
 What. Once per process and GPU, `settle` runs a bf16 matmul filler (it sits at the power limit, the
 heaviest load there is) until the temperature stops rising: at most PLATEAU_RISE_C over PLATEAU_WINDOW_S.

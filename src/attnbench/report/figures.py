@@ -36,7 +36,7 @@ INCORRECT = "#9a9a9a"
 # legend entry, and the table lists them all.
 MAX_COLOURED = 10
 OTHERS = "#b4b9bf"
-OTHERS_LABEL = "other providers (slower; see the table)"
+OTHERS_LABEL = "slower providers (in the results table)"
 # variant styles within a family: (line style, marker)
 VARIANTS = [("-", "o"), ((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (5, 2, 1, 2)), "D"),
             ((0, (8, 2)), "v"), ((0, (3, 1, 1, 1, 1, 1)), "P"), ((0, (2, 2)), "X"), ((0, (10, 2, 2, 2)), "*")]  # fmt: skip
@@ -135,7 +135,7 @@ def styles(names: Iterable[str], family_of) -> dict[str, dict]:
 @dataclass
 class PlotInfo:
     path: Path
-    lines: dict[str, list[str]] = field(default_factory=dict)  # pass -> legend labels drawn in its panel
+    lines: dict[str, list[str]] = field(default_factory=dict)  # pass -> each line's provider label, its panel
     not_run: list[str] = field(default_factory=list)  # "provider [pass]: status: reason (shapes)"
 
 
@@ -200,15 +200,24 @@ def families_of(rows: list[Result]) -> dict[str, str]:
 
 
 def _speed_order(rows: list[Result], metric: str) -> list[str]:
-    """Providers fastest first: by their median metric over the rows they measured."""
+    """Providers fastest first: by the median, over the shapes and passes each measured, of its speed
+    as a share of the fastest provider's at that shape and pass. A share, not the raw metric, so that a
+    provider that ran only the short lengths is not ranked by their smaller times, and latency and
+    TFLOP/s give one order."""
     import statistics
 
     higher = METRICS[metric][1]
-    values: dict[str, list[float]] = defaultdict(list)
+    by_point: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in rows:
-        if r.status == "ok" and getattr(r, metric) is not None:
-            values[r.provider].append(getattr(r, metric))
-    ranked = sorted(values, key=lambda p: statistics.median(values[p]), reverse=higher)
+        value = getattr(r, metric)
+        if r.status == "ok" and value:
+            by_point[(r.pass_, _seq(r))][r.provider] = value
+    shares: dict[str, list[float]] = defaultdict(list)
+    for values in by_point.values():
+        best = max(values.values()) if higher else min(values.values())
+        for provider, value in values.items():
+            shares[provider].append(value / best if higher else best / value)
+    ranked = sorted(shares, key=lambda p: (-statistics.median(shares[p]), p))
     return ranked + sorted({r.provider for r in rows} - set(ranked))
 
 
@@ -299,7 +308,8 @@ def _draw_panel(ax, rows: list[Result], metric: str, looks: dict, pass_: str) ->
         if status != "ok":  # a wrong result: thin, grey, crosses; never looks like a measurement
             look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
         elif provider not in coloured:  # behind the leaders, one legend entry for them all
-            look, label = {"color": OTHERS, "linestyle": "-", "marker": ".", "zorder": 1}, OTHERS_LABEL
+            # above the grid (1.5), under the coloured lines (2)
+            look, label = {"color": OTHERS, "linestyle": "-", "marker": ".", "zorder": 1.6}, OTHERS_LABEL
         elif any(is_quantized(r) for r in group):
             look["linestyle"] = (0, (5, 2, 1, 2))
         # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file

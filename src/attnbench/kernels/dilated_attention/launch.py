@@ -35,8 +35,8 @@ PREPROCESS_BLOCK = 64
 # Measured on an H200 at 1M tokens (the whole forward, one tile at a time: scripts/dilated_kernel_gpu_check.py
 # --forward-tiles): 64x64 w4 s3 55.9 ms, 128x64 w8 s3 62.0, 128x128 w8 s3 62.3, 64x64 w4 s2 63.3, 128x128 w8 s2
 # 67.3, 128x64 w8 s2 78.0. Programs that took two query blocks each (i and n - 1 - i of a segment: half the
-# programs, equal causal work) were slower, 63.9 ms at 64x64 w4 s3: a program's start and end are not what
-# costs; the r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s), FA3's is 534.
+# programs, equal causal work) were slower: 63.9 ms at 64x64 w4 s3 against 57.2 for the plain grid in the
+# same run (measurements/dilated_forward_paired-nvidia-h200.log): a program's start and end are not what costs; the r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s), FA3's is 534.
 FORWARD_TILES = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2)]
 DKDV_TILES = [
     (32, 64, 8, 2),
@@ -67,16 +67,20 @@ def _quick_bench(fn, quantiles):
     return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
 
 
-def _tuned(kernel, tiles, names, restore):
+def _tuned(kernel, tiles, names, restore, key=("kept_max", "HEAD_DIM", "CAUSAL", "MMA_MODE")):
     return triton.autotune(
         configs=_configs(tiles, names),
-        key=["kept_max", "HEAD_DIM", "CAUSAL", "MMA_MODE"],
+        key=list(key),
         restore_value=restore,
         do_bench=_quick_bench,
     )(kernel)
 
 
-_forward_tuned = _tuned(dilated_fwd_kernel, FORWARD_TILES, BLOCK_NAMES["forward"], ["ACC", "OUT", "LSE"])
+# Restoring LSE (all -inf before the first branch) is also what keeps a tuning run from reading the unfilled
+# ACC. FINAL is a key: the last launch (an r = 1 branch: ~43 % of the forward at 1M tokens) writes the output
+# instead of the accumulator, needs fewer registers (sm_90, 128x64 w8: 214 against 254) and is tuned apart.
+_forward_tuned = _tuned(dilated_fwd_kernel, FORWARD_TILES, BLOCK_NAMES["forward"], ["ACC", "OUT", "LSE"],
+                        key=("kept_max", "HEAD_DIM", "CAUSAL", "MMA_MODE", "FINAL"))  # fmt: skip
 _dkdv_tuned = _tuned(dilated_bwd_dkdv_kernel, DKDV_TILES, BLOCK_NAMES["dkdv"], ["DK", "DV"])
 _dq_tuned = _tuned(dilated_bwd_dq_kernel, DQ_TILES, BLOCK_NAMES["dq"], ["DQ"])
 
@@ -175,8 +179,8 @@ def forward(q, k, v, branches, causal: bool, scale: float):
     order = forward_order(branches)
     writes_out = order[-1][1] == 1  # the last launch keeps every row: it writes out, no conversion pass
     # the kernel reads a row's running O only where its lse is finite (an earlier branch wrote both), so
-    # the accumulator needs no zero fill (8 bytes a value of memory traffic at 1M tokens: ~2 ms) unless
-    # it is the output: without an r = 1 branch, a row no branch keeps must read 0
+    # the accumulator needs no zero fill (4 bytes a value: 8 GiB at 1M tokens of the report's shape, ~2 ms)
+    # unless it is the output: without an r = 1 branch, a row no branch keeps must read 0
     acc = (torch.empty if writes_out else torch.zeros)(q.shape, dtype=torch.float32, device=q.device)
     lse = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)
     out = torch.empty_like(q) if writes_out else acc

@@ -7,10 +7,11 @@ from attnbench.bench.profiles import NOT_GPU, resolve_name
 
 # rounds: passes over the whole grid, each row its fastest (bench/rounds.py): FA3's forward at these shapes
 # lands in one of two power states from run to run, 9-13 % apart; one sweep against another repeated
-# with a 95th-percentile spread of 5.5-9.2 %, the fastest of two against the fastest of two others 1.7 %.
-# preheat: each row timed at the GPU's thermal equilibrium (bench/thermal.py; FA3's clock follows the
-# temperature the rows before it left). Two rounds without it repeated with p95 6.1 %, with it 0.8 %
-# (measurements/flux_repeatability-preheat-nvidia-h200.json, ~15 s more a run)
+# with a 95th-percentile spread of 9.2 % (H200), the fastest of two against the fastest of two others 6.1 %.
+# preheat: each row timed after a matmul filler brought the GPU back to the temperature a sustained load
+# settles at (bench/thermal.py). With two rounds it repeated with p95 0.8 % run against run, 3.2 % between
+# the fastest of runs 1-2 and of runs 3-4 (measurements/flux_repeatability-preheat-nvidia-h200.json;
+# 17.8 s of filler over four runs, and ~30 s to find the equilibrium in the first)
 PROFILES = {
     # CPU, tiny: proves the pipeline end to end in seconds (two rounds, as on the GPU). Not a GPU measurement.
     "smoke": {"device": "any", "seq_lens": [288, 320], "heads": 2, "head_dim": 64, "dtype": "bfloat16",
