@@ -463,6 +463,39 @@ def test_a_fastest_of_k_summary_answers_for_rows_of_k_rounds(tmp_path, monkeypat
     assert (one_round["p95"], one_round["compared"], one_round["rows"]) == (0.092, "timed twice", 36)
 
 
+def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apart(tmp_path, monkeypatch):
+    """A file timed as the rows were (two rounds, preheated), 4 runs: run 1 against run 2 repeated within
+    0.8 %, the fastest of runs 1-2 against that of runs 3-4 within 3.2 %. The rows of one report are timed
+    minutes apart too, so the answer states both and calls a lead under 3.2 % noise; spread_for (the
+    history page's flags) says 3.2 %."""
+    import json
+    from typing import ClassVar
+
+    from attnbench.report.answers import flux
+    from attnbench.report.repeatability import spread_for
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "measurements").mkdir()
+    doc = {"machine_id": "h200-a", "median_spread": 0.0024, "p95_spread": 0.0079, "rounds": 2,
+           "preheat": {"seconds": 17.8}, "pairs": [{"spread": 0.002}] * 36,
+           "summaries": {"fastest_of_2": {"rows": 36, "median_spread": 0.0029, "p95_spread": 0.0323},
+                         "mean_of_2": {"rows": 36, "median_spread": 0.0027, "p95_spread": 0.0574}}}  # fmt: skip
+    (tmp_path / "measurements" / "flux_repeatability-preheat-h200.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    timed = {"rounds": 2, "round_ms": [0.37, 0.38], "preheat_s": 0.4}
+    row = {"status": "ok", "ok": True, "pass": "fwd", "seqlen_q": 4608, "provider": "flash_attn3",
+           "ms_median": 0.37, "env": "h200-a", "extra": timed}  # fmt: skip
+
+    class Data:
+        rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
+
+    said = " ".join(flux(Data).answer)
+    assert "each the fastest of 2 rounds" in said and "95th percentile 0.8%" in said
+    assert "the fastest of runs 1-2 against that of runs 3-4: 95th percentile 3.2%" in said
+    assert "a lead smaller than 3.2% is noise" in said
+    assert spread_for({"h200-a"}, protocol={"rounds": 2, "preheat": True}) == 0.0323
+
+
 def test_index_line_never_leads_with_a_baseline_only_shape():
     two = {"world_size": 2}
     rows = [row("single_gpu_cudnn", 4096, 1.0, "fwd_bwd", tflops=900.0),  # a shape only the reference ran
