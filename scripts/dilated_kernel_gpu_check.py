@@ -9,8 +9,10 @@ scaled to each length):
    fused vs the gather path, forward at 1M tokens, forward + backward at 1M, and the fused forward +
    backward at 2M where its memory model says it fits. TFLOP/s on the sparse pattern's FLOPs, peak memory;
 3. with --profile: where one fused forward at the first length spends its time, launch by launch (each
-   branch's TFLOP/s on its own FLOPs), beside FlashAttention-3 and our FlashAttention-2 running the r = 1
-   branch alone as dense attention over a batch of segments (the kernel the fused one must match).
+   branch's TFLOP/s on its own FLOPs, and whether the GPU waits between launches), beside FlashAttention-3
+   and our FlashAttention-2 running the r = 1 branch alone as dense attention over a batch of segments
+   (the kernel the fused one must match); with --forward-tiles, first the whole forward at one tile at a
+   time. Whole calls are timed with bench.timing's protocol and print the SM clock they ran at.
 
     PYTHONPATH=src python3 scripts/dilated_kernel_gpu_check.py
     PYTHONPATH=src python3 scripts/dilated_kernel_gpu_check.py --check-len 16384 --gather cudnn --lengths 1048576
@@ -101,35 +103,49 @@ def timing_rows(config: dict, gather: list[str], lengths: list[int], started: fl
     return rows
 
 
-def branch_flops(
-    branch: tuple[int, int], batch: int, heads: int, seq_len: int, head_dim: int, causal: bool
-) -> float:
-    """4 · head_dim · (query, key) pairs one branch computes (the package docstring's pattern)."""
-    w, r = branch
-    pairs = 0
-    for h in range(heads):
-        offset = h % r
-        kept = -(-(w - offset) // r) if offset < w else 0
-        pairs += kept * (kept + 1) // 2 if causal else kept * kept
-    return 4.0 * head_dim * pairs * batch * (seq_len // w)
+def _flops(config: dict, branches, seq_len: int) -> float:
+    """The forward FLOPs of `branches` (pattern.forward_flops: 4 · head_dim · pairs) at the profile's shape."""
+    from attnbench.dilated import pattern
+
+    s, causal = config["shape"], _causal(config)
+    return pattern.forward_flops(branches, seq_len, s["heads"], s["head_dim"], s["batch"], causal)
 
 
-def _gpu_ms(fn, reps: int = 10) -> float:
-    """Median of reps CUDA-event timings after three warm-up calls."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+def _causal(config: dict) -> bool:
+    return config["sweep"].get("mask", "causal") == "causal"
 
 
-def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, int, int, int]]) -> None:
+def _timed(fn, what: str, flops: float) -> float:
+    """ms of fn() under the project's timing protocol (steady-state warm-up, >= 5 calls and 300 ms),
+    printed with its TFLOP/s and the SM clock it ran at."""
+    from attnbench.bench import timing
+
+    t = timing.measure(fn, device="cuda", min_reps=5, min_time_ms=300.0)
+    clock = f" @{t.sm_clock_mhz:.0f} MHz" if t.sm_clock_mhz else ""
+    print(f"  {what}: {t.ms_median:8.2f} ms {flops / t.ms_median / 1e9:6.1f} TFLOP/s{clock}", flush=True)
+    return t.ms_median
+
+
+def parse_tiles(text: str, causal: bool) -> list[tuple[int, ...]]:
+    """'BM,BN,warps,stages;...' as tuples; ValueError naming the tile that is not four integers or that a
+    causal forward cannot take (BLOCK_M a multiple of BLOCK_N: the diagonal stage is whole key blocks)."""
+    tiles = []
+    for item in text.split(";"):
+        try:
+            tile = tuple(int(x) for x in item.split(","))
+        except ValueError:
+            tile = ()
+        if len(tile) != 4 or min(tile) < 1:
+            raise ValueError(
+                f"--forward-tiles: {item!r} is not BLOCK_M,BLOCK_N,warps,stages (four positive integers)"
+            )
+        if causal and tile[0] % tile[1]:
+            raise ValueError(f"--forward-tiles: {item!r}: a causal tile needs BLOCK_M % BLOCK_N == 0")
+        tiles.append(tile)
+    return tiles
+
+
+def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, ...]]) -> None:
     """The whole fused forward at seq_len with the autotuner held to one tile at a time (launch.py's
     FORWARD_TILES are the candidates it picks from): which tile a new candidate list should hold. Timing
     only: a tile's results are checked by the correctness run once it is a candidate."""
@@ -138,11 +154,13 @@ def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, int, i
     from attnbench.studies.dilated_attention.profiles import branches_for
 
     s = config["shape"]
-    causal = config["sweep"].get("mask", "causal") == "causal"
-    branches = [(b.w, b.r) for b in branches_for(config, seq_len)]
-    flops = sum(branch_flops(b, s["batch"], s["heads"], seq_len, s["head_dim"], causal) for b in branches)
+    branches = branches_for(config, seq_len)
+    flops = _flops(config, branches, seq_len)
     shape = (s["batch"], s["heads"], seq_len, s["head_dim"])
     q, k, v = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    call = functools.partial(
+        dilated_attention, q, k, v, [(b.w, b.r) for b in branches], causal=_causal(config)
+    )
     held = launch._forward_tuned
     print(f"\nfused forward, S {seq_len}, one tile at a time (BLOCK_M, BLOCK_N, warps, stages):")
     try:
@@ -150,11 +168,9 @@ def forward_tile_sweep(config: dict, seq_len: int, tiles: list[tuple[int, int, i
             launch._forward_tuned = launch._tuned(dilated_fwd_kernel, [tile], launch.BLOCK_NAMES["forward"],
                                                   ["ACC", "OUT", "LSE"])  # fmt: skip
             try:
-                ms = _gpu_ms(functools.partial(dilated_attention, q, k, v, branches, causal=causal), reps=5)
+                _timed(call, str(tile), flops)
             except Exception as exc:  # noqa: BLE001 - a tile that fails to compile or launch is a result
                 print(f"  {tile}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}", flush=True)
-                continue
-            print(f"  {tile}: {ms:8.2f} ms {flops / ms / 1e9:6.1f} TFLOP/s", flush=True)
     finally:
         launch._forward_tuned = held
 
@@ -170,13 +186,13 @@ def profile_forward(config: dict, seq_len: int) -> None:
     from attnbench.kernels.flash_attention2 import flash_attention
     from attnbench.studies.dilated_attention.profiles import branches_for
 
-    s = config["shape"]
-    causal = config["sweep"].get("mask", "causal") == "causal"
-    branches = [(b.w, b.r) for b in branches_for(config, seq_len)]
+    s, causal = config["shape"], _causal(config)
+    branches = {(b.w, b.r): b for b in branches_for(config, seq_len)}
     shape = (s["batch"], s["heads"], seq_len, s["head_dim"])
     q, k, v = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
-    call = functools.partial(dilated_attention, q, k, v, branches, causal=causal)
-    total_ms = _gpu_ms(call)
+    call = functools.partial(dilated_attention, q, k, v, list(branches), causal=causal)
+    print(f"\nfused forward, S {seq_len}, {'causal' if causal else 'full'}:")
+    _timed(call, "the whole forward", _flops(config, list(branches.values()), seq_len))
     calls = 3  # the first call's launches are printed; all three say whether the GPU waits between them
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
@@ -192,18 +208,14 @@ def profile_forward(config: dict, seq_len: int) -> None:
         span = (mine[-1].time_range.end - mine[0].time_range.start) / 1e3
         print(f"call {i + 1} of {calls} under the profiler: kernels {busy:.2f} ms, first start to last end "
               f"{span:.2f} ms (the GPU idles {span - busy:.2f} ms between launches)")  # fmt: skip
-    kernels = every[:per_call]
-    order = iter(forward_order(branches))
-    flops_all = sum(branch_flops(b, s["batch"], s["heads"], seq_len, s["head_dim"], causal) for b in branches)
-    print(f"\nfused forward, S {seq_len}, {'causal' if causal else 'full'}: {total_ms:.2f} ms (events), "
-          f"{flops_all / total_ms / 1e9:.1f} TFLOP/s; launch by launch:")  # fmt: skip
-    for e in kernels:
+    order = iter(forward_order(list(branches)))
+    print("launch by launch (the first profiled call):")
+    for e in every[:per_call]:
         us = getattr(e, "device_time", None) or e.cuda_time
         line = f"  {us / 1e3:8.3f} ms  {e.name[:60]}"
         if "dilated_fwd" in e.name:
-            branch = next(order)
-            tf = branch_flops(branch, s["batch"], s["heads"], seq_len, s["head_dim"], causal) / (us * 1e6)
-            line += f"  (w={branch[0]}, r={branch[1]}) {tf:6.1f} TFLOP/s"
+            w, r = next(order)
+            line += f"  (w={w}, r={r}) {_flops(config, [branches[w, r]], seq_len) / (us * 1e6):6.1f} TFLOP/s"
         print(line, flush=True)
     del q, k, v, call
     w = next((w for w, r in branches if r == 1), None)
@@ -214,7 +226,7 @@ def profile_forward(config: dict, seq_len: int) -> None:
     dense = [
         torch.randn(n, w, s["heads"], s["head_dim"], device="cuda", dtype=torch.bfloat16) for _ in range(3)
     ]
-    flops = branch_flops((w, 1), s["batch"], s["heads"], seq_len, s["head_dim"], causal)
+    flops = _flops(config, [branches[w, 1]], seq_len)
     runs = {"our FA2 (triton)": lambda: flash_attention(*(t.transpose(1, 2) for t in dense), causal=causal)}
     try:
         from flash_attn_interface import flash_attn_func
@@ -223,10 +235,7 @@ def profile_forward(config: dict, seq_len: int) -> None:
     except ImportError as exc:
         print(f"  FA3 not importable ({exc}): carry its wheel (scripts/carry) to compare")
     for name, fn in runs.items():
-        ms = _gpu_ms(fn)
-        print(
-            f"  dense r = 1 branch ({n} segments x {w}): {name:<17} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s"
-        )
+        _timed(fn, f"dense r = 1 branch ({n} segments x {w}), {name}", flops)
 
 
 def summary(rows: list) -> None:
@@ -256,6 +265,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.forward_tiles and not args.profile:
         parser.error("--forward-tiles goes with --profile")
+    try:  # the default profile's mask decides what a tile must satisfy; checked before any GPU work
+        from attnbench.studies.dilated_attention import profiles as dilated_profiles
+
+        causal = _causal(dilated_profiles.resolve("default", cuda=True))
+        tiles = parse_tiles(args.forward_tiles, causal) if args.forward_tiles else []
+    except ValueError as exc:
+        parser.error(str(exc))
     if not torch.cuda.is_available():
         print(
             "no CUDA device: this check times the fused kernel on a GPU (the CPU tests are tests/test_dilated_kernel.py)"
@@ -270,11 +286,6 @@ def main() -> int:
     if args.profile:
         length = int(args.lengths.split(",")[0])
         if args.forward_tiles:
-            tiles = [tuple(int(x) for x in t.split(",")) for t in args.forward_tiles.split(";")]
-            if config["sweep"].get("mask", "causal") == "causal" and any(t[0] % t[1] for t in tiles):
-                parser.error(
-                    f"--forward-tiles {args.forward_tiles}: causal tiles need BLOCK_M % BLOCK_N == 0"
-                )
             forward_tile_sweep(config, length, tiles)
         profile_forward(config, length)
         print("tiles:", dilated_attention.best_tiles())

@@ -303,20 +303,20 @@ def _draw_panel(ax, rows: list[Result], metric: str, looks: dict, pass_: str) ->
         group.sort(key=_seq)
         xs = [_seq(r) for r in group]
         ys = [getattr(r, metric) for r in group]
-        name = label = _label(provider, status, any(is_quantized(r) for r in group))
-        look = dict(looks[provider])
+        name = _label(provider, status, any(is_quantized(r) for r in group))
+        measured = status == "ok" and provider in coloured  # in its colour, with its band
+        look, label = dict(looks[provider]), name
         if status != "ok":  # a wrong result: thin, grey, crosses; never looks like a measurement
             look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
-        elif provider not in coloured:  # behind the leaders, one legend entry for them all
-            # above the grid (1.5), under the coloured lines (2)
+        elif not measured:  # behind the leaders (above the grid's 1.5, under their 2), one legend entry
             look, label = {"color": OTHERS, "linestyle": "-", "marker": ".", "zorder": 1.6}, OTHERS_LABEL
         elif any(is_quantized(r) for r in group):
             look["linestyle"] = (0, (5, 2, 1, 2))
         # gid: the SVG group id, so a reader (or a test) can find each provider's line in the file
-        ax.plot(xs, ys, markersize=4, linewidth=1.7 if status == "ok" and label != OTHERS_LABEL else 1.0,
-                label=label, gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip
+        ax.plot(xs, ys, markersize=4, linewidth=1.7 if measured else 1.0, label=label,
+                gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip
         bands = [_band(r, metric) for r in group]
-        if status == "ok" and label != OTHERS_LABEL and all(bands):
+        if measured and all(bands):
             ax.fill_between(xs, [b[0] for b in bands], [b[1] for b in bands], color=look["color"], alpha=0.15,
                             linewidth=0)  # fmt: skip
         labels.append(name)

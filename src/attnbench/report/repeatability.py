@@ -60,12 +60,13 @@ def _views(path: Path, doc: dict) -> list[dict]:
         k = name.removeprefix("fastest_of_")
         if not (name.startswith("fastest_of_") and k.isdigit() and isinstance(summary, dict)):
             continue
+        k = int(k)
         if _num(summary.get("p95_spread")) is not None:
             views.append({**views[0], "rows": summary.get("rows") or views[0]["rows"],
                           "compared": f"the fastest of {k} runs against the fastest of {k} others",
                           "median": _num(summary.get("median_spread")), "p95": _num(summary.get("p95_spread")),
-                          "widest": None, "rounds": own["rounds"] * int(k), "summary": True,
-                          "later": f"the fastest of runs 1-{k} against that of runs {int(k) + 1}-{2 * int(k)}"})  # fmt: skip
+                          "widest": None, "rounds": own["rounds"] * k,
+                          "later": f"the fastest of runs 1-{k} against that of runs {k + 1}-{2 * k}"})  # fmt: skip
     return views
 
 
@@ -73,9 +74,9 @@ def _with_drift(chosen: dict, views: list[dict]) -> dict:
     """The chosen view, with the widest of its file's K-run summaries beside it (`drift_p95`, `drift`)
     when the chosen one compares single runs: run 1 against run 2 is back to back, runs 1-K against
     K+1-2K minutes apart, and the rows of one report are timed minutes apart too."""
-    if chosen.get("summary"):
+    if chosen.get("later"):  # a summary itself
         return chosen
-    later = [v for v in views if v.get("summary") and v["file"] == chosen["file"] and v["p95"] is not None]
+    later = [v for v in views if v.get("later") and v["file"] == chosen["file"] and v["p95"] is not None]
     if not later:
         return chosen
     widest = max(later, key=lambda v: v["p95"])

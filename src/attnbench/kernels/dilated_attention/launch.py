@@ -36,7 +36,8 @@ PREPROCESS_BLOCK = 64
 # --forward-tiles): 64x64 w4 s3 55.9 ms, 128x64 w8 s3 62.0, 128x128 w8 s3 62.3, 64x64 w4 s2 63.3, 128x128 w8 s2
 # 67.3, 128x64 w8 s2 78.0. Programs that took two query blocks each (i and n - 1 - i of a segment: half the
 # programs, equal causal work) were slower: 63.9 ms at 64x64 w4 s3 against 57.2 for the plain grid in the
-# same run (measurements/dilated_forward_paired-nvidia-h200.log): a program's start and end are not what costs; the r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s), FA3's is 534.
+# same run (measurements/dilated_forward_paired-nvidia-h200.log): a program's start and end are not what
+# costs. The r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s); FA3's is 534.
 # Not timed yet (2026-11-27): 64x64 w4 with deeper pipelines (s3 beat s2 by 12 %), 148 and 181 KB of shared
 # memory, 240 registers, no spill on sm_90.
 FORWARD_TILES = [
