@@ -185,8 +185,9 @@ def warp_specialization_allowed() -> bool:
     Off by default because they computed wrong results on an H200 with triton 3.6: the tile audit of
     the leaderboard cell (outputs/cs336_systems/nvidia-h200, commit 002058f) gave rel_l2 0.177 for
     128x128 w4 s2 ws and NaN for 128x64 w4 s3 ws, and the autotuner had picked the first (timing does
-    not check results then; checked_tuning.py now rejects a tile whose result is wrong). Set it to 1 to
-    audit them again on a newer Triton."""
+    not check results then; checked_tuning.py now rejects a tile whose result is wrong). Audited again at
+    77cc7cb (measurements/fa2_warp_specialize_leaderboard-nvidia-h200.log): still wrong, and no faster than
+    the plain pick. Set it to 1 to audit them again on a newer Triton."""
     return os.environ.get("ATTNBENCH_FA2_WARP_SPECIALIZE", "0") == "1"
 
 
