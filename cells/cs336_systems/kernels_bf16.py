@@ -29,4 +29,4 @@ import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, 
 
 from attnbench.studies.cs336_systems import kernels
 
-kernels.table_cell("bfloat16", part=0)  # the default profile's head dims 16, 32
+kernels.table_cell("kernels_bf16")  # bfloat16, head dims 16, 32 (profiles.TABLE_CELLS)

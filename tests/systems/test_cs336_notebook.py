@@ -16,8 +16,16 @@ from attnbench.rows import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "cs336_systems.md"
-CELLS = ["gpu", "steps_fp32", "steps_bf16", "breakdown", "scan", "kernels_bf16", "kernels_bf16_wide", "kernels_fp32",
-         "kernels_fp32_wide", "leaderboard", "steps_report", "scan_report", "leaderboard_report", "kernels_report"]  # fmt: skip
+TABLE_CELLS = [
+    "kernels_bf16",
+    "kernels_bf16_d64",
+    "kernels_bf16_d128",
+    "kernels_fp32",
+    "kernels_fp32_d64",
+    "kernels_fp32_d128",
+]
+CELLS = ["gpu", "steps_fp32", "steps_bf16", "breakdown", "scan", *TABLE_CELLS, "leaderboard", "steps_report",
+         "scan_report", "leaderboard_report", "kernels_report"]  # fmt: skip
 REPORT_CELLS = ["steps_report", "scan_report", "leaderboard_report", "kernels_report"]
 NOT_GPU = "not a GPU measurement"
 
@@ -88,12 +96,13 @@ def test_scan_eager_and_compiled(smoke_run):
 def test_kernel_rows_are_checked_or_explained(smoke_run):
     _, run_dir = smoke_run
     rows, dims = [], []
-    for cell, name in (("kernels_bf16", "table_bfloat16"), ("kernels_bf16_wide", "table_bfloat16"),
-                       ("kernels_fp32", "table_float32"), ("kernels_fp32_wide", "table_float32")):  # fmt: skip
+    for cell in TABLE_CELLS:
+        name = "table_bfloat16" if "bf16" in cell else "table_float32"
         part = read_jsonl(_artifacts(run_dir, cell) / f"{name}.jsonl")
         dims.append(sorted({r.workload.head_dim for r in part}))
+        assert {r.workload.dtype for r in part} == {name.removeprefix("table_")}, cell
         rows += part
-    assert dims == [[16], [32], [16], [32]]  # the smoke table's head dims, one per cell of a dtype
+    assert dims == [[16, 32], [64], [128]] * 2  # each cell's head dims (profiles.TABLE_CELLS), both dtypes
     ours_and_compared = {"torch_eager", "triton_fa2", "triton_fa2_ieee", "sdpa_cudnn", "flash_attn3"}
     assert {r.provider for r in rows} == ours_and_compared
     for row in rows:

@@ -3,6 +3,8 @@ profiler attribution's bookkeeping, and the report tables and targets from synth
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -211,19 +213,40 @@ def test_profiles_resolve_and_estimate():
     # each well inside one 10-minute command (the kernel table is cut into two cells per dtype for it)
     assert 1200 < estimate["total"] < 2100
     assert all(v < 480 for k, v in estimate.items() if k != "total"), estimate
-    whole = profiles.estimate_seconds(profiles.resolve("default", cuda=True), parts=1)
-    assert whole["kernels_bf16"] > 540  # one cell of all of it would not fit
+    whole = {**profiles.TABLE_CELLS, "kernels_bf16": ("bfloat16", (16, 32, 64, 128))}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(profiles, "TABLE_CELLS", whole)
+        assert (
+            profiles.estimate_seconds(profiles.resolve("default", cuda=True))["kernels_bf16"] > 540
+        )  # would not fit
 
 
 def test_the_kernel_table_is_cut_by_head_dim_into_its_cells():
     table = profiles.resolve("default", cuda=True)["table"]
-    assert [profiles.table_part(table, part)["head_dims"] for part in (0, 1)] == [[16, 32], [64, 128]]
-    assert profiles.table_part({**table, "head_dims": [16, 32, 64]}, 0)["head_dims"] == [16, 32]
-    assert profiles.table_part(table, 0, parts=1)["head_dims"] == [16, 32, 64, 128]
-    with pytest.raises(ValueError, match="table part 2: the kernel table has 2 part"):
-        profiles.table_part(table, 2)
-    # a profile.json stored before the split (no field for it) is cut the same way
-    assert "parts" not in table and profiles.table_part(table, 1)["head_dims"] == [64, 128]
+    cut = {cell: profiles.table_slice(table, cell) for cell in profiles.TABLE_CELLS}
+    # every (dtype, head dim) of the table in exactly one cell
+    pairs = [(dtype, d) for dtype, part in cut.values() for d in part["head_dims"]]
+    assert sorted(pairs) == sorted((dtype, d) for dtype in table["dtypes"] for d in table["head_dims"])
+    assert cut["kernels_fp32_d128"] == ("float32", {**table, "head_dims": [128]})
+    # a profile without a cell's head dims (or dtype) leaves that cell nothing to measure
+    assert profiles.table_slice({**table, "head_dims": [16, 32]}, "kernels_bf16_d64")[1]["head_dims"] == []
+    assert profiles.table_slice({**table, "dtypes": ["bfloat16"]}, "kernels_fp32")[1]["head_dims"] == []
+    with pytest.raises(
+        ValueError, match="kernel-table cell 'kernels_bf16_wide': the notebook's are kernels_bf16, "
+    ):
+        profiles.table_slice(table, "kernels_bf16_wide")
+
+
+def test_the_notebook_has_one_cell_per_kernel_table_cell():
+    from attnbench.notebook.document.parse import parse_notebook
+
+    notebook = parse_notebook(Path(__file__).resolve().parents[2] / "notebooks" / "cs336_systems.md")
+    calls = {c.id: c.source for c in notebook.cells if "table_cell(" in c.source}
+    assert {cell: f'table_cell("{cell}")' in source for cell, source in calls.items()} == dict.fromkeys(
+        profiles.TABLE_CELLS, True
+    )
+    report = next(c for c in notebook.cells if c.id == "kernels_report")
+    assert set(profiles.TABLE_CELLS) <= {need.cell for need in report.needs}
 
 
 def test_training_setup_is_seeded_and_leaves_the_global_rng_alone():

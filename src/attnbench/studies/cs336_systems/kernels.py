@@ -73,7 +73,7 @@ def shape_workload(shape: dict) -> Workload:
 
 
 def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, progress) -> list:
-    """The table's rows (of one part: profiles.table_part). fp32 adds our kernel in true fp32 (triton_fa2
+    """The table's rows (of one cell: profiles.table_slice). fp32 adds our kernel in true fp32 (triton_fa2
     multiplies fp32 as TF32); each row is compared with the measured peak of the math it ran: the given
     peak is the dtype's own (bf16, or true fp32), a tf32 one is measured when a row first needs it."""
     chosen = table_providers() + ([providers.get("triton_fa2_ieee")] if dtype == "float32" else [])
@@ -86,22 +86,25 @@ def run_table(config: dict, dtype: str, device, peak_tflops, datasheet_tflops, p
                      timing_options=config["timing"])  # fmt: skip
 
 
-def table_cell(dtype: str, part: int, progress=None) -> list:
-    """One kernel-table cell of the notebook: this machine's profile (the gpu cell's profile.json), the
-    `part` of its head dims (profiles.table_part), every row measured and written to
+def table_cell(cell: str, progress=None) -> list:
+    """One kernel-table cell of the notebook (profiles.TABLE_CELLS names its dtype and head dims): this
+    machine's profile (the gpu cell's profile.json), every row of those head dims measured and written to
     table_<dtype>.jsonl in the working directory. fp32 MFU is against the fp32 peak: TF32 tensor cores
     are what our kernel and SDPA use for fp32 inputs."""
     from attnbench.bench.profiles import gpu_profile, measured_peak
     from attnbench.bench.sweep import print_progress
     from attnbench.rows import write_jsonl
-    from attnbench.studies.cs336_systems.profiles import table_part
+    from attnbench.studies.cs336_systems.profiles import table_slice
 
-    if dtype not in ("bfloat16", "float32"):
-        raise ValueError(f"kernel table dtype {dtype!r}: the notebook's tables are bfloat16 and float32")
     config = gpu_profile()
+    dtype, table = table_slice(config["table"], cell)
     if config.get("label"):
         print(f"*** {config['label']} ***")
-    table = table_part(config["table"], part)
+    if not table["head_dims"]:
+        print(f"{cell}: the {config.get('profile', '?')} profile's table has none of this cell's head dims "
+              f"({dtype}, head dims {config['table']['head_dims']}): nothing to measure")  # fmt: skip
+        write_jsonl(f"table_{dtype}.jsonl", [])
+        return []
     print(f"{dtype}, head dims {table['head_dims']}", flush=True)
     short = "bf16" if dtype == "bfloat16" else "fp32"
     datasheet = config["datasheet_tflops"] if dtype == "bfloat16" else None

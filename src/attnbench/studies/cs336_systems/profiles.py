@@ -80,7 +80,7 @@ PROFILES: dict[str, dict] = {
         },
         "table": {
             "seq_lens": [64],
-            "head_dims": [16, 32],
+            "head_dims": [16, 32, 64, 128],  # one for each kernel-table cell's head dims
             "dtypes": ["bfloat16", "float32"],
             "batch": 1,
             "heads": 1,
@@ -151,24 +151,32 @@ CELL_START_S = 15.0  # python, torch, CUDA context per cell
 ROW_WARMUP_S = 1.2  # bench.timing's steady-state warm-up: >= 1 s of load, until clock and time settle
 
 
-TABLE_PARTS = 2  # the notebook's kernel-table cells per dtype: kernels_bf16 and kernels_bf16_wide, ...
+# The notebook's kernel-table cells: cell id -> (dtype, head dims). One cell of the whole default table, every
+# row under the steady-state warm-up, would outlast a 10-minute GPU command. Measured on an H200 (code
+# 3303ff0): head dims 16 + 32 took 6.2 min (bf16) and 6.3 (fp32), 64 + 128 7.8 (bf16) and over 9.7 (fp32,
+# stopped on its last shape), hence one cell per wide head dim.
+TABLE_CELLS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "kernels_bf16": ("bfloat16", (16, 32)),
+    "kernels_bf16_d64": ("bfloat16", (64,)),
+    "kernels_bf16_d128": ("bfloat16", (128,)),
+    "kernels_fp32": ("float32", (16, 32)),
+    "kernels_fp32_d64": ("float32", (64,)),
+    "kernels_fp32_d128": ("float32", (128,)),
+}
 
 
-def table_part(config: dict, part: int, parts: int = TABLE_PARTS) -> dict:
-    """The table's settings for one of its cells: the head dims cut into `parts` runs in order (the
-    default profile's table, every row under the steady-state warm-up, takes over 8 minutes in one cell,
-    past a 10-minute command with its compiles; each part fits one). How many parts is the notebook's
-    shape, not a profile's: a profile.json stored before the split cuts the same way."""
-    dims = list(config["head_dims"])
-    if not 0 <= part < parts:
-        raise ValueError(f"table part {part}: the kernel table has {parts} part(s) (0..{parts - 1})")
-    size = -(-len(dims) // parts)  # ceil: the first parts take one more head dim where they do not divide
-    return {**config, "head_dims": dims[part * size : (part + 1) * size]}
+def table_slice(config: dict, cell: str) -> tuple[str, dict]:
+    """The dtype and the table settings of one kernel-table cell (TABLE_CELLS): of the profile's dtypes and
+    head dims, those the cell names, in the profile's order; none where the profile has none of them."""
+    if cell not in TABLE_CELLS:
+        raise ValueError(f"kernel-table cell {cell!r}: the notebook's are {', '.join(TABLE_CELLS)}")
+    dtype, dims = TABLE_CELLS[cell]
+    kept = [d for d in config["head_dims"] if d in dims] if dtype in config["dtypes"] else []
+    return dtype, {**config, "head_dims": kept}
 
 
-def estimate_seconds(config: dict, parts: int = TABLE_PARTS) -> dict[str, float]:
-    """Rough seconds per GPU cell of the notebook for a resolved profile (printed by the first cell);
-    `parts`: the kernel table's cells per dtype."""
+def estimate_seconds(config: dict) -> dict[str, float]:
+    """Rough seconds per GPU cell of the notebook for a resolved profile (printed by the first cell)."""
     from attnbench.models.transformer import SIZES as NAMED
     from attnbench.models.transformer import ModelSize, flops_per_step
 
@@ -210,14 +218,12 @@ def estimate_seconds(config: dict, parts: int = TABLE_PARTS) -> dict[str, float]
     compiles, timed = {"bfloat16": 40, "float32": 22}, {"bfloat16": 3.5, "float32": 3}
     # a timed row: the steady-state warm-up (>= 1 s of load) and then its timed work
     per_row = ROW_WARMUP_S + table["timing"].get("min_time_ms", 0.0) / 1e3
-    for dtype in table["dtypes"]:
-        short = "bf16" if dtype == "bfloat16" else "fp32"
-        for part in range(parts):
-            dims = len(table_part(table, part, parts)["head_dims"])
-            rows = len(table["seq_lens"]) * dims * timed.get(dtype, 3) * 3
-            big = sum(s * s for s in table["seq_lens"]) * dims * 40 / 3e12  # eager, the largest shapes
-            name = f"kernels_{short}" + ("_wide" if part else "")
-            out[name] = CELL_START_S + rows * per_row + big + 1.5 * compiles.get(dtype, 30) * dims / 4
+    for name in TABLE_CELLS:
+        dtype, part = table_slice(table, name)
+        dims = len(part["head_dims"])
+        rows = len(table["seq_lens"]) * dims * timed.get(dtype, 3) * 3
+        big = sum(s * s for s in table["seq_lens"]) * dims * 40 / 3e12  # eager, the largest shapes
+        out[name] = CELL_START_S + rows * per_row + big + 1.5 * compiles.get(dtype, 30) * dims / 4
     out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
