@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run notebooks on an air-gapped GPU machine with its own python3 (torch preinstalled) and pack the
-# results into one archive under $OUT (or ./device-out), ready to unpack into outputs/ and commit.
+# results into one archive under $OUT (or ./device-out), ready for `attnbench merge` into outputs/ and a commit.
 #   scripts/device_run.sh notebooks/flux_attention.md [more notebooks] [-- extra attnbench run args]
 # The carried wheels (.whl/, from scripts/fetch_wheels.sh) are installed first: scripts/device_env.sh.
 #

@@ -152,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--to", default="ipynb", help="ipynb (default) or py:percent")
     export.add_argument("-o", "--output", type=Path, help="output file (default: beside the notebook)")
 
+    merge = sub.add_parser(
+        "merge",
+        help="bring results measured elsewhere (an archive or an outputs folder) into outputs/, cell by cell",
+    )
+    merge.add_argument(
+        "source", type=Path, metavar="SOURCE", help="outputs.tgz, a folder holding outputs/, or one"
+    )
+    merge.add_argument(
+        "--outputs", type=Path, metavar="DIR", help="outputs folder (default: <project>/outputs)"
+    )
+    merge.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+
     clean = sub.add_parser(
         "clean", help="remove cells/ scripts and .tmp- leftovers (outputs only with --outputs)"
     )
@@ -199,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_build(args)
         if args.command == "export":
             return cmd_export(args)
+        if args.command == "merge":
+            return cmd_merge(args)
         return cmd_clean(args)
     except NotebookError as e:
         print(e, file=sys.stderr)
@@ -327,6 +341,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SetupError(str(e)) from None
     print(out)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from attnbench.notebook.run.merge import MergeError, merge, summary
+
+    outputs = args.outputs or _project_root() / "outputs"
+    try:
+        steps = merge(args.source, outputs, dry_run=args.dry_run)
+    except MergeError as exc:
+        print(f"attnbench merge: {exc}; nothing more was changed", file=sys.stderr)
+        return 2
+    for step in steps:
+        print(f"  {step.folder:<48} {step.status:<11} {step.finished}  {step.action}")
+    verb = "would merge" if args.dry_run else "merged"
+    print(f"{verb} into {outputs}: {summary(steps)}")
     return 0
 
 
