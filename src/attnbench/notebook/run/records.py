@@ -76,6 +76,7 @@ class RecordError(ValueError):
     def __init__(self, path: Path, problem: str):
         super().__init__(f"{path}: {problem}")
         self.path = Path(path)
+        self.problem = problem
 
 
 @dataclass(frozen=True)

@@ -235,14 +235,21 @@ class StagedCell:
         target = self.final
         if result.status != Status.OK and good_result(self.final) is not None:
             target = self.final / FAILURE_DIR
-        old = None
-        if target.exists() or target.is_symlink():
-            old = self.final.with_name(f"{TMP_PREFIX}old-{self.final.name}-{uuid.uuid4().hex[:8]}")
-            os.rename(target, old)
-        os.rename(self.path, target)
-        if old is not None:
-            remove(old)
+        replace_folder(self.path, target, beside=self.final)
         return target
+
+
+def replace_folder(built: Path, target: Path, *, beside: Path) -> None:
+    """Move the finished folder `built` to `target`, replacing what is there: the old one is first renamed
+    to `.tmp-old-…` beside `beside` (the cell folder: leftovers stay where `leftovers` finds them), then
+    removed, so a reader sees the old folder or the new one, never half of one."""
+    old = None
+    if target.exists() or target.is_symlink():
+        old = beside.with_name(f"{TMP_PREFIX}old-{beside.name}-{uuid.uuid4().hex[:8]}")
+        os.rename(target, old)
+    os.rename(built, target)
+    if old is not None:
+        remove(old)
 
 
 def good_result(cell_folder: Path) -> CellResult | None:

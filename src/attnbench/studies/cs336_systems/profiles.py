@@ -149,6 +149,11 @@ def resolve(profile: str, cuda: bool) -> dict:
 STEP_TFLOPS = {"fp32": 50.0, "bf16": 250.0}
 CELL_START_S = 15.0  # python, torch, CUDA context per cell
 ROW_WARMUP_S = 1.2  # bench.timing's steady-state warm-up: >= 1 s of load, until clock and time settle
+# What a kernel-table cell spends beyond its rows' warm-up floor: once per cell, and per unit of head dim
+# (calls at the long sequences grow with it, fp32's true-fp32 kernel most). Fitted to the H200 run at
+# 3303ff0: head dims 16 + 32 took 6.2 min (bf16) and 6.3 (fp32), 64 + 128 7.8 (bf16) and over 9.7 (fp32).
+TABLE_CELL_EXTRA_S = 40.0
+TABLE_S_PER_HEAD_DIM = {"bfloat16": 0.7, "float32": 1.7}
 
 
 # The notebook's kernel-table cells: cell id -> (dtype, head dims). One cell of the whole default table, every
@@ -222,8 +227,10 @@ def estimate_seconds(config: dict) -> dict[str, float]:
         dtype, part = table_slice(table, name)
         dims = len(part["head_dims"])
         rows = len(table["seq_lens"]) * dims * timed.get(dtype, 3) * 3
-        big = sum(s * s for s in table["seq_lens"]) * dims * 40 / 3e12  # eager, the largest shapes
-        out[name] = CELL_START_S + rows * per_row + big + 1.5 * compiles.get(dtype, 30) * dims / 4
+        slow = TABLE_CELL_EXTRA_S + TABLE_S_PER_HEAD_DIM.get(dtype, 1.0) * sum(part["head_dims"])
+        out[name] = (
+            CELL_START_S + rows * per_row + slow * bool(dims) + 1.5 * compiles.get(dtype, 30) * dims / 4
+        )
     out["leaderboard"] = CELL_START_S + (90 if config["audit"] else 10)
     out["total"] = sum(out.values())
     return {k: round(v) for k, v in out.items()}
