@@ -32,11 +32,12 @@ from attnbench.report import systems as tables
 from attnbench.report import systems_figures as figures
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
+from attnbench.studies.cs336_systems.profiles import TABLE_CELLS  # the kernel-table cells, as needs= names them
 
 config = read_profile(attnbench.inputs("gpu"))
 label = config.get("label") or ""
-cells = ["kernels_bf16", "kernels_bf16_d64", "kernels_bf16_d128", "kernels_fp32", "kernels_fp32_d64", "kernels_fp32_d128"]
-rows = [row for cell in cells for path in sorted(attnbench.inputs(cell).glob("table_*.jsonl")) for row in read_jsonl(path)]
+rows = [row for cell in TABLE_CELLS for path in sorted(attnbench.inputs(cell).glob("table_*.jsonl"))
+        for row in read_jsonl(path)]
 sections = [f"**{label}**" if label else "",
             "### The write-up's table\n\n" + cs336_seed.FLASH_TABLE.strip(),
             "### Ours, in its layout, with correctness, cuDNN and FA3\n\n" + markdown_table(tables.kernel_table(rows)),

@@ -1,9 +1,10 @@
-"""attnbench run | build | status | export | clean.
+"""attnbench run | build | status | export | merge | clean.
 
 Exit codes: 0 ok; 1 a cell failed (or timed out, lacked deps, was skipped); 2 a bad notebook, bad
 settings, a broken result.json/run.json, an outputs folder that cannot be written or a run lock not
 got within --lock-timeout (printed as `path:line: message` or naming the file, before any cell
-starts), or an OSError of the engine itself (a full disk); 130 interrupted (Ctrl-C).
+starts; `merge`: a source it cannot merge, named), or an OSError of the engine itself (a full disk); 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
