@@ -192,3 +192,15 @@ def test_bad_sources_are_named_and_change_nothing(project):
     result = project.cli("merge", away, "--outputs", outputs)
     assert result.code == 2 and "a/artifacts/b.txt is a link" in result.err  # into another cell: refused
     assert not (outputs / "m").exists()
+
+
+def test_a_broken_record_here_is_replaced_and_an_empty_folder_is_filled(project):
+    path, _ = two_cells(project)
+    away = project.root / "away"
+    assert project.run(path, "--outputs", away).code == 0
+    outputs = project.root / "outputs"
+    (outputs / "m" / LABEL / "a").mkdir(parents=True)
+    (outputs / "m" / LABEL / "a" / "result.json").write_text("{broken")
+    (outputs / "m" / LABEL / "b" / "artifacts").mkdir(parents=True)  # what an emptied folder leaves
+    assert actions(merge(away, outputs)) == {"m/t/a": REPLACED, "m/t/b": ADDED}
+    assert project.result("m", "a")["status"] == "ok" and "cached" in project.status(path).out

@@ -198,7 +198,7 @@ def _merge_label(source: Path, target: Path, *, write: bool) -> list[Step]:
 def _action(cell: Path, here: Path) -> str:
     incoming, stored = load_result(cell), _result(here)
     if stored is None:
-        return REPLACED if here.exists() else ADDED  # a broken record here is replaced
+        return REPLACED if (here / RESULT_FILE).exists() else ADDED  # a broken record here is replaced
     if _same(cell, here) or (incoming.status != Status.OK and _same(cell, here / FAILURE_DIR)):
         return SAME
     later_here = _stamp(stored.finished) > _stamp(incoming.finished)
