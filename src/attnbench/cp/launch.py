@@ -5,6 +5,7 @@ rank, world, device = init_distributed()   # NCCL on GPUs (gloo on CPU), device 
 
 from __future__ import annotations
 
+import atexit
 import os
 from datetime import timedelta
 
@@ -55,4 +56,13 @@ def init_distributed(backend: str | None = None, timeout_s: float = 900) -> tupl
             # A launcher that binds one GPU per task shows it as device 0.
             torch.cuda.set_device(local if local < torch.cuda.device_count() else 0)
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        atexit.register(_leave)
     return dist.get_rank(), dist.get_world_size(), comm.comm_device(None)
+
+
+def _leave() -> None:
+    """Destroy the group this module formed before the interpreter exits: a group left to the
+    interpreter's teardown can abort the process after its work is done ("terminate called without an
+    active exception", once in CI for a one-process gloo group whose output was already complete)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
