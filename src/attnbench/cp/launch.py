@@ -56,13 +56,14 @@ def init_distributed(backend: str | None = None, timeout_s: float = 900) -> tupl
             # A launcher that binds one GPU per task shows it as device 0.
             torch.cuda.set_device(local if local < torch.cuda.device_count() else 0)
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
-        atexit.register(_leave)
+        if dist.get_world_size() == 1:  # torchrun's ranks exit as they always have (untested here on NCCL)
+            atexit.register(_leave)
     return dist.get_rank(), dist.get_world_size(), comm.comm_device(None)
 
 
 def _leave() -> None:
-    """Destroy the group this module formed before the interpreter exits: a group left to the
-    interpreter's teardown can abort the process after its work is done ("terminate called without an
-    active exception", once in CI for a one-process gloo group whose output was already complete)."""
+    """Destroy a one-process group before the interpreter exits: left to the interpreter's teardown it
+    aborted a process after its work was done ("terminate called without an active exception", once in
+    CI, gloo, the output already complete)."""
     if dist.is_initialized():
         dist.destroy_process_group()
