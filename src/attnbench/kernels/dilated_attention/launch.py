@@ -38,8 +38,8 @@ PREPROCESS_BLOCK = 64
 # programs, equal causal work) were slower: 63.9 ms at 64x64 w4 s3 against 57.2 for the plain grid in the
 # same run (measurements/dilated_forward_paired-nvidia-h200.log): a program's start and end are not what
 # costs. The r = 1 branch runs at our dense FlashAttention-2's speed (365 vs 345 TFLOP/s); FA3's is 534.
-# Not timed yet (2026-11-27): 64x64 w4 with deeper pipelines (s3 beat s2 by 12 %), 148 and 181 KB of shared
-# memory, 240 registers, no spill on sm_90.
+# 64x64 w4 at 4 and 5 stages (148 and 181 KB of shared memory, 240 registers, no spill on sm_90) are offered
+# since; on an H200 (code 77cc7cb) the autotuner still kept s3 at every key (dilated_kernel_check-nvidia-h200.log).
 FORWARD_TILES = [
     (64, 64, 4, 3),
     (128, 64, 8, 3),

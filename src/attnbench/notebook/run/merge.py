@@ -27,6 +27,7 @@ import shutil
 import tarfile
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,13 +166,14 @@ def _check(folder: Path, root: Path) -> None:
             )
         for path, what in unsafe_entries(entry):  # per cell: a link into another cell is refused too
             raise MergeError(f"{path.relative_to(root)} is {what}: a result folder holds regular files only")
-    results = [*folder.glob(f"*/{RESULT_FILE}"), *folder.glob(f"*/{FAILURE_DIR}/{RESULT_FILE}")]
-    for path in results:  # what is here is read leniently: a broken record here is replaced
-        if not any(_hidden(part) for part in path.relative_to(folder).parents if part.name):
-            try:
-                _stamp(load_result(path.parent).finished, path)
-            except RecordError as exc:
-                raise MergeError(f"{path.relative_to(root)}: {exc.problem}") from exc
+    # the source's records must all read (what is here is read leniently: a broken record here is replaced)
+    for record in [
+        f for cell in _cells(folder) for f in (cell, cell / FAILURE_DIR) if (f / RESULT_FILE).is_file()
+    ]:
+        try:
+            _stamp(load_result(record).finished, record / RESULT_FILE)
+        except RecordError as exc:
+            raise MergeError(f"{(record / RESULT_FILE).relative_to(root)}: {exc.problem}") from exc
     try:
         run = load_run(folder)
         if run is not None and run.finished:
@@ -184,19 +186,18 @@ def _merge_label(source: Path, target: Path, *, write: bool) -> list[Step]:
     name = "/".join(source.parts[-2:])
     steps = []
     for cell in _cells(source):
-        here = target / cell.name
-        action = _action(cell, here)
-        incoming = load_result(cell)
+        here, incoming = target / cell.name, load_result(cell)
+        action = _action(cell, incoming, here)
         steps.append(Step(f"{name}/{cell.name}", action, incoming.status.value, incoming.finished))
         if write and action not in (SAME, KEPT):
-            _write_cell(cell, here, action)
+            _write_cell(cell, incoming, here, action)
     if write:
         _merge_run(source, target)
     return steps
 
 
-def _action(cell: Path, here: Path) -> str:
-    incoming, stored = load_result(cell), _result(here)
+def _action(cell: Path, incoming: CellResult, here: Path) -> str:
+    stored = _result(here)
     if stored is None:
         return REPLACED if (here / RESULT_FILE).exists() else ADDED  # a broken record here is replaced
     if _same(cell, here) or (incoming.status != Status.OK and _same(cell, here / FAILURE_DIR)):
@@ -212,7 +213,7 @@ def _action(cell: Path, here: Path) -> str:
     return KEPT if later_here else REPLACED
 
 
-def _write_cell(cell: Path, here: Path, action: str) -> None:
+def _write_cell(cell: Path, incoming: CellResult, here: Path, action: str) -> None:
     """Build the cell's new folder beside it (`.tmp-<cell>-…`, where leftovers are looked for), then swap."""
     built = here.with_name(f"{TMP_PREFIX}{here.name}-{uuid.uuid4().hex[:12]}")
     if action == FAILURE_BESIDE:
@@ -220,7 +221,6 @@ def _write_cell(cell: Path, here: Path, action: str) -> None:
         _copy_cell(cell, built / FAILURE_DIR)
     else:
         _copy_cell(cell, built)
-        incoming = load_result(cell)
         failures = [f for f in (cell / FAILURE_DIR, here / FAILURE_DIR, here) if _failure(f)]
         failures = [f for f in failures if _stamp(_result(f).finished) > _stamp(incoming.finished)]
         if incoming.status == Status.OK and failures:  # a failure after this good result stays beside it
@@ -266,12 +266,7 @@ def _failure(folder: Path) -> bool:
 
 
 def _same(cell: Path, here: Path) -> bool:
-    stored = _result(here)
-    return (
-        stored is not None
-        and stored == load_result(cell)
-        and artifacts_digest(here) == artifacts_digest(cell)
-    )
+    return _result(here) == load_result(cell) and artifacts_digest(here) == artifacts_digest(cell)
 
 
 def _stamp(iso: str | None, path: Path | None = None) -> datetime:
@@ -287,8 +282,5 @@ def _stamp(iso: str | None, path: Path | None = None) -> datetime:
 
 
 def summary(steps: list[Step]) -> str:
-    counts: dict[str, int] = {}
-    for step in steps:
-        counts[step.action] = counts.get(step.action, 0) + 1
-    parts = ", ".join(f"{n} {what}" for what, n in counts.items())
+    parts = ", ".join(f"{n} {what}" for what, n in Counter(step.action for step in steps).items())
     return f"{len(steps)} cell results: {parts}" if steps else "no cell results"

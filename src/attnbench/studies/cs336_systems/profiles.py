@@ -150,8 +150,8 @@ STEP_TFLOPS = {"fp32": 50.0, "bf16": 250.0}
 CELL_START_S = 15.0  # python, torch, CUDA context per cell
 ROW_WARMUP_S = 1.2  # bench.timing's steady-state warm-up: >= 1 s of load, until clock and time settle
 # What a kernel-table cell spends beyond its rows' warm-up floor: once per cell, and per unit of head dim
-# (calls at the long sequences grow with it, fp32's true-fp32 kernel most). Fitted to the H200 run at
-# 3303ff0: head dims 16 + 32 took 6.2 min (bf16) and 6.3 (fp32), 64 + 128 7.8 (bf16) and over 9.7 (fp32).
+# (calls at the long sequences grow with it, fp32's true-fp32 kernel most). Fitted to the cells' times at
+# 3303ff0 (TABLE_CELLS below).
 TABLE_CELL_EXTRA_S = 40.0
 TABLE_S_PER_HEAD_DIM = {"bfloat16": 0.7, "float32": 1.7}
 
