@@ -221,3 +221,41 @@ def test_a_run_names_its_oldest_code_and_the_newest_it_was_presented_with(tmp_pa
     git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
     (measured,) = run_history(tmp_path, run).runs
     assert (measured.code, measured.presented_with) == (old, new)
+
+
+def test_the_code_commit_is_that_of_the_cells_the_headline_reads(tmp_path: Path):
+    """A label folder also holds cells of an older run that the headline does not read (a placeholder an
+    older engine left, with a report of it that has no numbers): the run's code is that of the headline's
+    writer and what it reads, however far upstream, never the older cells'."""
+    import os
+
+    def commit_code(text: str, date: str) -> str:
+        (tmp_path / "code.py").write_text(text)
+        git(tmp_path, "add", "-A")
+        env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text],
+                       check=True, capture_output=True, env=env)  # fmt: skip
+        return subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    git(tmp_path, "init", "-q")
+    old, mid, new = (commit_code(str(i), f"2026-0{i}-01T00:00:00") for i in (1, 2, 3))
+    run = tmp_path / "outputs" / "nb" / "gpu-a"
+
+    def record(cell: str, code: str, reads: list[str]) -> None:
+        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
+        parts = {"upstream": {name: "k" for name in reads}}
+        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}, "key_parts": parts}))
+
+    record("bench", mid, [])
+    record("table", new, ["bench"])  # presented later, with newer code
+    record("report", new, ["table"])
+    record("placeholder", old, [])
+    record("placeholder_report", old, ["placeholder"])
+    number = page.Number("fwd|speedup", "speed-up", 2.0, "×", "wall time")
+    page.write_headline(page.Headline(numbers=[number]), run / "report" / "artifacts")
+    page.write_headline(page.Headline(), run / "placeholder_report" / "artifacts")  # no numbers
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    (measured,) = run_history(tmp_path, run).runs
+    assert (measured.code, measured.presented_with) == (mid, new)

@@ -150,9 +150,7 @@ def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s:
     plan = Plan(gpus=label_gpus(session.label))
     batches, left_out = plan.batches, set()
     for node in (n for n in session.graph.order(todo) if pending(n)):
-        cell = session.graph.cell(node)
-        needs_more = plan.gpus > 0 and (cell.gpus or 1) > plan.gpus
-        if needs_more or any(up in left_out for _, up in session.graph.upstream[node]):
+        if session.too_few_gpus(node, plan.gpus):
             left_out.add(node)  # this label's machine cannot run it, nor what reads it
             continue
         guess = estimate(session, node)

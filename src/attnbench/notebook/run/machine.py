@@ -120,6 +120,17 @@ def label_gpus(label: str) -> int:
     return int(found.group(1)) if found else 1
 
 
+def too_few_gpus(cell_gpus: int | None, have: int, label: str) -> str:
+    """Why a cell that runs `cell_gpus` processes, one per GPU, cannot be measured on a machine with `have`
+    GPUs (label `label`), or "" when it can. A CPU machine (0 GPUs) runs every cell: multi-rank cells run
+    there on gloo. The reason names the label such a run lands under (label_for's `-x<N>` form)."""
+    need = cell_gpus or 1
+    if have == 0 or need <= have:
+        return ""
+    base = re.sub(r"-x\d+$", "", label.partition("+")[0])
+    return f"runs {need} processes, one per GPU; this machine has {have}: measured under label {base}-x{need}"
+
+
 def label_overrides(label: str) -> str:
     """The `-p` suffix of a label made by session.override_label (`cpu+profile-smoke` -> `profile-smoke`)."""
     return label.partition("+")[2]

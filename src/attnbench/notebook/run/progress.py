@@ -25,6 +25,7 @@ STYLES = {
     Status.INTERRUPTED: "red",
     Status.MISSING_DEPS: "red",
     Status.SKIPPED: "magenta",
+    Status.NEEDS_GPUS: "dim",
 }
 
 

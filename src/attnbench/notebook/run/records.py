@@ -19,8 +19,8 @@ from attnbench.notebook.document.validate import FieldError, from_json, shown
 
 class Status(StrEnum):
     """Every state a cell can be in, spelled once. result.json's `status` is OK or one of the
-    failures; run.json's per-cell `state` is HIT, RAN or one of the BAD ones; the runner's progress
-    adds WAITING and RUNNING; `attnbench status` and the site add CACHED, STALE and NOT_RUN."""
+    failures; run.json's per-cell `state` is HIT, RAN, NEEDS_GPUS or one of the BAD ones; the runner's
+    progress adds WAITING and RUNNING; `attnbench status` and the site add CACHED, STALE and NOT_RUN."""
 
     WAITING = "waiting"
     RUNNING = "running"
@@ -36,6 +36,8 @@ class Status(StrEnum):
     STALE = "stale"  # `status`: the code changed since the stored result was measured (and how)
     ELSEWHERE = "measured elsewhere"  # `status`: same code, another machine or environment (information)
     NOT_RUN = "not run"
+    NEEDS_GPUS = "needs more GPUs"  # the machine has fewer GPUs than the cell runs processes (or it reads
+    # such a cell): not run, not a failure; its results are another label's (machine.too_few_gpus)
 
     @property
     def bad(self) -> bool:
@@ -58,7 +60,9 @@ _WORDS = {
     Status.MISSING_DEPS: "lacks deps",
 }
 RESULT_STATUSES = frozenset({Status.OK, *BAD_STATES} - {Status.SKIPPED})  # what result.json may hold
-RUN_STATES = frozenset({Status.HIT, Status.RAN, *BAD_STATES})  # what run.json's cells may hold
+RUN_STATES = frozenset(
+    {Status.HIT, Status.RAN, Status.NEEDS_GPUS, *BAD_STATES}
+)  # what run.json's cells may hold
 REPORT_ORDER = (  # how the site orders the statuses of a page
     Status.OK,
     Status.FAILED,
@@ -66,6 +70,7 @@ REPORT_ORDER = (  # how the site orders the statuses of a page
     Status.INTERRUPTED,
     Status.MISSING_DEPS,
     Status.SKIPPED,
+    Status.NEEDS_GPUS,
     Status.NOT_RUN,
 )
 

@@ -33,7 +33,8 @@ def write_runs(session: Session, states: dict, previous: dict, order: list[NodeI
                 cells[node[1]] = CellEntry(st.state, st.reason)
         if not cells:
             continue
-        nothing_ran = all(states[(name, c)].state == Status.HIT for c in cells)
+        # a cell this machine has too few GPUs for runs nowhere here: it does not make a run of hits new
+        nothing_ran = all(states[(name, c)].state in (Status.HIT, Status.NEEDS_GPUS) for c in cells)
         kept = before if nothing_ran else None  # its times stand: run.json stays as it was
         merged: dict[str, CellEntry] = {}
         for c in notebook.cells:

@@ -38,7 +38,7 @@ from attnbench.notebook.run.session import Session, SetupError
 
 @dataclass
 class CellState:
-    state: Status  # WAITING, RUNNING, HIT, RAN or one of the BAD_STATES
+    state: Status  # WAITING, RUNNING, HIT, RAN, NEEDS_GPUS or one of the BAD_STATES
     reason: str = ""
     duration_s: float | None = None
 
@@ -151,7 +151,9 @@ class Runner:
                 ):
                     continue
                 bad = [up for up in ups if self.states[up].state.bad]
-                if bad:
+                if short := self.session.too_few_gpus(node, self.session.machine.gpu_count):
+                    self._set(node, CellState(Status.NEEDS_GPUS, short))  # not a failure: another label's
+                elif bad:
                     words = self.states[bad[0]].state.words
                     why = f"upstream {self._name(bad[0], node[0])} {words}"
                     self._set(node, CellState(Status.SKIPPED, why))
@@ -184,7 +186,11 @@ class Runner:
         if not forced:
             raise SetupError(f"{flag} needs --cell: name the cells to run here")
         for node in order:
-            if node in forced or self._reusable(node):
+            if (
+                node in forced
+                or self._reusable(node)
+                or self.session.too_few_gpus(node, self.session.machine.gpu_count)
+            ):
                 continue
             judged = self.session.judge(node)
             why = "; ".join(judged.code_reasons) or (

@@ -16,7 +16,7 @@ from typing import Any
 from attnbench.notebook.document.model import Notebook
 from attnbench.notebook.run import machine as machine_mod
 from attnbench.notebook.run import store
-from attnbench.notebook.run.graph import Graph, NodeId, load_graph, resolve_params
+from attnbench.notebook.run.graph import Graph, NodeId, load_graph, node_name, resolve_params
 from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, dist_names
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.run.plan import SOURCES_CHANGED, CacheKey, cell_key, stale_reasons
@@ -178,6 +178,18 @@ class Session:
             if then is not None and then.hash_for(source) == now:
                 return was
         return now
+
+    def too_few_gpus(self, node: NodeId, have: int) -> str:
+        """Why `node` cannot be measured on a machine with `have` GPUs: it runs more processes than that
+        (machine.too_few_gpus), or it reads a cell that does, however far upstream; "" when it can. The
+        runner asks with the machine's GPUs, `status` and the site with the GPUs the label names."""
+        own = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
+        if own:
+            return own
+        for _, up in self.graph.upstream[node]:
+            if self.too_few_gpus(up, have):
+                return f"reads {node_name(up, node[0])}, which needs more GPUs than this machine has"
+        return ""
 
     def forget(self, node: NodeId) -> None:
         """After `node` ran: what it stored changed, so its judgment and those of the cells downstream

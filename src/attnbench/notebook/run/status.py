@@ -6,19 +6,24 @@ import json
 from pathlib import Path
 
 from attnbench.notebook.run import records, store
-from attnbench.notebook.run.machine import label_overrides
+from attnbench.notebook.run.machine import label_gpus, label_overrides
 from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
 
 
 def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, str]]:
     """[(cell id, state, why)] in notebook order; state is CACHED, STALE (the code changed),
-    ELSEWHERE (current code, measured on another machine or environment), NOT_RUN or the stored
+    ELSEWHERE (current code, measured on another machine or environment), NOT_RUN, NEEDS_GPUS (the
+    label's machine has fewer GPUs than the cell runs processes, or the cell reads one that does) or the stored
     result's failure (FAILED, TIMEOUT, INTERRUPTED, MISSING_DEPS). RecordError on a broken record."""
     run = store.load_run(session.run_dir(notebook))
     entries = run.cells if run else {}
     rows = []
     for node in session.graph.nodes(notebook):
+        if short := session.too_few_gpus(node, label_gpus(session.label)):
+            # what such a cell stored here (a placeholder an older engine ran) measures nothing
+            rows.append((node[1], Status.NEEDS_GPUS, short))
+            continue
         judged = session.judge(node)
         result = judged.stored
         if result is None:

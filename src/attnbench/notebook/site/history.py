@@ -76,13 +76,19 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
         files = (
             provenance.git_output(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or ""
         ).splitlines()
-        codes: list[str] = []  # every cell's code commit
+        cells: dict[str, tuple[str, list[str] | None]] = {}  # cell -> (its code commit, the cells it reads)
+        numbered: set[str] = set()  # the cells whose headline.json gave numbers
         for path in files:
             parts = PurePosixPath(path).parts
             if path.endswith(f"/artifacts/{HEADLINE_FILE}"):
-                _read_numbers(repo, commit, path, run, names)
+                if _read_numbers(repo, commit, path, run, names):
+                    numbered.add(parts[-3])
             elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
-                codes.append(_code_commit(provenance.git_output(repo, "show", f"{commit}:{path}")))
+                cells[parts[-2]] = _cell_record(provenance.git_output(repo, "show", f"{commit}:{path}"))
+        # the code of the cells the numbers come from: the headline's writers and what they read, however
+        # far upstream (a label also holds cells of other runs, e.g. a placeholder an older engine left)
+        measuring = _upstream_closure(numbered, cells) or set(cells)
+        codes = [code for cell, (code, _) in cells.items() if cell in measuring]
         # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
         # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
         known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
@@ -110,24 +116,50 @@ def _commit_time(repo: Path, sha: str, times: dict[str, float]) -> float:
     return times[sha]
 
 
-def _code_commit(text: str | None) -> str:
+def _cell_record(text: str | None) -> tuple[str, list[str] | None]:
+    """A result.json's code commit and the names of the cells it read (its key's `upstream` part; None
+    where the record has no key parts to say)."""
     try:
-        code = (json.loads(text or "") or {}).get("code") or {}
+        record = json.loads(text or "") or {}
+        code = record.get("code") or {}
+        parts = record.get("key_parts")
     except (ValueError, AttributeError):
-        return ""
-    return str(code.get("commit") or "") if isinstance(code, dict) else ""
+        return "", None
+    commit = str(code.get("commit") or "") if isinstance(code, dict) else ""
+    upstream = parts.get("upstream") if isinstance(parts, dict) else None
+    return commit, [str(name) for name in upstream] if isinstance(upstream, dict) else None
 
 
-def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str, str]) -> None:
+def _upstream_closure(start: set[str], cells: dict[str, tuple[str, list[str] | None]]) -> set[str]:
+    """`start` and every cell of `cells` they read, directly or not (a need of another notebook, or of a
+    cell not stored here, is not in `cells` and ends its chain); empty where a record on the way does not
+    say what it read (then every cell counts)."""
+    seen: set[str] = set()
+    todo = [c for c in start if c in cells]
+    while todo:
+        cell = todo.pop()
+        if cell in seen:
+            continue
+        reads = cells[cell][1]
+        if reads is None:
+            return set()
+        seen.add(cell)
+        todo += [up for up in reads if up in cells]
+    return seen
+
+
+def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str, str]) -> bool:
+    """The headline's key numbers into `run`; whether it had any."""
     text = provenance.git_output(repo, "show", f"{commit}:{path}")
     cell = PurePosixPath(path).parts[-3]  # <cell>/artifacts/headline.json: the cell whose ranking it is
     try:
         headline = parse_headline(json.loads(text or ""), Path(path))
     except (ValueError, HeadlineError):
-        return
+        return False
+    found = False
     for n in headline.numbers:
         if isinstance(n.value, (int, float)):
-            run.numbers[n.key] = float(n.value)
+            run.numbers[n.key], found = float(n.value), True
             if isinstance(n.spread, (int, float)) and n.spread > 0:
                 run.spreads[n.key] = float(n.spread)
             names.setdefault(n.key, f"{n.name} ({', '.join(x for x in (n.unit, n.per) if x)})")
@@ -135,13 +167,14 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
         for e in headline.entries:
             if isinstance(e.value, (int, float)) and not e.baseline:
                 key = f"entry|{e.key}"
-                run.numbers[key] = float(e.value)
+                run.numbers[key], found = float(e.value), True
                 run.winners[key] = e.winner
                 if isinstance(e.spread, (int, float)) and e.spread > 0:
                     run.spreads[key] = float(e.spread)
                 what = " ".join(x for x in (e.group, e.label or e.key) if x)
                 unit = ", ".join(x for x in (e.unit, e.per) if x)
                 names.setdefault(key, f"{cell}: {what}, fastest ({unit})")
+    return found
 
 
 def _fold_presentations(runs: list[Run]) -> list[Run]:

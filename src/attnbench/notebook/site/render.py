@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from attnbench.notebook.run import provenance
-from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, RecordError
+from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, RecordError, Status
 from attnbench.notebook.run.store import RUN_FILE, file_kind, load_result, load_run
 from attnbench.notebook.site import artifacts as show
 from attnbench.notebook.site import compare, history, prose, sitedata, summary
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_COPY_BYTES = 8 * 2**20  # artifacts and logs above this are linked in outputs/, not copied
 SITE_MARKER = ".attnbench-site"  # marks a folder build_site may replace wholesale
 STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
+NEEDS_GPUS = str(Status.NEEDS_GPUS)
 ARTIFACT_ORDER = ("image", "results", "markdown", "table", "text", "file")  # figures first
 
 
@@ -166,6 +167,7 @@ class _Renderer:
         else:
             problems.append(f"{source} is missing: the cells' prose and code cannot be shown")
         cell_states = run.get("cells") or {}
+        judged = (self.states or {}).get(name, {}).get(run_dir.name)
         page_dir = self.site / name
         # Headings get ids (and a line in the contents) unique on the page, cells' ids included.
         page_env: dict[str, Any] = {"toc": [], "used": {"environment", "contents"}}
@@ -176,15 +178,16 @@ class _Renderer:
             elif block.kind == "code":
                 blocks.append({"kind": "code", "html": self._highlight(block.text, block.language)})
             elif block.kind == "cell" and block.cell is not None:
-                cell = self._cell_view(
-                    block.cell, run_dir, run, cell_states.get(block.cell.id) or {}, page_dir, problems
-                )
+                entry = cell_states.get(block.cell.id) or {}
+                if judged is not None and judged.get(block.cell.id, ("",))[0] == NEEDS_GPUS:
+                    # the engine says this label's machine cannot run it: that decides, whatever is stored
+                    entry = {"state": NEEDS_GPUS, "reason": judged[block.cell.id][1]}
+                cell = self._cell_view(block.cell, run_dir, run, entry, page_dir, problems)
                 blocks.append(cell)
                 page_env["toc"].append({"cell": cell["id"], "status": cell["status"], "css": cell["css"]})
         cells = [b for b in blocks if b["kind"] == "cell"] or [
             {"status": _status_of(entry, None)[0]} for entry in cell_states.values()
         ]
-        judged = (self.states or {}).get(name, {}).get(run_dir.name)
         if judged is not None:  # the engine judged every result against the code of now: that decides
             for c in (c for c in cells if c.get("id") in judged):  # a cell the notebook no longer has
                 state, why = judged[c["id"]]  # keeps what run.json noted of it
@@ -220,9 +223,11 @@ class _Renderer:
     def _cell_view(self, cell, run_dir: Path, run: dict, entry: dict, page_dir: Path, problems) -> dict:
         cell_dir, label = run_dir / cell.id, run_dir.name
         files = (page_dir, PurePosixPath(label, "files", cell.id))  # copies go beside the page
-        result = _read_record(load_result, cell_dir, problems)
+        # a cell this machine has too few GPUs for shows no result: what an older engine stored for it
+        # here is a placeholder that measured nothing
+        result = None if entry.get("state") == NEEDS_GPUS else _read_record(load_result, cell_dir, problems)
         status, reason = _status_of(entry, result)
-        failed = status not in ("ok", "not run", "skipped")
+        failed = status not in ("ok", "not run", "skipped", NEEDS_GPUS)
         # A skipped cell leaves an earlier run's result in place: show it, saying where it came from.
         earlier = bool(
             result
@@ -364,7 +369,7 @@ def _is_run_dir(path: Path) -> bool:
 def _status_of(entry: dict, result: dict | None) -> tuple[str, str]:
     """The cell's status on this machine: run.json's state for this run, else the stored result."""
     state = entry.get("state")
-    if state in BAD_STATES:
+    if state in BAD_STATES or state == NEEDS_GPUS:
         return state, entry.get("reason") or (result or {}).get("reason") or ""
     if result is not None:
         return result.get("status") or "unknown", result.get("reason") or ""
