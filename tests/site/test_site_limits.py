@@ -96,3 +96,18 @@ def test_older_results_show_where_they_were_committed(tmp_path):
     view = provenance_view([{"cell": "a"}], run, root)
     assert view["unrecorded"] == 1 and view["commits"] == []
     assert view["stored"]["subject"] == "results of commit abc1234"
+
+
+def test_results_finished_shows_the_span_when_cells_ran_on_different_days():
+    """A report re-presented today over measurements of two days ago shows both dates, so the page does
+    not pass the re-presentation off as a fresh measurement; cells of one day show one time."""
+    from attnbench.notebook.site.summary import notebook_timing
+
+    def cell(started: str, finished: str) -> dict:
+        return {"started_at": started, "finished_at": finished, "duration_s": 1.0}
+
+    measured = cell("2026-11-25T12:30:00+00:00", "2026-11-25T12:37:00+00:00")
+    presented = cell("2026-11-27T09:10:00+00:00", "2026-11-27T09:10:30+00:00")
+    assert notebook_timing([measured, presented])["finished"] == "2026-11-25 to 2026-11-27 09:10 UTC"
+    assert notebook_timing([measured])["finished"] == "2026-11-25 12:37 UTC"
+    assert notebook_timing([measured, cell("", "not a time")])["finished"] == "2026-11-25 12:37 UTC"

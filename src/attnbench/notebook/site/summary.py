@@ -150,8 +150,13 @@ def notebook_timing(cells: list[dict]) -> dict[str, str]:
     durations = [c["duration_s"] for c in cells if isinstance(c.get("duration_s"), (int, float))]
     last = max(finished, key=_safe_time_key, default=None)
     first = min(started, key=_safe_time_key, default=None)
+    # cells re-run on another day (a report re-presented over older measurements) show the span, so a
+    # re-presentation does not pass for a fresh measurement: "2026-11-25 to 2026-11-27 09:10 UTC"
+    earliest = min((f for f in finished if _safe_time_key(f)), key=_safe_time_key, default=None)
+    since = show.when(earliest)[:10]
+    span = f"{since} to " if last and since and since != show.when(last)[:10] else ""
     return {
-        "finished": show.when(last),
+        "finished": span + show.when(last),
         "started": show.when(first),
         "took": show.duration(sum(durations)) if durations else "",
         "cells_timed": str(len(durations)),
