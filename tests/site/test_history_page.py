@@ -255,7 +255,11 @@ def test_the_code_commit_is_that_of_the_cells_the_headline_reads(tmp_path: Path)
     number = page.Number("fwd|speedup", "speed-up", 2.0, "×", "wall time")
     page.write_headline(page.Headline(numbers=[number]), run / "report" / "artifacts")
     page.write_headline(page.Headline(), run / "placeholder_report" / "artifacts")  # no numbers
+    failed = run / "placeholder" / "last-failure" / "artifacts"  # a failed try's numbers are not the run's
+    failed.mkdir(parents=True)
+    page.write_headline(page.Headline(numbers=[page.Number("failed|n", "n", 9.0, "ms")]), failed)
     git(tmp_path, "add", "-A")
     git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
     (measured,) = run_history(tmp_path, run).runs
     assert (measured.code, measured.presented_with) == (mid, new)
+    assert list(measured.numbers) == ["fwd|speedup"]

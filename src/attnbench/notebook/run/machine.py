@@ -121,14 +121,19 @@ def label_gpus(label: str) -> int:
 
 
 def too_few_gpus(cell_gpus: int | None, have: int, label: str) -> str:
-    """Why a cell that runs `cell_gpus` processes, one per GPU, cannot be measured on a machine with `have`
-    GPUs (label `label`), or "" when it can. A CPU machine (0 GPUs) runs every cell: multi-rank cells run
-    there on gloo. The reason names the label such a run lands under (label_for's `-x<N>` form)."""
+    """Why a cell that runs `cell_gpus` processes, one per GPU, cannot be measured on label `label`'s
+    machine with `have` GPUs, or "" when it can. A CPU machine (0 GPUs) runs every cell: multi-rank cells
+    run there on gloo. Where the label follows label_for's form for `have` GPUs, the reason names the
+    label such a run lands under (`-x<N>`, a `+key-value` suffix kept)."""
     need = cell_gpus or 1
     if have == 0 or need <= have:
         return ""
-    base = re.sub(r"-x\d+$", "", label.partition("+")[0])
-    return f"runs {need} processes, one per GPU; this machine has {have}: measured under label {base}-x{need}"
+    said = f"runs {need} processes, one per GPU; label {label}'s machine has {have}"
+    if label_gpus(label) != have:  # a label of its own naming: no other label can be inferred
+        return f"{said}: run it on a machine with {need} GPUs"
+    base, plus, params = label.partition("+")
+    stem = re.sub(r"-x\d+$", "", base)
+    return f"{said}: measured under label {stem}-x{need}{plus}{params}"
 
 
 def label_overrides(label: str) -> str:

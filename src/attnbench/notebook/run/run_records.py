@@ -44,6 +44,9 @@ def write_runs(session: Session, states: dict, previous: dict, order: list[NodeI
         # --reuse-elsewhere presents another machine's measurements: the run stays that machine's
         # (its cells' result.json say where each ran)
         measured_by = before if before and session.options.reuse else None
+        # a run that measured nothing here (hits, cells this machine has too few GPUs for) leaves the label
+        # the machine its results came from too
+        source = measured_by or kept
         run = RunRecord(
             notebook=name,
             title=notebook.title,
@@ -51,8 +54,8 @@ def write_runs(session: Session, states: dict, previous: dict, order: list[NodeI
             started=kept.started if kept else started,
             finished=kept.finished if kept else store.now_iso(),
             params=session.params[name],
-            machine=measured_by.machine if measured_by else session.machine_summary(),
-            env=measured_by.env if measured_by else session.env_summary(),
+            machine=source.machine if source else session.machine_summary(),
+            env=source.env if source else session.env_summary(),
             cells=merged,
         )
         store.write_run(folder, run)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnbench.notebook.run import machine as machine_mod
 from attnbench.notebook.run import provenance, run_records, store
 from attnbench.notebook.run.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.run.graph import NodeId, node_name
@@ -53,12 +54,14 @@ class Runner:
         self.scripts: dict[NodeId, Path] = {}
         self.previous: dict[str, RunRecord | None] = {}  # run.json of each notebook before this run
         self.lock_fds: tuple[int, ...] = ()
+        self.named: set[NodeId] = set()  # the cells named with --cell: one left out for GPUs fails the run
         self.grace = session.options.kill_grace if session.options.kill_grace is not None else KILL_GRACE_S
 
     # --- public ---------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the session's cells; the exit code: 0 ok, 1 a cell did not succeed, 130 interrupted."""
+        """Run the session's cells; the exit code: 0 ok, 1 a cell did not succeed (or a cell named with
+        --cell needs more GPUs than this machine has), 130 interrupted."""
         opts = self.session.options
         if opts.jobs < 1:
             raise SetupError(f"-j {opts.jobs}: needs at least 1")
@@ -66,6 +69,7 @@ class Runner:
         selected = selected or self.graph.all_named_nodes()
         order = self.graph.order(selected)
         forced = set(selected) if opts.cells else set()
+        self.named = set(forced)
         if opts.reuse:
             self._check_reusable(order, forced)
         if opts.force:
@@ -122,7 +126,10 @@ class Runner:
         code, error = 130, None
         try:
             self._loop(order, forced)
-            code = 1 if any(st.state.bad for st in self.states.values()) else 0
+            bad = any(st.state.bad for st in self.states.values())
+            # a cell named with --cell that this machine cannot run was asked for and not done
+            left_out = any(self.states[n].state == Status.NEEDS_GPUS for n in self.named if n in self.states)
+            code = 1 if bad or left_out else 0
         except KeyboardInterrupt:
             self._stop_all(INTERRUPTED)
         except BaseException as e:  # the engine's own failure (disk full, a bug): end the cells first
@@ -151,14 +158,14 @@ class Runner:
                 ):
                     continue
                 bad = [up for up in ups if self.states[up].state.bad]
-                if short := self.session.too_few_gpus(node, self.session.machine.gpu_count):
-                    self._set(node, CellState(Status.NEEDS_GPUS, short))  # not a failure: another label's
-                elif bad:
+                if bad:
                     words = self.states[bad[0]].state.words
                     why = f"upstream {self._name(bad[0], node[0])} {words}"
                     self._set(node, CellState(Status.SKIPPED, why))
                 elif node not in forced and self._reusable(node):
                     self._set(node, CellState(Status.HIT))
+                elif short := self._too_few_gpus(node):
+                    self._set(node, CellState(Status.NEEDS_GPUS, short))  # not a failure: another label's
                 elif len(self.running) >= capacity:
                     break
                 else:
@@ -175,6 +182,16 @@ class Runner:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
 
+    def _too_few_gpus(self, node: NodeId) -> str:
+        """Why a cell this run would start cannot run on this machine: it runs more processes than the
+        machine has GPUs, or it reads a cell this run left out for that; "" when it can run."""
+        session = self.session
+        why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, session.machine.gpu_count, session.label)
+        for _, up in self.graph.upstream[node] if not why else ():
+            if self.states[up].state == Status.NEEDS_GPUS:
+                return f"reads {node_name(up, node[0])}, which needs more GPUs than this machine has"
+        return why
+
     def _reusable(self, node: NodeId) -> bool:
         return self.session.judge(node).reusable(self.session.options.reuse)
 
@@ -186,11 +203,7 @@ class Runner:
         if not forced:
             raise SetupError(f"{flag} needs --cell: name the cells to run here")
         for node in order:
-            if (
-                node in forced
-                or self._reusable(node)
-                or self.session.too_few_gpus(node, self.session.machine.gpu_count)
-            ):
+            if node in forced or self._reusable(node):
                 continue
             judged = self.session.judge(node)
             why = "; ".join(judged.code_reasons) or (

@@ -112,6 +112,7 @@ class Session:
     src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
     _judged: dict[NodeId, Judgment] = field(default_factory=dict)
     _attnbench: dict[NodeId, str] = field(default_factory=dict)
+    _too_few: dict[tuple[NodeId, int], str] = field(default_factory=dict)
 
     def judge(self, node: NodeId) -> Judgment:
         """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
@@ -180,16 +181,28 @@ class Session:
         return now
 
     def too_few_gpus(self, node: NodeId, have: int) -> str:
-        """Why `node` cannot be measured on a machine with `have` GPUs: it runs more processes than that
-        (machine.too_few_gpus), or it reads a cell that does, however far upstream; "" when it can. The
-        runner asks with the machine's GPUs, `status` and the site with the GPUs the label names."""
-        own = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
-        if own:
-            return own
-        for _, up in self.graph.upstream[node]:
-            if self.too_few_gpus(up, have):
-                return f"reads {node_name(up, node[0])}, which needs more GPUs than this machine has"
-        return ""
+        """Why `node` cannot be measured on the label's machine with `have` GPUs: it runs more processes
+        than that (machine.too_few_gpus), or it reads a cell that does, however far upstream; "" when it
+        can. `status` and the site ask with label_gpus_stored; the runner asks machine.too_few_gpus of the
+        cells it would start (a stored result it takes needs no GPUs)."""
+        if (node, have) not in self._too_few:
+            why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
+            for _, up in self.graph.upstream[node] if not why else ():
+                if self.too_few_gpus(up, have):
+                    why = (
+                        f"reads {node_name(up, node[0])}, which needs more GPUs than the label's machine has"
+                    )
+                    break
+            self._too_few[(node, have)] = why
+        return self._too_few[(node, have)]
+
+    def label_gpus_stored(self, notebook: str) -> int:
+        """The GPUs of the machine the label's results of `notebook` came from: its run.json's (a run under
+        --reuse-elsewhere keeps the measuring machine's), else what the label's name says
+        (machine.label_gpus). RecordError on a broken run.json."""
+        run = store.load_run(self.run_dir(notebook))
+        count = (run.machine or {}).get("gpu_count") if run else None
+        return count if isinstance(count, int) and count >= 0 else machine_mod.label_gpus(self.label)
 
     def forget(self, node: NodeId) -> None:
         """After `node` ran: what it stored changed, so its judgment and those of the cells downstream

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from attnbench.notebook.run import records, store
-from attnbench.notebook.run.machine import label_gpus, label_overrides
+from attnbench.notebook.run.machine import label_overrides
 from attnbench.notebook.run.records import Status
 from attnbench.notebook.run.session import Session
 
@@ -19,8 +19,9 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
     run = store.load_run(session.run_dir(notebook))
     entries = run.cells if run else {}
     rows = []
+    have = session.label_gpus_stored(notebook)
     for node in session.graph.nodes(notebook):
-        if short := session.too_few_gpus(node, label_gpus(session.label)):
+        if short := session.too_few_gpus(node, have):
             # what such a cell stored here (a placeholder an older engine ran) measures nothing
             rows.append((node[1], Status.NEEDS_GPUS, short))
             continue

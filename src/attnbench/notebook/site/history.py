@@ -80,7 +80,8 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
         numbered: set[str] = set()  # the cells whose headline.json gave numbers
         for path in files:
             parts = PurePosixPath(path).parts
-            if path.endswith(f"/artifacts/{HEADLINE_FILE}"):
+            # <cell>/artifacts/headline.json: not a failed try's, kept in <cell>/last-failure/
+            if path.endswith(f"/artifacts/{HEADLINE_FILE}") and len(parts) == len(rel.parts) + 3:
                 if _read_numbers(repo, commit, path, run, names):
                     numbered.add(parts[-3])
             elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:

@@ -167,7 +167,10 @@ class _Renderer:
         else:
             problems.append(f"{source} is missing: the cells' prose and code cannot be shown")
         cell_states = run.get("cells") or {}
-        judged = (self.states or {}).get(name, {}).get(run_dir.name)
+        judged = (self.states or {}).get(name, {}).get(run_dir.name) or {}
+        # cells the label's machine has too few GPUs for: what an older engine stored for them here is a
+        # placeholder that measured nothing, so neither their output nor their files reach the page
+        too_few = {c for c, (state, _) in judged.items() if state == NEEDS_GPUS}
         page_dir = self.site / name
         # Headings get ids (and a line in the contents) unique on the page, cells' ids included.
         page_env: dict[str, Any] = {"toc": [], "used": {"environment", "contents"}}
@@ -179,21 +182,23 @@ class _Renderer:
                 blocks.append({"kind": "code", "html": self._highlight(block.text, block.language)})
             elif block.kind == "cell" and block.cell is not None:
                 entry = cell_states.get(block.cell.id) or {}
-                if judged is not None and judged.get(block.cell.id, ("",))[0] == NEEDS_GPUS:
-                    # the engine says this label's machine cannot run it: that decides, whatever is stored
+                hide = block.cell.id in too_few
+                if (
+                    hide
+                ):  # the engine says this label's machine cannot run it: that decides, whatever is stored
                     entry = {"state": NEEDS_GPUS, "reason": judged[block.cell.id][1]}
-                cell = self._cell_view(block.cell, run_dir, run, entry, page_dir, problems)
+                cell = self._cell_view(block.cell, run_dir, run, entry, page_dir, problems, hide)
                 blocks.append(cell)
                 page_env["toc"].append({"cell": cell["id"], "status": cell["status"], "css": cell["css"]})
         cells = [b for b in blocks if b["kind"] == "cell"] or [
             {"status": _status_of(entry, None)[0]} for entry in cell_states.values()
         ]
-        if judged is not None:  # the engine judged every result against the code of now: that decides
+        if judged:  # the engine judged every result against the code of now: that decides
             for c in (c for c in cells if c.get("id") in judged):  # a cell the notebook no longer has
                 state, why = judged[c["id"]]  # keeps what run.json noted of it
                 c["stale"] = (why or "the code changed since") if state == "stale" else ""
         counts = Counter(c["status"] for c in cells)
-        data = sitedata.read_run(run_dir, [c.id for c in notebook.cells] if notebook else [])
+        data = sitedata.read_run(run_dir, [c.id for c in notebook.cells] if notebook else [], too_few)
         problems += data.problems
         raw = self._raw_download(data, run_dir, page_dir, problems)
         for problem in problems:
@@ -220,12 +225,12 @@ class _Renderer:
         }
         # fmt: on
 
-    def _cell_view(self, cell, run_dir: Path, run: dict, entry: dict, page_dir: Path, problems) -> dict:
+    def _cell_view(
+        self, cell, run_dir: Path, run: dict, entry: dict, page_dir: Path, problems, hide: bool = False
+    ) -> dict:
         cell_dir, label = run_dir / cell.id, run_dir.name
         files = (page_dir, PurePosixPath(label, "files", cell.id))  # copies go beside the page
-        # a cell this machine has too few GPUs for shows no result: what an older engine stored for it
-        # here is a placeholder that measured nothing
-        result = None if entry.get("state") == NEEDS_GPUS else _read_record(load_result, cell_dir, problems)
+        result = None if hide else _read_record(load_result, cell_dir, problems)
         status, reason = _status_of(entry, result)
         failed = status not in ("ok", "not run", "skipped", NEEDS_GPUS)
         # A skipped cell leaves an earlier run's result in place: show it, saying where it came from.

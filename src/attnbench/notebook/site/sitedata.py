@@ -40,11 +40,16 @@ def _artifacts(cell_dir: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(root))
 
 
-def read_run(run_dir: Path, cells: list[str]) -> RunData:
+def read_run(run_dir: Path, cells: list[str], left_out: set[str] | frozenset[str] = frozenset()) -> RunData:
     """Everything under `run_dir` the page's top needs, cells in the order given (folders not named in
-    `cells` follow, sorted)."""
+    `cells` follow, sorted), but those in `left_out` (cells the label's machine cannot run: what is
+    stored for them is not theirs to show)."""
     data = RunData()
-    present = [d.name for d in sorted(run_dir.iterdir()) if d.is_dir() and not d.name.startswith(".")]
+    present = [
+        d.name
+        for d in sorted(run_dir.iterdir())
+        if d.is_dir() and not d.name.startswith(".") and d.name not in left_out
+    ]
     order = [c for c in cells if c in present] + [c for c in present if c not in cells]
     for cell in order:
         cell_dir = run_dir / cell

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnbench.notebook.run import provenance
+from attnbench.notebook.run.records import Status
 from attnbench.notebook.site import artifacts as show
 from attnbench.notebook.site.headline import HEADLINE_FILE, Entry
 from attnbench.notebook.site.sitedata import RunData
@@ -109,7 +110,8 @@ def missing_headline(report_cells: list[dict]) -> str:
         upstream = [f"{b['id']} {b.get('status')}{why(b)}" for b in cell.get("blocked_by") or []]
         return text + (f", as what it needs did not finish: {', '.join(upstream)}" if upstream else "")
 
-    ran = any(c.get("status") != "not run" for c in unfinished)  # failed, timed out: it ran, and stopped
+    # failed, timed out: it ran, and stopped; "needs more GPUs": it never started
+    ran = any(c.get("status") not in ("not run", str(Status.NEEDS_GPUS)) for c in unfinished)
     verb = "did not finish" if ran else "has not run"
     who = "the cell that writes it" if len(report_cells) == 1 else "the cells that write it"
     return f"No headline: {who} {verb} on this machine: {'; '.join(map(said, unfinished))}."
