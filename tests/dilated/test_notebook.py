@@ -98,6 +98,8 @@ def test_distributed_cell_checks_and_times_on_two_ranks(run_dir):
     rows = read_jsonl(folder / "results.jsonl")
     assert {r.extra["world_size"] for r in rows} == {1, 2}
     assert all(r.status == "ok" and r.ms_median > 0 for r in rows)
+    # the timing protocol: a steady-state warm-up, then timed calls with the clock sampled (none on a CPU)
+    assert all(r.warmup_s is not None and r.timing_method == "perf_counter" for r in rows)
 
 
 @pytest.mark.timeout(900)

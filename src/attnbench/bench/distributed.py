@@ -204,17 +204,32 @@ def time_reps(
             return samples
 
 
-def steady_state(call: Call, group, device, min_s: float) -> float:
+def steady_state(call: Call, group, device, min_s: float, *, agree_failures: bool = False) -> float:
     """Untimed real calls until the ranks have run for `min_s` (the decision agreed after each call, so
     every rank makes the same calls and none waits alone in a collective); returns the seconds. On GPUs
-    the clock settles at the power limit under load (bench.timing.WARMUP_MIN_S)."""
+    the clock settles at the power limit under load (bench.timing.WARMUP_MIN_S).
+
+    agree_failures, as in time_reps, for calls with no communication inside (a single-GPU reference run
+    on every rank at once): a failure (out of memory) on one rank is agreed with the elapsed time and
+    AgreedFailure is raised on every rank, so no rank waits alone in the next collective."""
     began = time.perf_counter()
     while True:
-        call.before(False)
-        call(False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = agree_max(time.perf_counter() - began, group)
+        status, message = Status.OK, ""
+        try:
+            call.before(False)
+            call(False)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        except Exception as exc:
+            if not agree_failures:
+                raise
+            status, message = outcome(exc)
+        if agree_failures:
+            status, message, elapsed = agree_sample(status, message, time.perf_counter() - began, group)
+            if status != Status.OK:
+                raise AgreedFailure(status, f"{message} (in the steady-state warm-up)")
+        else:
+            elapsed = agree_max(time.perf_counter() - began, group)
         if elapsed >= min_s:
             return elapsed
 

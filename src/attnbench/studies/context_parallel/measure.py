@@ -36,10 +36,8 @@ from attnbench.bench import timing
 from attnbench.bench.distributed import (
     AgreedFailure,
     agree_max,
-    agree_sample,
     agreed_peak_memory,
     attempt_steps,
-    outcome,
     random_call,
     release,
     steady_state,
@@ -357,7 +355,8 @@ def measure_reference(
         return row(provider, workload, pass_, *failed[:2], env=env, extra=extra)
     try:
         setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
-        warmup_s = _reference_steady_state(state["call"], group, device, warm_s)
+        # no communication inside the call: a failure on one rank is agreed after every call
+        warmup_s = steady_state(state["call"], group, device, warm_s, agree_failures=True)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         rule = {
@@ -393,25 +392,3 @@ def measure_reference(
         env=env,
         extra=extra,
     )
-
-
-def _reference_steady_state(call, group, device, min_s: float) -> float:
-    """bench.distributed.steady_state for the single-GPU reference, where each rank runs its own copy
-    with no communication inside the call: a failure (out of memory) on one rank is agreed with the
-    elapsed time after every call and AgreedFailure is raised on every rank, so no rank waits alone in
-    a collective and no barrier ever waits out a long warm-up (the process group's timeout)."""
-    began = time.perf_counter()
-    while True:
-        status, message = Status.OK, ""
-        try:
-            call.before(False)
-            call(False)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-        except Exception as exc:  # noqa: BLE001  (every failure is agreed with the peers, then raised)
-            status, message = outcome(exc)
-        status, message, elapsed = agree_sample(status, message, time.perf_counter() - began, group)
-        if status != Status.OK:
-            raise AgreedFailure(status, f"{message} (in the steady-state warm-up)")
-        if elapsed >= min_s:
-            return elapsed

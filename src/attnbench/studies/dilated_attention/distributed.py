@@ -7,7 +7,8 @@ contiguous shard, the single-process gather path (same kernel) on the whole sequ
 compared with the chunked fp32 reference of the pattern (bench.correctness tolerance of the dtype):
 out, dq, dk, dv of the shard, plus the largest LSE difference. Worst over ranks, on every rank.
 
-`measure`: as cp/measure.py (its Call, rehearsal-free agreement and slowest-rank timing are reused):
+`measure`: as cp/measure.py (its Call, rehearsal-free agreement, steady-state warm-up and slowest-rank
+timing with the clock sampled are reused: bench.distributed):
 `single` runs the gather path on the whole length alone on every GPU at once (no communication; the
 slowest is reported); `distributed` runs this module's function on length / world per GPU. An
 out-of-memory in the first call is agreed by all ranks and becomes an `oom` row; the distributed
@@ -31,10 +32,11 @@ from attnbench.bench.distributed import (
     outcome,
     random_call,
     release,
-    time_reps,
+    steady_state,
+    timed_with_clock,
 )
 from attnbench.bench.inputs import make_dout, make_inputs
-from attnbench.bench.timing import quantile
+from attnbench.bench.timing import WARMUP_MIN_S, quantile
 from attnbench.cp import comm
 from attnbench.dilated.distributed import distributed_attention
 from attnbench.dilated.gathered import gathered_attention
@@ -130,7 +132,7 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
     used = 1 if kind == "single" else world
     provider = single.provider_name("gather" if kind == "single" else "distributed", backend)
     extra = {**single.pattern_extra(branches, w), "world_size": used, "backend": backend,
-             "timing": "per repetition, max over ranks (slowest rank)"}  # fmt: skip
+             "timing": "steady-state warm-up, then per repetition the slowest rank, the clock sampled"}  # fmt: skip
     if kind == "single":
         extra["ran_on"] = "every GPU of the job at once, alone (no communication), slowest reported"
         shape = (w.batch, w.heads_q, seq_len, w.head_dim)
@@ -155,9 +157,12 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
     if failed:
         status, message, _ = failed
         return _row(provider, w, pass_, status, message, env=env, extra=extra)
+    # `single` has no communication inside the call: a failure on one rank is agreed after every call
+    agree, rule = kind == "single", {k: v for k, v in spec["timing"].items() if k != "warmup"}
     try:
-        samples = time_reps(state["call"], group, device, agree_failures=kind == "single",
-                            **{k: v for k, v in spec["timing"].items() if k != "warmup"})  # fmt: skip
+        warmup_s = steady_state(state["call"], group, device, WARMUP_MIN_S if device.type == "cuda" else 0.0,
+                                agree_failures=agree)  # fmt: skip
+        samples, conditions = timed_with_clock(state["call"], group, device, agree_failures=agree, **rule)
         peak = agreed_peak_memory(device, group)
     except AgreedFailure as failure:
         return _row(provider, w, pass_, failure.status, failure.message, env=env, extra=extra)
@@ -167,7 +172,8 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
     ordered = sorted(samples)
     row = _row(provider, w, pass_, "ok", ms_median=quantile(ordered, 0.5), ms_p20=quantile(ordered, 0.2),
                ms_p80=quantile(ordered, 0.8), reps=len(samples), peak_mem_bytes=peak, setup_ms=state.get("setup_ms"),
-               timer="cuda_event" if device.type == "cuda" else "perf_counter", env=env, extra=extra)  # fmt: skip
+               timer="cuda_event" if device.type == "cuda" else "perf_counter", warmup_s=warmup_s, **conditions,
+               env=env, extra=extra)  # fmt: skip
     single.finish(row, None)
     row.tflops = row.tflops / used if row.tflops else None  # per GPU
     row.extra["tflops_per_gpu"] = True
