@@ -173,7 +173,12 @@ def test_distributed_table_computes_strong_and_weak_scaling():
     (line,) = report.distributed_table(rows).to_dict("records")
     assert line["speedup"] == pytest.approx(1.6)
     assert line["strong-scaling efficiency"] == pytest.approx(0.8)
-    assert line["weak-scaling efficiency"] == pytest.approx(0.8)
+    assert line["weak-scaling efficiency"] == pytest.approx(0.8) and line["note"] == ""
+    # one GPU alone on half the tokens slower than the split run on all of them: flagged, never a result
+    rows[0] = row("one", 512, "fwd", 14.0, world=1)
+    (line,) = report.distributed_table(rows).to_dict("records")
+    assert line["weak-scaling efficiency"] == pytest.approx(1.12)
+    assert line["note"].startswith("weak-scaling efficiency above 1: a measurement error, not a result")
 
 
 def test_headline_stops_and_pivot_from_rows():

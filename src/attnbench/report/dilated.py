@@ -281,8 +281,19 @@ def distributed_table(rows: Iterable[Result]):
             "speedup": one.ms_median / r.ms_median if ok and one and one.ms_median else None,
             "strong-scaling efficiency": strong, "weak-scaling efficiency": weak,
             "status": "ok" if r.status == "ok" else _status_text(r),
+            "note": _over_one(strong, weak),
         })  # fmt: skip
     return pd.DataFrame(lines)
+
+
+def _over_one(strong: float | None, weak: float | None) -> str:
+    """An efficiency above 1 says the split run beat one GPU alone on its share, communication and all:
+    a measurement error to look into (the rows' SM clocks), never a result."""
+    over = [name for name, e in (("strong", strong), ("weak", weak)) if e is not None and e > 1.0]
+    if not over:
+        return ""
+    return (f"{' and '.join(over)}-scaling efficiency above 1: a measurement error, not a result (one GPU "
+            "alone ran slower than the split run's share; compare the rows' SM clocks)")  # fmt: skip
 
 
 def distributed_correctness_table(records: Iterable[dict]):
