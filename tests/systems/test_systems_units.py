@@ -32,6 +32,25 @@ def test_a_real_step_on_cpu_fills_every_phase():
     row = steps.profile_model("tiny", 8, "bf16", steps=2, batch=1, device=torch.device("cpu"),
                               custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
     assert row["status"] == "ok" and all(len(v) == 2 and min(v) > 0 for v in row["times_ms"].values())
+    assert row["sm_clock_mhz"] == [None, None] and row["clock_source"] is None  # no clock on a CPU
+
+
+def test_every_step_records_the_clock_sampled_while_it_ran(monkeypatch):
+    from attnbench.bench.clocks import ClockReading
+
+    class Source:
+        name = "test source"
+
+        def read(self):
+            return ClockReading(sm_mhz=1980.0, power_w=500.0, temperature_c=50.0)
+
+    monkeypatch.setattr(steps, "clock_source", lambda device: Source())
+    row = steps.profile_model("tiny", 8, "fp32", steps=3, batch=1, device=torch.device("cpu"),
+                              custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
+    assert row["status"] == "ok" and row["clock_source"] == "test source"
+    assert row["sm_clock_mhz"] == [1980.0] * 3 and row["power_w"] == [500.0] * 3
+    row["peak_tflops"] = 1.0
+    assert tables.step_table([row], "fp32", warmup=1, measured=2).iloc[0]["SM clock MHz"] == "1980"
 
 
 def test_memory_model_and_where_eager_runs_out():
@@ -96,7 +115,7 @@ def test_step_tables_warmup_and_oom():
     table = tables.step_table(rows, "bf16", warmup=2, measured=2)
     small = table.iloc[0]
     assert small["step ms"] == "10.00 ± 0.00" and small["tokens/s"] == "51,200" and small["MFU"] == "100.0%"
-    assert small["peak GiB backward"] == "2.00"
+    assert small["peak GiB backward"] == "2.00" and small["SM clock MHz"] == ""  # rows sampled no clock
     assert table.iloc[1]["status"] == "oom" and table.iloc[1]["reason"] == "OOM in forward"
     warm = tables.warmup_table(rows, "bf16", [0, 2], measured=2).iloc[0]
     assert warm["first step ms"] == "100.00" and warm["warm-up 0: step ms"].startswith("56.00 ±")

@@ -92,12 +92,22 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
             peak = row.get("peak_tflops")
             mfu = row["flops"]["train"] / seconds / (peak * 1e12) if seconds and peak else None
             entry["MFU"] = "" if mfu is None else f"{mfu:.1%}"
+            entry["SM clock MHz"] = _clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
             for phase in PHASES:
                 entry[f"peak GiB {phase}"] = _gib(row["peak_mem_bytes"].get(phase))
         else:
             entry["reason"] = row["reason"]
         out.append(entry)
     return pd.DataFrame(out).fillna("")
+
+
+def _clock(per_step: list) -> str:
+    """The measured steps' SM clock: the median of their per-step medians ("" where none was sampled: a
+    CPU run, or rows measured before steps sampled the clock)."""
+    import statistics
+
+    known = [mhz for mhz in per_step if mhz is not None]
+    return f"{statistics.median(known):.0f}" if known else ""
 
 
 def warmup_table(rows: Iterable[dict], precision: str, warmups: list[int], measured: int):
@@ -128,6 +138,9 @@ def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
             continue
         step = mean_std(window(step_times(row), warmup, measured))
         entry[f"{row['attention']} step ms"] = pm(step)
+        entry[f"{row['attention']} SM clock MHz"] = _clock(
+            window(row.get("sm_clock_mhz") or [], warmup, measured)
+        )
         entry[f"_{row['attention']}"] = step[0]
     for entry in by_size.values():
         for kernel in ("sdpa", "triton"):

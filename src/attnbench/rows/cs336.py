@@ -31,6 +31,10 @@ class StepRow(Row):
     float32_matmul_precision: str = ""
     times_ms: dict[str, list[float]] = field(default_factory=dict)  # per phase, one entry a step
     peak_mem_bytes: dict[str, int | None] = field(default_factory=dict)  # per phase
+    # per step: the median SM clock and power sampled during it (bench.clocks); None: no sample or source
+    sm_clock_mhz: list[float | None] = field(default_factory=list)
+    power_w: list[float | None] = field(default_factory=list)
+    clock_source: str | None = field(default=None, metadata=OMIT_IF_NONE)
     peak_tflops: float | None = field(
         default=None, metadata=OMIT_IF_NONE
     )  # the device's, added by the cell for MFU

@@ -8,6 +8,11 @@ during that phase (reset at its start), parameters, gradients and optimizer stat
 out-of-memory anywhere (building the model, a phase of any step) makes the row `oom`, names the phase,
 frees everything and lets the run go on.
 
+A bench.clocks sampler reads the SM clock and power while the steps run: each step records the
+median of the samples taken during it, or of one read right after it for a step shorter than the
+sampling interval (`sm_clock_mhz`, `power_w`, one entry a step; None without a source), so the report
+states the clock the measured steps ran at.
+
 A row is a plain dict (JSON): the report (report/systems.py) computes means, std, tokens/s and MFU.
 """
 
@@ -19,6 +24,7 @@ import traceback
 
 import torch
 
+from attnbench.bench import clocks
 from attnbench.bench.timing import is_oom, release_memory
 from attnbench.models.transformer import SIZES as NAMED_SIZES
 from attnbench.models.transformer import VOCAB_SIZE, ModelSize, build, flops_per_step, parameter_count
@@ -158,20 +164,31 @@ def profile_model(
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "times_ms": {phase: [] for phase in PHASES},
         "peak_mem_bytes": dict.fromkeys(PHASES),
+        "sm_clock_mhz": [],
+        "power_w": [],
     }
     where = ["building the model"]
     model = optimizer = None
+    source = clock_source(device)
+    row["clock_source"] = getattr(source, "name", None)
     try:
         model, optimizer, inputs, targets = training_setup(
             size, context, batch, device=device, attention=attention, seed=seed
         )
-        for step in range(steps):
-            times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
-            for phase, ms, peak in zip(PHASES, times, peaks):
-                row["times_ms"][phase].append(ms)
-                if peak is not None:
-                    row["peak_mem_bytes"][phase] = max(peak, row["peak_mem_bytes"][phase] or 0)
-            where[0] = f"after step {step}"
+        with clocks.ClockSampler(source) as sampler:
+            for step in range(steps):
+                since = sampler.mark()
+                times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
+                if source is not None and sampler.mark() == since:
+                    sampler.sample()  # a step shorter than the sampling interval: one reading right after it
+                during = sampler.summary(since) if source is not None else {}
+                row["sm_clock_mhz"].append(during.get("sm_clock_mhz"))
+                row["power_w"].append(during.get("power_w"))
+                for phase, ms, peak in zip(PHASES, times, peaks):
+                    row["times_ms"][phase].append(ms)
+                    if peak is not None:
+                        row["peak_mem_bytes"][phase] = max(peak, row["peak_mem_bytes"][phase] or 0)
+                where[0] = f"after step {step}"
     except Exception as exc:  # noqa: BLE001 - every failure is a row; the run goes on
         steps_done = len(row["times_ms"]["optimizer"])
         row["status"] = "oom" if is_oom(exc) else "error"
@@ -183,6 +200,11 @@ def profile_model(
         del model, optimizer
         release_memory(device)
     return row
+
+
+def clock_source(device: torch.device):
+    """The SM clock and power source of a CUDA device (bench.clocks), None elsewhere."""
+    return clocks.source_for(device)[0] if device.type == "cuda" else None
 
 
 def _progress_line(row: dict) -> str:
