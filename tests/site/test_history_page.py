@@ -263,3 +263,15 @@ def test_the_code_commit_is_that_of_the_cells_the_headline_reads(tmp_path: Path)
     (measured,) = run_history(tmp_path, run).runs
     assert (measured.code, measured.presented_with) == (mid, new)
     assert list(measured.numbers) == ["fwd|speedup"]
+
+
+def test_a_measurement_repeated_by_new_code_is_a_run_of_its_own_though_its_numbers_agree(tmp_path: Path):
+    """An environment's numbers (SMs, memory) agree to the last bit when measured again: a commit whose
+    measuring code differs is a new measurement, not a re-presentation of the one before."""
+    git(tmp_path, "init", "-q")
+    commit_run(tmp_path, 132.0, "aaaaaaa", "results: measured at aaaaaaa")
+    commit_run(tmp_path, 132.0, "bbbbbbb", "results: measured again at bbbbbbb")
+    commit_run(tmp_path, 132.0, "", "results: presented again (no code recorded)")
+    h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
+    assert [r.code for r in h.runs] == ["aaaaaaa", "bbbbbbb"]
+    assert len(h.runs[1].presented_again) == 1

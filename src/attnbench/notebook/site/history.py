@@ -180,8 +180,8 @@ def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str,
 
 def _fold_presentations(runs: list[Run]) -> list[Run]:
     """Runs oldest first, each commit that only re-presented the run before folded into it: the same
-    numbers, value for value (under the same keys, or keys newer presenting code renamed: two
-    measurements never agree to the last bit on every number), none added or dropped. The measurement is
+    measuring code (_same_code) and the same numbers, value for value (under the same keys, or keys newer
+    presenting code renamed), none added or dropped. The measurement is
     shown as its newest presentation presents it (today's keys and names), and the run lists the commits
     that presented it again."""
     folded: list[Run] = []
@@ -191,6 +191,7 @@ def _fold_presentations(runs: list[Run]) -> list[Run]:
             before is not None
             and run.numbers
             and sorted(run.numbers.values()) == sorted(before.numbers.values())
+            and _same_code(run.code, before.code)
         ):
             before.numbers, before.spreads, before.winners = run.numbers, run.spreads, run.winners
             before.presented_with = run.presented_with or before.presented_with
@@ -198,6 +199,13 @@ def _fold_presentations(runs: list[Run]) -> list[Run]:
             continue
         folded.append(run)
     return folded
+
+
+def _same_code(a: str, b: str) -> bool:
+    """The same measuring code, or unknown for one of them (a short sha matches its full form). Numbers
+    that cannot vary (an environment's SM count) agree to the last bit when measured again: only a
+    re-presentation keeps the measuring code."""
+    return not a or not b or a.startswith(b) or b.startswith(a)
 
 
 def _merge_renamed(runs: list[Run], names: dict[str, str]) -> None:
