@@ -182,6 +182,9 @@ def error_cases(world: int, rank: int) -> list[tuple[str, object]]:
     return cases
 
 
+PEAKS = {"huge": {"fp32": 1e9, "tf32": 1e9}, "tiny": {"fp32": 1e-9, "tf32": 1e-9}}  # TFLOP/s
+
+
 def run_bench_suite(rec: Recorder) -> None:
     from attnbench.cp.local import MathKernel
     from attnbench.studies.context_parallel import sweep as bench
@@ -203,6 +206,24 @@ def run_bench_suite(rec: Recorder) -> None:
         "bench-ulysses-heads": lambda: bench.measure("ulysses", mask="causal", **{**small, "heads": 3}),
         "bench-reference": lambda: bench.measure_reference(
             16, mask="causal", heads=4, head_dim=16, dtype="float32", min_reps=2, max_reps=3, min_time_s=0.0
+        ),
+        # scored against a given measured peak (a CPU has no datasheet or clock peak): far above any CPU's
+        # TFLOP/s, a share; far below, an error row on every rank (PEAKS: float32 here runs fp32 or tf32)
+        "bench-scored": lambda: bench.measure(
+            "zigzag", mask="causal", pass_="fwd", peak_tflops=PEAKS["huge"], **small
+        ),
+        "bench-over-peak": lambda: bench.measure(
+            "zigzag", mask="causal", pass_="fwd", peak_tflops=PEAKS["tiny"], **small
+        ),
+        "bench-reference-over-peak": lambda: bench.measure_reference(
+            16,
+            heads=4,
+            head_dim=16,
+            dtype="float32",
+            min_reps=2,
+            max_reps=3,
+            min_time_s=0.0,
+            peak_tflops=PEAKS["tiny"],
         ),
     }
     for case_id, fn in cases.items():

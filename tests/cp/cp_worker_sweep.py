@@ -90,22 +90,39 @@ def _first_call_error():
     return {"failed": failed.to_dict(), "after": after.to_dict()}
 
 
+WARM_S = 0.3  # the breakdown's steady-state warm-up asked for in the "warm" case
+
+
 def _breakdown():
+    from attnbench.cp.local import MathKernel
     from attnbench.studies.context_parallel.overlap import breakdown
 
+    common = {"mask": "causal", "pass_": "fwd_bwd", "heads": 4, "head_dim": 16, "dtype": "float32"}
+    common.update(kernel="cpu_math", reps=2)
     out = {}
     for strategy in ("ring", "zigzag", "ulysses"):
-        out[strategy] = breakdown(
-            strategy,
-            seq_len=64,
-            mask="causal",
-            pass_="fwd_bwd",
-            heads=4,
-            head_dim=16,
-            dtype="float32",
-            kernel="cpu_math",
-            reps=2,
-        )
+        out[strategy] = breakdown(strategy, seq_len=64, **common)
+    # the timing protocol's warm-up, asked for on a CPU: each of the real call, the no-op call and the
+    # exchange warms up this long before it is timed
+    began = time.perf_counter()
+    out["warm"] = breakdown("zigzag", seq_len=64, warmup_min_s=WARM_S, **{**common, "pass_": "fwd"})
+    out["warm_seconds"] = time.perf_counter() - began
+    # an out-of-memory on every rank in the steady-state warm-up's first call (the checked first call
+    # passed): agreed there, the rows say oom and where; Ulysses, whose all-to-all is done before its
+    # kernel fails, so no rank is left in a transfer
+    original, calls = MathKernel.forward, []
+
+    def failing_forward(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (injected by the test)")
+        return original(self, *args, **kwargs)
+
+    MathKernel.forward = failing_forward
+    try:
+        out["warm-oom"] = breakdown("ulysses", seq_len=64, **common)
+    finally:
+        MathKernel.forward = original
     refused = {"bad-mask": {"mask": "sliding_window", "seq_len": 64}, "bad-length": {"seq_len": 63}}
     for name, case in refused.items():
         kw = {"mask": "causal", **case}

@@ -87,4 +87,78 @@ def test_each_timed_row_says_which_check_vouches_for_it():
     assert ulysses.status == "incorrect" and ulysses.ok is False and "dq" in ulysses.reason
     assert te.extra["checked_by"]["scope"] == "not checked" and te.status == "unavailable"
     assert "unavailable" in te.extra["checked_by"]["reason"]  # a check that could not run vouches for nothing
-    assert single.extra["checked_by"]["scope"].startswith("baseline") and single.ok is None
+    # a baseline with no single-device run of its kernel in the checks: "not checked", and why
+    assert single.extra["checked_by"]["scope"] == "not checked" and single.ok is None
+    assert "no single-device" in single.extra["checked_by"]["reason"]
+
+
+# --- single-GPU baselines: vouched for by the correctness cell's single-device run of their kernel ----
+
+
+def _baseline(seq=65536, kernel="cudnn", mask="causal", heads=40):
+    row = _row("single_gpu_" + kernel, seq, heads=heads)
+    row.workload = Workload(1, seq, seq, heads, heads, 128, "bfloat16", mask)
+    row.extra = {"world_size": 1, "kernel": kernel, "baseline": True}
+    return row
+
+
+def _rank_errors(single_out=0.01, ref_max=4.0, with_ref_max=True):
+    """Two ranks' errors as verify.check_strategy records them: bound = 3 x single + 2e-3 x max|ref|."""
+    ranks = []
+    for rank in range(2):
+        errors = {}
+        for m in ("out", "dq", "dk", "dv"):
+            single = single_out if m == "out" and rank == 1 else 0.001
+            errors[m] = {"cp": 0.002, "single": single, "bound": 3 * single + 2e-3 * ref_max}
+            if with_ref_max:
+                errors[m]["ref_max"] = ref_max
+        errors["lse"] = {"cp": 1e-6, "bound": 1e-3}
+        ranks.append(errors)
+    return ranks
+
+
+def _kernel_check(strategy="zigzag", kernel="cudnn", seq=131072, **errors):
+    check = _check(strategy, seq)
+    check.update(kernel=kernel, rank_errors=_rank_errors(**errors))
+    return check
+
+
+def test_a_baseline_is_checked_by_its_kernels_single_device_run():
+    checks = [_kernel_check(), _kernel_check("flash_attn3", kernel="flash_attn3")]
+    (ok,) = attach_checks([_baseline()], checks)
+    found = ok.extra["checked_by"]
+    assert ok.ok is True and ok.status == "ok", found
+    assert found["scope"] == "same heads, checked at 131072 tokens" and "single-device cudnn" in found["by"]
+    # the worst rank's error against bench.correctness's bf16 max_abs bound x max|reference|
+    assert found["errors"]["out"] == {"single": 0.01, "bound": pytest.approx(4e-2 * 4.0)}
+    assert found["errors"]["dq"]["bound"] == pytest.approx(8e-2 * 4.0)  # gradients: x2
+
+
+def test_a_baseline_beyond_its_bound_is_incorrect_and_older_records_recover_the_reference_max():
+    # an older correctness.jsonl has no ref_max: max|reference| comes back out of the strategy's bound
+    checks = [_kernel_check(single_out=0.5, with_ref_max=False)]
+    (row,) = attach_checks([_baseline(131072)], checks)
+    assert row.status == "incorrect" and row.ok is False and "out" in row.reason
+    assert row.extra["checked_by"]["scope"] == "same shape"
+    assert row.extra["checked_by"]["errors"]["out"]["bound"] == pytest.approx(4e-2 * 4.0)
+    nan = [_kernel_check(single_out=float("nan"))]  # a NaN error fails, even on one rank
+    assert attach_checks([_baseline()], nan)[0].ok is False
+
+
+@pytest.mark.parametrize(
+    "check,why",
+    [
+        (_kernel_check(kernel="flash_attn3"), "no single-device cudnn run"),  # another kernel
+        ({**_kernel_check(), "rank_errors": None}, "per-rank errors"),  # an older record: worst rank only
+        ({**_kernel_check(), "heads": 16}, "40 heads"),
+    ],
+)
+def test_a_baseline_without_its_kernels_run_says_not_checked_and_why(check, why):
+    (row,) = attach_checks([_baseline()], [check])
+    assert row.ok is None and row.status == "ok"
+    assert row.extra["checked_by"]["scope"] == "not checked" and why in row.extra["checked_by"]["reason"]
+
+
+def test_the_cpu_baseline_is_checked_by_the_cpu_math_kernels_run():
+    row = _baseline(kernel="math")
+    assert attach_checks([row], [_kernel_check(kernel="cpu_math")])[0].ok is True

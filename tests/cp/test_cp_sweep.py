@@ -4,6 +4,10 @@ The records come from cp_worker_sweep.py, run in the shared 2-rank group."""
 
 import pytest
 from cp_harness import WORLD_SUITES, by_case, spawned
+from cp_worker_sweep import WARM_S
+
+from attnbench.rows import OverlapRow, Result, Workload
+from attnbench.studies.context_parallel.checks import attach_checks
 
 
 def values(case_id: str) -> list:
@@ -47,8 +51,8 @@ def test_failed_first_call_is_a_row_and_the_group_goes_on():
 
 @pytest.mark.timeout(400)
 def test_breakdown_measures_work_imbalance_and_times_per_rank():
-    rank0, rank1 = values("breakdown")
-    assert rank0 == rank1
+    rank0, rank1 = ({k: v for k, v in r.items() if k != "warm_seconds"} for r in values("breakdown"))
+    assert rank0 == rank1  # but for each rank's own wall time of the "warm" case
     ring, zigzag, ulysses = rank0["ring"], rank0["zigzag"], rank0["ulysses"]
     assert [r["rank"] for r in ring] == [0, 1] and all(r["status"] == "ok" for r in ring + zigzag + ulysses)
     # contiguous causal ring at 2 ranks, 32 local rows: rank 0 the diagonal (528 pairs per head),
@@ -61,6 +65,12 @@ def test_breakdown_measures_work_imbalance_and_times_per_rank():
         assert r["kernel_ms"] > 0 and r["comm_ms"] > 0 and r["total_ms"] > 0
     assert all(r["exchange_ms"] > 0 and r["exchange_bytes"] == 2 * 4 * 32 * 16 * 4 for r in ring)
     assert "exchange_ms" not in ulysses[0]
+    # the timing protocol: a steady-state warm-up (none past one call on a CPU) and this rank's clock
+    # fields (None here: a CPU has no clock to read), readable as OverlapRow
+    for r in ring + zigzag + ulysses:
+        assert r["warmup_s"] >= 0 and r["sm_clock_mhz"] is None and r["clock_source"] is None, r
+        assert {"power_w", "comm_sm_clock_mhz"} <= set(r)
+        assert OverlapRow.from_dict(OverlapRow.from_dict(r).to_dict()).warmup_s == r["warmup_s"]
     # the same guards as measure(): a reason on every rank, nothing run
     mask, length = rank0["bad-mask"], rank0["bad-length"]
     assert [r["rank"] for r in mask] == [0, 1] and [r["rank"] for r in length] == [0, 1]
@@ -81,7 +91,35 @@ def test_verify_passes_good_strategies_and_fails_a_wrong_rank():
             assert c["status"] == "ok" and c["ok"], c
             assert set(c["errors"]) == {"out", "dq", "dk", "dv"} and c["lse_err"] < 1e-3
     assert good[("torch_cp", "causal")]["status"] == "unavailable"
+    # the single-device run the check records (every rank's shard) vouches for a CPU baseline row of the
+    # same kernel, heads, head dim and dtype: within bench.correctness's bf16 bound of the fp32 reference
+    for mask in ("causal", "full"):
+        assert all("ref_max" in e for e in good[("ring", mask)]["errors"].values())
+        w = Workload(1, 16, 16, 4, 4, 16, "bfloat16", mask)
+        baseline = Result(
+            "single_gpu_math", "cp", "ok", w, "fwd_bwd", extra={"kernel": "math", "world_size": 1}
+        )
+        (checked,) = attach_checks([baseline], rank0["good"])
+        assert checked.ok is True, checked.extra["checked_by"]
+        assert checked.extra["checked_by"]["scope"] == "same heads, checked at 32 tokens"
     bad = {c["mask"]: c for c in rank0["bad"]}
     for mask in ("causal", "full"):
         assert bad[mask]["status"] == "incorrect" and not bad[mask]["ok"]
         assert bad[mask]["reason"] == "beyond tolerance: dq"  # wrong on rank 1 only, failed on both
+
+
+@pytest.mark.timeout(400)
+def test_breakdown_warms_each_timing_up_to_steady_state_and_agrees_a_failure_there():
+    rank0, rank1 = values("breakdown")
+    warm = rank0["warm"]
+    assert warm == rank1["warm"] and [r["status"] for r in warm] == ["ok", "ok"]
+    # the real call's warm-up lasted the asked seconds (agreed: the same on every rank) ...
+    assert all(r["warmup_s"] >= WARM_S for r in warm)
+    # ... and so did the no-op call's and the exchange's: three warm-ups before their timed calls
+    assert min(rank0["warm_seconds"], rank1["warm_seconds"]) >= 3 * WARM_S
+    oom = rank0["warm-oom"]  # injected on every rank in the warm-up's first call: an oom row, not an error
+    assert oom == rank1["warm-oom"] and [r["status"] for r in oom] == ["oom", "oom"]
+    assert (
+        "in the steady-state warm-up" in oom[0]["reason"] and "rank 1: OutOfMemoryError" in oom[0]["reason"]
+    )
+    assert not any("total_ms" in r for r in oom)

@@ -8,7 +8,10 @@ import pytest
 from cp_asserts import EXPECTED_ERRORS, assert_matches_reference, assert_same_error_everywhere, rows
 from cp_harness import WORLD_SUITES as SUITES
 from cp_harness import spawned
-from cp_worker import correctness_cases
+from cp_worker import PEAKS, correctness_cases
+
+from attnbench.bench.flops import attention_flops
+from attnbench.rows import Workload
 
 CASES = [(world, case.id) for world in (2, 4) for case in correctness_cases(world)]
 ERRORS = [
@@ -93,3 +96,24 @@ def test_reference_row_follows_the_timing_protocol():
     assert rank0["warmup_s"] is not None and rank0["timing_method"] == "perf_counter"
     assert "sm_clock_mhz" in rank0 and "clock_source" in rank0  # None on a CPU: no clock to read
     assert rank0["setup_ms"] > 0 and rank0["extra"]["baseline"] is True
+
+
+@pytest.mark.timeout(400)
+def test_bench_rows_are_scored_per_gpu_and_a_row_above_a_peak_is_an_error_on_every_rank():
+    group = spawned(2, SUITES[2])
+    rank0, rank1 = rows(group, "bench-scored")
+    assert rank0 == rank1 and rank0["status"] == "ok", rank0
+    work = attention_flops(Workload(1, 32, 32, 4, 4, 16, "float32", "causal"), "fwd")
+    per_gpu = work / 2 / (rank0["ms_median"] * 1e-3) / 1e12  # the whole call's FLOPs over 2 GPUs
+    assert rank0["tflops"] == pytest.approx(per_gpu) and rank0["math"] in ("fp32", "tf32")
+    assert (
+        rank0["mfu"] == pytest.approx(per_gpu / PEAKS["huge"][rank0["math"]]) and rank0["over_peak"] is None
+    )
+    # no peak given: still scored (its math), a CPU has no datasheet or clock peak to share
+    zigzag = rows(group, "bench-zigzag")[0]
+    assert zigzag["math"] in ("fp32", "tf32") and zigzag["mfu"] is None and zigzag["over_peak"] is None
+    for case_id in ("bench-over-peak", "bench-reference-over-peak"):
+        rank0, rank1 = rows(group, case_id)
+        assert rank0 == rank1, f"{case_id}: ranks disagree"
+        assert rank0["status"] == "error" and rank0["reason"] == rank0["over_peak"], rank0
+        assert rank0["reason"].startswith("above peak, a measurement error") and "measured" in rank0["reason"]

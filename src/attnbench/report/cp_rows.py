@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from attnbench.report.headline import above_peak
 from attnbench.rows import Result
 
 
@@ -36,3 +37,17 @@ def reference_for(row: Result, rows: Iterable[Result]) -> Result | None:
     ]
     same_kernel = [ref for ref in candidates if ref.extra.get("kernel") == row.extra.get("kernel")]
     return (same_kernel or candidates or [None])[0]
+
+
+def over_peak(row: Result, datasheet_tflops: float | None = None) -> str | None:
+    """Why the row's TFLOP/s per GPU is a measurement error, not a result: above 100 % of a peak. Rows
+    scored when measured carry the reason (`over_peak`, status error); rows measured before CP rows were
+    scored are judged here on what they carry (report.headline.above_peak) and against one GPU's
+    `datasheet_tflops` when the caller has it (sweep.json), so old rows obey the same rule."""
+    reason = above_peak(row.to_dict())
+    if reason or not datasheet_tflops or not row.tflops or row.tflops <= datasheet_tflops:
+        return reason
+    return (
+        f"above peak, a measurement error: {row.tflops:.1f} TFLOP/s per GPU is "
+        f"{row.tflops / datasheet_tflops:.0%} of the datasheet peak {datasheet_tflops:.1f} TFLOP/s"
+    )

@@ -1,12 +1,14 @@
 """Tables and verdicts of the context-parallel report, from result rows alone (no torch; pandas lazily).
 
 bench_table      one line per (strategy, length, mask, pass): slowest-rank ms, TFLOP/s per GPU, its
-                 share of the single-GPU reference at the same per-GPU tokens, peak memory, status.
-overlap_table    per rank: total, kernel, communication-alone and exchange ms, work share.
+                 share of the single-GPU reference at the same per-GPU tokens, peak memory, status, and
+                 (given the checks) each row's correctness, the single-GPU baselines' included.
+overlap_table    per rank: total, kernel, communication-alone and exchange ms, work share, SM clock.
 overlap_findings one sentence per (strategy, length): what sets the slowest rank's time, from numbers.
 targets          issue 4's two targets: pass/fail, measured value, shortfall and the measured why
                  (target_text: one line of it for stdout).
 published_table  our TFLOP/s per GPU beside the seed's published 32x A800 figures.
+A row above 100 % of a peak (cp_rows.over_peak) is a measurement error: no table shows its TFLOP/s.
 markdown, text   a table as Markdown (for the site) or as aligned text (stdout), numbers formatted.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from attnbench.report.cp_published import A800_BF16_PEAK_TFLOPS, FIGURES, WORLD_SIZE
-from attnbench.report.cp_rows import base_strategy, is_reference, reference_for, strategy_of
+from attnbench.report.cp_rows import base_strategy, is_reference, over_peak, reference_for, strategy_of
 from attnbench.report.tables import formatted, markdown_table, tflops_text
 from attnbench.rows import Result
 
@@ -37,6 +39,7 @@ FORMATS = {
     "total_ms": lambda v: f"{v:.4g}",
     "exchange_GBps": lambda v: f"{v:.3g}",
     "exchange_ms": lambda v: f"{v:.3g}",
+    "sm_clock_mhz": lambda v: f"{v:.0f}",
     "measured": lambda v: f"{v:.3g}",
     "needed": lambda v: f"{v:.3g}",
     "lse err": lambda v: f"{v:.1e}",
@@ -71,29 +74,52 @@ def _checked(row: Result, checks: dict) -> str:
     return f"{check['status'].upper()}" + (f": {check['reason']}" if check.get("reason") else "")
 
 
+def _baseline_checked(row: Result) -> str:
+    """A single-GPU baseline's verdict, attached when it was measured (checks.attach_checks: its kernel's
+    single-device run in the correctness cell against the fp32 reference), or "not checked" and why."""
+    found = row.extra.get("checked_by") or {}
+    if found.get("ok") is True:
+        return "ok"
+    if found.get("ok") is False:
+        return f"INCORRECT: {found.get('reason', '')}"
+    why = found.get("reason") or "a baseline measured before baselines were checked"
+    return f"not checked: {why}"
+
+
+def _tflops(row: Result | None) -> float | None:
+    """The row's TFLOP/s per GPU, or None when it is above a peak: a measurement error, never a result."""
+    return None if row is None or over_peak(row) else row.tflops
+
+
 def bench_table(rows: list[Result], correctness: Iterable[dict] | None = None):
-    """One line per row; with `correctness` (the correctness cell's results) a column with its verdict."""
+    """One line per row; with `correctness` (the correctness cell's results) a column with its verdict (a
+    baseline's own, from its row). A row above a peak shows no TFLOP/s: its status and reason say why."""
     import pandas as pd
 
     checks = verdicts(correctness) if correctness is not None else None
     lines = []
     for r in rows:
-        ref = None if is_reference(r) else reference_for(r, rows)
-        ratio = r.tflops / ref.tflops if ref and ref.tflops and r.tflops else None
+        over, reference = over_peak(r), is_reference(r)
+        ref = None if reference else reference_for(r, rows)
+        mine, theirs = _tflops(r), _tflops(ref)
         lines.append(
             {
-                "strategy": strategy_of(r) if not is_reference(r) else r.provider,
+                "strategy": r.provider if reference else strategy_of(r),
                 "seq_len": r.workload.seqlen_q,
                 "per_gpu": r.extra.get("seq_per_gpu", r.workload.seqlen_q),
                 "mask": r.workload.mask,
                 "pass": r.pass_,
-                "status": r.status,
+                "status": "error" if over else r.status,
                 "ms": r.ms_median,
-                "tflops_per_gpu": r.tflops,
-                "vs_single_gpu": ratio,
+                "tflops_per_gpu": mine,
+                "vs_single_gpu": mine / theirs if mine and theirs else None,
                 "peak_gib": r.peak_mem_bytes / GIB if r.peak_mem_bytes else None,
-                **({} if checks is None else {"correctness": "" if is_reference(r) else _checked(r, checks)}),
-                "reason": r.reason,
+                **(
+                    {}
+                    if checks is None
+                    else {"correctness": _baseline_checked(r) if reference else _checked(r, checks)}
+                ),
+                "reason": r.reason or over or "",
             }
         )
     return pd.DataFrame(lines)
@@ -129,6 +155,7 @@ def overlap_table(rows: Iterable[dict]):
         "comm_ms",
         "total_ms",
         "exchange_ms",
+        "sm_clock_mhz",  # this rank's clock during the real call's timed calls (None: not recorded)
     )
     lines = []
     for r in rows:
@@ -320,9 +347,16 @@ def target_text(line: dict) -> str:
     )
 
 
+def _our_status(mine: Result | None, over: str | None) -> str:
+    if mine is None:
+        return "not in this profile"
+    return f"error: {over}" if over else str(mine.status)
+
+
 def published_table(rows: list[Result], our_peak_tflops: float | None, world: int):
     """Per published method and length: their TFLOP/s per GPU (published.HARDWARE) and ours (fwd+bwd,
-    causal), each also as a share of its GPU's dense bf16 datasheet peak ("% peak")."""
+    causal), each also as a share of its GPU's dense bf16 datasheet peak ("% peak"). Ours above 100 % of
+    a peak is a measurement error (cp_rows.over_peak): no number, the status says why."""
     import pandas as pd
 
     lines = []
@@ -330,7 +364,8 @@ def published_table(rows: list[Result], our_peak_tflops: float | None, world: in
         for seq, theirs in figures.items():
             found = _cp_rows(rows, ours, "causal", "fwd_bwd", seq)
             mine = found[0] if found else None
-            ok = mine is not None and mine.status == "ok"
+            over = over_peak(mine, our_peak_tflops) if mine is not None else None
+            ok = mine is not None and mine.status == "ok" and not over
             lines.append(
                 {
                     "published method": method,
@@ -342,7 +377,7 @@ def published_table(rows: list[Result], our_peak_tflops: float | None, world: in
                     "our TFLOP/s/GPU": mine.tflops if ok else None,
                     "our tokens/GPU": seq // world,
                     "our % peak": mine.tflops / our_peak_tflops if ok and our_peak_tflops else None,
-                    "our status": "ok" if ok else (mine.status if mine else "not in this profile"),
+                    "our status": _our_status(mine, over),
                 }
             )
     return pd.DataFrame(lines)

@@ -63,3 +63,11 @@ class OverlapRow(Row):
     work_share: float | None = field(
         default=None, metadata=OMIT_IF_NONE
     )  # work_pairs over the mean of all ranks
+    # The timing protocol (studies/context_parallel/overlap.py): seconds of steady-state warm-up before the
+    # real call's timed calls, and this rank's SM clock (MHz) and power (W) during them; the clock of the
+    # no-op and exchange timings apart. Absent in rows measured before the protocol (one warm-up call).
+    warmup_s: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    sm_clock_mhz: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    power_w: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    clock_source: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    comm_sm_clock_mhz: float | None = field(default=None, metadata=OMIT_IF_NONE)

@@ -18,10 +18,20 @@ Vouching (`attach_checks`). A timed row is vouched for only by a check of the sa
 (strategy + local kernel), mask, world size, heads, head dim and dtype: at its own length ("same
 shape") or at another length ("same heads, checked at N tokens"). A check at another head count, or
 none, leaves the row "not checked" (ok None) with the reason; a failed check makes the row incorrect.
+
+Baselines (`vouch_baseline`). The correctness cell also runs single-device attention with each local
+kernel on the whole check sequence and records its error against the fp32 reference, rank by rank
+(`rank_errors[r][m]["single"]`, each rank's shard of the whole tensor). A single-GPU baseline row is
+vouched for by that run of its own kernel (SDPA's math backend on a CPU is the cpu_math kernel), mask,
+heads, head dim and dtype: for out, dq, dk, dv, the worst rank's max |error| must be within
+bench.correctness's max_abs bound for the dtype (x2 for gradients) times max |reference|; rel_l2 is not
+recorded by the cell, so this is the max-abs half of that rule. Without such a record the baseline is
+"not checked", with the reason.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from attnbench.rows import Result
@@ -131,16 +141,73 @@ def vouch(row: Result, checks: Iterable[dict]) -> dict:
     }
 
 
+SINGLE_KERNELS = {"math": "cpu_math"}  # a baseline's kernel -> the check's name for the same kernel
+BASELINE_METRICS = ("out", "dq", "dk", "dv")
+
+
+def _worst(values) -> float:
+    """The largest value, NaN before everything (a NaN error fails every bound)."""
+    return max(values, key=lambda v: (math.isnan(v), v))
+
+
+def _reference_max(error: dict) -> float:
+    """max |fp32 reference| of one rank's shard: recorded as ref_max, or (older records) recovered from
+    the strategy's bound, which verify.check_strategy builds as SINGLE_FACTOR x single + RELATIVE_TOLERANCE
+    x max |reference|."""
+    if error.get("ref_max") is not None:
+        return error["ref_max"]
+    from attnbench.studies.context_parallel.verify import RELATIVE_TOLERANCE, SINGLE_FACTOR
+
+    return (error["bound"] - SINGLE_FACTOR * error["single"]) / RELATIVE_TOLERANCE
+
+
+def vouch_baseline(row: Result, checks: Iterable[dict]) -> dict:
+    """The correctness cell's single-device run that vouches for a baseline row (module doc)."""
+    from attnbench.bench.correctness import tolerance_for
+
+    w, kernel = row.workload, row.extra.get("kernel")
+    kernel = SINGLE_KERNELS.get(kernel, kernel)
+    shape = (kernel, w.mask, w.heads_q, w.head_dim, w.dtype)
+    mine = [
+        c
+        for c in checks
+        if (c.get("kernel"), c["mask"], c["heads"], c["head_dim"], c["dtype"]) == shape
+        and c.get("rank_errors")
+    ]
+    if not mine:
+        what = f"{kernel} run" if kernel else "run of its kernel (the row names none)"
+        return {
+            "by": None,
+            "scope": "not checked",
+            "reason": f"the correctness cell has no single-device {what} at {w.heads_q} heads x "
+            f"{w.head_dim}, {w.dtype}, {w.mask}, with per-rank errors",
+        }
+    check = ([c for c in mine if c["seq_len"] == w.seqlen_q] or sorted(mine, key=lambda c: -c["seq_len"]))[0]
+    errors = {}
+    for m in BASELINE_METRICS:
+        per_rank = [r[m] for r in check["rank_errors"]]
+        bound = tolerance_for(w.dtype, grad=m != "out").max_abs * _worst(map(_reference_max, per_rank))
+        errors[m] = {"single": _worst(e["single"] for e in per_rank), "bound": bound}
+    failed = [m for m, e in errors.items() if not e["single"] <= e["bound"]]
+    n = check["seq_len"]
+    return {
+        "by": f"correctness: single-device {kernel} {w.mask} {n} tokens x {w.heads_q} heads vs fp32",
+        "scope": "same shape" if n == w.seqlen_q else f"same heads, checked at {n} tokens",
+        "ok": not failed,
+        "seq_len": n,
+        "errors": errors,
+        "reason": f"max |error| beyond the {w.dtype} bound: {', '.join(failed)}" if failed else "",
+    }
+
+
 def attach_checks(rows: Iterable[Result], checks: Iterable[dict]) -> list[Result]:
-    """Every timed strategy row with `extra["checked_by"]` and `ok` from the check that vouches for it
-    (module doc); single-GPU baselines say they are baselines. Returns the rows (changed in place)."""
+    """Every timed row with `extra["checked_by"]` and `ok` from the check that vouches for it (module doc):
+    a strategy's own check, a single-GPU baseline's kernel run alone. Returns the rows (changed in place)."""
     checks = list(checks)
     rows = list(rows)
     for row in rows:
-        if row.provider.startswith("single_gpu_"):
-            row.extra["checked_by"] = {"by": None, "scope": "baseline (not a strategy)"}
-            continue
-        found = vouch(row, checks)
+        baseline = row.provider.startswith("single_gpu_")
+        found = vouch_baseline(row, checks) if baseline else vouch(row, checks)
         row.extra["checked_by"] = found
         if row.status != "ok":
             continue

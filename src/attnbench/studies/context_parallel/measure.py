@@ -20,9 +20,12 @@ Protocol for one row (`measure`):
      working set is gigabytes, hundreds of times the L2. A bench.clocks sampler on each rank reads the
      SM clock and power during the timed calls: the row keeps the lowest clock and highest power over
      ranks (the slowest GPU, as the time is the slowest rank's).
-  5. TFLOP/s per GPU = FLOPs of the whole mask (bench.flops.attention_flops) / (median x world).
-     Peak memory = max over ranks of torch.cuda.max_memory_allocated during the timed calls, inputs
-     included.
+  5. TFLOP/s per GPU = FLOPs of the whole mask (bench.flops.attention_flops) / (median x world),
+     scored like every other row (bench.flops.score through scoring.score_row): its math and its share
+     of each peak of that math (a measured matmul peak when the caller gives one, the GPU's datasheet
+     peak, and SMs x FLOP/clk x the row's SM clock); a row above 100 % of any of them is a measurement
+     error and becomes an `error` row with the reason. Peak memory = max over ranks of
+     torch.cuda.max_memory_allocated during the timed calls, inputs included.
 """
 
 from __future__ import annotations
@@ -43,12 +46,12 @@ from attnbench.bench.distributed import (
     steady_state,
     timed_with_clock,
 )
-from attnbench.bench.flops import attention_flops, tflops
 from attnbench.bench.inputs import torch_dtype
-from attnbench.bench.timing import is_oom, quantile
+from attnbench.bench.timing import is_oom
 from attnbench.cp import attention, comm, get_strategy
 from attnbench.cp.local import flash_attn3_bhsd, get_kernel
 from attnbench.rows import Result, Status, Workload
+from attnbench.studies.context_parallel.scoring import measured_row
 
 
 def resolved_options(strategy: str, group, heads: int, options: dict) -> dict:
@@ -111,16 +114,6 @@ def cp_function(strategy: str, *, mask: str, group, kernel, options: dict):
     return fn
 
 
-def _summary(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    return {
-        "ms_median": quantile(ordered, 0.5),
-        "ms_p20": quantile(ordered, 0.2),
-        "ms_p80": quantile(ordered, 0.8),
-        "reps": len(samples),
-    }
-
-
 def start(strategy: str, group, **case):
     """(world, rank, device, strategy spec, precheck's refusal or None) of a run of `strategy` over
     `group`; `case`: precheck's mask, seq_len, kernel, dtype and head_dim (measure and breakdown)."""
@@ -149,8 +142,10 @@ def measure(
     max_time_s: float = 60.0,
     seed: int = 0,
     env: str = "",
+    peak_tflops=None,
 ) -> Result:
-    """Time one strategy on `seq_len` total tokens over the group; the same Result on every rank."""
+    """Time one strategy on `seq_len` total tokens over the group; the same Result on every rank.
+    `peak_tflops`: a measured matmul peak to score against besides the datasheet's (scoring.score_row)."""
     options = dict(options or {})
     world, rank, device, spec, refused = start(
         strategy, group, mask=mask, seq_len=seq_len, kernel=kernel, dtype=dtype, head_dim=head_dim
@@ -239,17 +234,16 @@ def measure(
         call = None
         state.clear()
         release(device)
-    stats = _summary(samples)
-    return row(
+    return measured_row(
         provider,
         workload,
         pass_,
-        "ok",
-        **stats,
-        tflops=tflops(attention_flops(workload, pass_) / world, stats["ms_median"]),  # per GPU
+        samples,
+        device=device,
+        world=world,  # TFLOP/s per GPU
+        peak_tflops=peak_tflops,
         peak_mem_bytes=peak,
         setup_ms=setup_ms,
-        timer="cuda_event" if device.type == "cuda" else "perf_counter",
         warmup_s=warmup_s,
         **conditions,
         env=env,
@@ -279,14 +273,14 @@ def reference_fn(kernel: str, device, mask: str):
     return sdpa
 
 
-def reference_warmup_s(device, warmup_min_s: float | None) -> float:
-    """The reference's steady-state warm-up: bench.timing's floor on a GPU (a profile may ask for more,
-    never less), none on a CPU unless asked (a test asks, to prove long warm-ups cannot time out)."""
+def steady_warmup_s(device, warmup_min_s: float | None, caller: str = "measure_reference") -> float:
+    """A steady-state warm-up's seconds: bench.timing's floor on a GPU (a profile may ask for more, never
+    less), none on a CPU unless asked (a test asks, to prove long warm-ups cannot time out)."""
     if device.type != "cuda":
         return warmup_min_s or 0.0
     if warmup_min_s is not None and warmup_min_s < timing.WARMUP_MIN_S:
         raise ValueError(
-            f"measure_reference: warmup_min_s={warmup_min_s} is below the protocol's floor of "
+            f"{caller}: warmup_min_s={warmup_min_s} is below the protocol's floor of "
             f"{timing.WARMUP_MIN_S} s on a GPU (bench.timing.WARMUP_MIN_S)"
         )
     return warmup_min_s or timing.WARMUP_MIN_S
@@ -309,6 +303,7 @@ def measure_reference(
     max_time_s: float = 60.0,
     warmup_min_s: float | None = None,
     env: str = "",
+    peak_tflops=None,
 ) -> Result:
     """Single-GPU attention on `seq_len` tokens (e.g. the CP per-GPU tokens) with `kernel`: SDPA pinned to
     cudnn | sdpa_flash, or FlashAttention-3's public flash_attn_func (flash_attn3).
@@ -318,6 +313,7 @@ def measure_reference(
     clock sampled (timed_with_clock); the slowest rank is reported. The ranks meet after every call and
     agree on failures there, so no rank waits at a barrier while another warms up or times (a long
     reference can never trip the process group's timeout, and an out-of-memory on one rank is a row).
+    Scored as the strategies' rows (scoring.score_row, with one GPU's FLOPs).
     """
     device = comm.comm_device(group)
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
@@ -337,7 +333,7 @@ def measure_reference(
         why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
         if why:
             return row(provider, workload, pass_, "unavailable", why, env=env, extra=extra)
-    warm_s = reference_warmup_s(device, warmup_min_s)
+    warm_s = steady_warmup_s(device, warmup_min_s)
     fn, state = reference_fn(kernel, device, mask), {}
 
     def first_call():
@@ -376,17 +372,16 @@ def measure_reference(
     finally:
         state.clear()
         release(device)
-    stats = _summary(samples)
-    return row(
+    return measured_row(
         provider,
         workload,
         pass_,
-        "ok",
-        **stats,
-        tflops=tflops(attention_flops(workload, pass_), stats["ms_median"]),
+        samples,
+        device=device,
+        world=1,  # every rank ran the whole workload alone
+        peak_tflops=peak_tflops,
         peak_mem_bytes=peak,
         setup_ms=setup_ms,
-        timer="cuda_event" if device.type == "cuda" else "perf_counter",
         warmup_s=warmup_s,
         **conditions,
         env=env,

@@ -10,7 +10,14 @@ For one strategy and shape, on every rank:
   exchange_ms  ring strategies: one K/V block send/recv with the ring neighbours alone.
   work_pairs   the (query, key) pairs this rank's kernels computed (causal blocks counted exactly):
                the work balance, independent of timing. work_share = pairs / mean over ranks.
-The median over `reps` repetitions (after one warm-up call) is reported for each time.
+Each of the three timings (the real call, the no-op call, the exchange) follows the timing protocol:
+a steady-state warm-up of untimed calls for at least bench.timing.WARMUP_MIN_S on a GPU (none past one
+call on a CPU; bench.distributed.steady_state, its stop agreed after every call, failures agreed too),
+then `reps` timed repetitions, all ranks aligned before each, with this rank's SM clock and power
+sampled during them (bench.clocks). The median of each time is reported; each rank's row keeps its own
+GPU's clock (the rows are per rank): sm_clock_mhz and power_w during the real call's timed calls (what
+total_ms and kernel_ms ran at), comm_sm_clock_mhz during the no-op calls and the exchange, and
+warmup_s, the real call's warm-up (the ranks' agreed seconds).
 """
 
 from __future__ import annotations
@@ -21,7 +28,16 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench.distributed import align, attempt, random_call, release, time_once
+from attnbench.bench import clocks
+from attnbench.bench.distributed import (
+    AgreedFailure,
+    align,
+    attempt,
+    random_call,
+    release,
+    steady_state,
+    time_once,
+)
 from attnbench.bench.inputs import torch_dtype
 from attnbench.cp import comm
 from attnbench.cp.circulate import make_topology
@@ -31,6 +47,7 @@ from attnbench.studies.context_parallel.measure import (
     cp_function,
     resolved_options,
     start,
+    steady_warmup_s,
     strategy_label,
 )
 
@@ -114,39 +131,83 @@ class NoopKernel(LocalKernel):
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
 
 
-def _median_times(call, group, device, reps: int, watch: _Stopwatch | None = None) -> tuple[float, float]:
-    """(median total ms, median watched ms) over `reps` calls after one warm-up call."""
-    call.before(False)
-    call(False)
-    if watch:
-        watch.take_ms()
-    totals, watched = [], []
-    for _ in range(reps):
-        call.before(False)
-        align(group, device)
-        totals.append(time_once(call, device))
-        watched.append(watch.take_ms() if watch else 0.0)
-    return statistics.median(totals), statistics.median(watched)
+class _Timed:
+    """Medians of one timed phase, its steady-state warm-up and this rank's clock during the timed calls."""
+
+    def __init__(self, device, warmup_min_s: float):
+        self.device, self.warmup_min_s = device, warmup_min_s
+        self.source = clocks.source_for(device)[0] if device.type == "cuda" else None
+        self.warmup_s: float | None = None
+        self.clock: dict = {}
+
+    def run(self, call, group, reps: int, watch: _Stopwatch | None = None) -> tuple[float, float]:
+        """(median total ms, median watched ms) of `reps` calls after the warm-up. The calls hold
+        communication, so the warm-up agrees a failure on one rank with the others when it can
+        (agree_failures): an AgreedFailure on every rank, never ranks in different collectives."""
+        self.warmup_s = steady_state(call, group, self.device, self.warmup_min_s, agree_failures=True)
+        if watch:
+            watch.take_ms()  # the warm-up's kernel spans are not timed calls
+        totals, watched = [], []
+        with clocks.ClockSampler(self.source) as sampler:  # the clock of the timed calls only
+            for _ in range(reps):
+                call.before(False)
+                align(group, self.device)
+                totals.append(time_once(call, self.device))
+                watched.append(watch.take_ms() if watch else 0.0)
+        self.clock = {**sampler.summary(), "clock_source": getattr(self.source, "name", None)}
+        return statistics.median(totals), statistics.median(watched)
 
 
-def _exchange_ms(shape, dtype, group, device, reps: int) -> float:
-    topo = make_topology(group)
-    exchange = comm.Exchange(
-        group, topo.ranks[(topo.position + 1) % topo.size], topo.ranks[(topo.position - 1) % topo.size]
-    )
-    send = [torch.randn(shape, device=device).to(dtype) for _ in range(2)]
-    recv = [torch.empty_like(t) for t in send]
-    watch = _Stopwatch(device)
-    times = []
-    for i in range(reps + 1):
-        align(group, device)
-        started = watch.start()
-        exchange.start(send, recv).wait()
-        watch.stop(started)
-        ms = watch.take_ms()
-        if i:  # the first exchange also opens the connection
-            times.append(ms)
-    return statistics.median(times)
+class _ExchangeCall:
+    """One K/V block send/recv with the ring neighbours, as a Call (steady_state and time_once)."""
+
+    def __init__(self, shape, dtype, group, device):
+        topo = make_topology(group)
+        after, before = (
+            topo.ranks[(topo.position + 1) % topo.size],
+            topo.ranks[(topo.position - 1) % topo.size],
+        )
+        self.exchange = comm.Exchange(group, after, before)
+        self.send = [torch.randn(shape, device=device).to(dtype) for _ in range(2)]
+        self.recv = [torch.empty_like(t) for t in self.send]
+
+    def before(self, _check_ranks: bool) -> None:
+        pass
+
+    def __call__(self, _check_ranks: bool) -> None:
+        self.exchange.start(self.send, self.recv).wait()
+
+
+def _exchange_ms(shape, dtype, group, timer: _Timed, reps: int) -> float:
+    """Median ms of one exchange alone; the warm-up also opens the connection (NCCL's are lazy)."""
+    return timer.run(_ExchangeCall(shape, dtype, group, timer.device), group, reps)[0]
+
+
+def _clock_fields(real: _Timed, comm_only: list[_Timed]) -> dict:
+    """This rank's clock fields of its row (module doc): the real call's, and the lowest of the others."""
+    others = [t.clock["sm_clock_mhz"] for t in comm_only if t.clock.get("sm_clock_mhz") is not None]
+    return {
+        "warmup_s": real.warmup_s,
+        "sm_clock_mhz": real.clock.get("sm_clock_mhz"),
+        "power_w": real.clock.get("power_w"),
+        "clock_source": real.clock.get("clock_source"),
+        "comm_sm_clock_mhz": min(others) if others else None,
+    }
+
+
+def _attempt_agreed(step, group) -> tuple[Status, str]:
+    """bench.distributed.attempt, keeping an AgreedFailure's own status: it is raised on every rank (an
+    out-of-memory in a warm-up stays `oom`, where attempt would call any exception an error)."""
+    agreed: list[AgreedFailure] = []
+
+    def run():
+        try:
+            step()
+        except AgreedFailure as failure:
+            agreed.append(failure)
+
+    status, message = attempt(run, group)
+    return (agreed[0].status, agreed[0].message) if agreed else (status, message)
 
 
 def breakdown(
@@ -164,8 +225,11 @@ def breakdown(
     options: dict | None = None,
     reps: int = 2,
     seed: int = 0,
+    warmup_min_s: float | None = None,
 ) -> list[dict]:
-    """One dict per rank (the same list on every rank): total, kernel, comm and exchange ms and work."""
+    """One dict per rank (the same list on every rank): total, kernel, comm and exchange ms, work, and
+    this rank's clock. `warmup_min_s`: each timing's steady-state warm-up (measure.steady_warmup_s:
+    WARMUP_MIN_S on a GPU, never less; none on a CPU unless asked)."""
     world, rank, device, spec, refused = start(
         strategy, group, mask=mask, seq_len=seq_len, kernel=kernel, dtype=dtype, head_dim=head_dim
     )
@@ -192,23 +256,27 @@ def breakdown(
     def fn_with(local_kernel):
         return cp_function(strategy, mask=mask, group=group, kernel=local_kernel, options=options)
 
+    warm_s = steady_warmup_s(device, warmup_min_s, "breakdown")
+    real, others = _Timed(device, warm_s), [_Timed(device, warm_s), _Timed(device, warm_s)]
+
     def measure_all():
         call = random_call(fn_with(timed), pass_, shape, dtype, device, seed * 1000 + rank)
         timed.pairs = 0
         call.before(True)
-        call(True)  # checked first call: also what `reps` warm-up means for the real run
+        call(True)  # the checked first call, untimed: it also counts this rank's pairs
         timed.watch.take_ms()
         mine["work_pairs"] = timed.pairs  # of one call: the forward's blocks (the backward repeats them)
-        mine["total_ms"], mine["kernel_ms"] = _median_times(call, group, device, reps, timed.watch)
+        mine["total_ms"], mine["kernel_ms"] = real.run(call, group, reps, timed.watch)
         noop = random_call(fn_with(NoopKernel()), pass_, shape, dtype, device, seed * 1000 + rank)
-        mine["comm_ms"], _ = _median_times(noop, group, device, reps)
+        mine["comm_ms"], _ = others[0].run(noop, group, reps)
         if strategy in RING_STRATEGIES and world > 1:
-            mine["exchange_ms"] = _exchange_ms(shape, torch_dtype(dtype), group, device, reps)
+            mine["exchange_ms"] = _exchange_ms(shape, torch_dtype(dtype), group, others[1], reps)
             mine["exchange_bytes"] = (
                 2 * batch * heads * (seq_len // world) * head_dim * torch_dtype(dtype).itemsize
             )
+        mine.update(_clock_fields(real, others))
 
-    status, message = attempt(measure_all, group)
+    status, message = _attempt_agreed(measure_all, group)
     release(device)
     if status != Status.OK:
         return [{**base, "rank": r, "status": status, "reason": message} for r in range(world)]

@@ -161,6 +161,19 @@ def sweep_seconds(config: dict, strategies, world: int = 2, reference: bool = Tr
     return seconds
 
 
+def overlap_seconds(strategy: str, seq_len: int, spec: dict, world: int = 2) -> float:
+    """One breakdown (overlap.py): the checked first call, the real call's steady-state warm-up (whole
+    calls until bench.timing.WARMUP_MIN_S has passed), its `reps` timed calls, and the no-op calls' and
+    (ring strategies) the exchange's warm-ups of WARMUP_MIN_S each (their calls are short)."""
+    from attnbench.bench.timing import WARMUP_MIN_S  # torch: only where a GPU estimate is made
+
+    call_s = call_ms(strategy, seq_len, spec["mask"], spec["pass"], world) / 1e3
+    steady = math.ceil(WARMUP_MIN_S / call_s) * call_s
+    # overlap.RING_STRATEGIES also time one exchange alone (overlap imports torch, this module does not)
+    phases = 2 if strategy in ("ring", "zigzag", "double_ring", "burst") else 1
+    return (1 + spec["reps"]) * call_s + steady + phases * WARMUP_MIN_S + ROW_OVERHEAD_S
+
+
 def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     """Seconds the bench cells, overlap and whole notebook should take (2x H200 model; see above). Our
     strategies are timed per local kernel (`bench`, `bench_fa3`); the peers, which run their own kernels,
@@ -171,9 +184,7 @@ def estimate_seconds(config: dict, strategies, world: int = 2) -> dict:
     )
     spec = config["overlap"]
     overlap = config.get("warmup_s", 0.0) + sum(
-        (1 + spec["reps"]) * call_ms(name, seq, spec["mask"], spec["pass"], world) / 1e3 + ROW_OVERHEAD_S
-        for name in spec["strategies"]
-        for seq in spec["seq_lens"]
+        overlap_seconds(name, seq, spec, world) for name in spec["strategies"] for seq in spec["seq_lens"]
     )
     # each extra local kernel repeats the sweep and the correctness checks in cells of its own
     kernels = 1 + len(config.get("extra_kernels", []))

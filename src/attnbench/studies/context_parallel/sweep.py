@@ -37,6 +37,7 @@ REFERENCE_KEYS = {
     "min_time_s",
     "max_time_s",
     "env",
+    "peak_tflops",
 }
 
 
