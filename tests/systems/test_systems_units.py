@@ -11,6 +11,7 @@ import torch
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
+from attnbench.report import systems_kernels as kernel_tables
 from attnbench.rows import Result, Workload
 from attnbench.studies.cs336_systems import attention_scan, breakdown, memory, profiles, steps
 
@@ -114,7 +115,11 @@ def test_step_tables_warmup_and_oom():
     ]
     table = tables.step_table(rows, "bf16", warmup=2, measured=2)
     small = table.iloc[0]
-    assert small["step ms"] == "10.00 ± 0.00" and small["tokens/s"] == "51,200" and small["MFU"] == "100.0%"
+    assert (
+        small["step ms"] == "10.00 ± 0.00"
+        and small["tokens/s"] == "51,200"
+        and small[tables.MFU_AT_PEAKS_CLOCK] == "100.0%"
+    )
     assert small["peak GiB backward"] == "2.00" and small["SM clock MHz"] == ""  # rows sampled no clock
     assert table.iloc[1]["status"] == "oom" and table.iloc[1]["reason"] == "OOM in forward"
     warm = tables.warmup_table(rows, "bf16", [0, 2], measured=2).iloc[0]
@@ -138,15 +143,15 @@ def test_targets_met_or_missed_with_the_gap(ours_fwd, ours_fb, met):
         _result("flash_attn3", "fwd", 1.2, head_dim=128),
     ]
     leaderboard = [_result("triton_fa2", "fwd_bwd", ours_fb)]
-    checks = tables.target_checks(leaderboard, target, best_public_ms=5.364, ratio=0.8)
+    checks = kernel_tables.target_checks(leaderboard, target, best_public_ms=5.364, ratio=0.8)
     assert [c["met"] for c in checks] == met
-    lines = tables.target_lines(checks)
+    lines = kernel_tables.target_lines(checks)
     assert lines[0].startswith("MET" if met[0] else "MISSED") and "%" in lines[0]
 
 
 def test_the_leaderboard_target_takes_the_faster_dq_mode_and_names_it():
     leaderboard = [_result("triton_fa2", "fwd_bwd", 6.2), _result("triton_fa2_atomic_dq", "fwd_bwd", 5.2)]
-    checks = tables.target_checks(leaderboard, [], best_public_ms=5.364, ratio=0.8)
+    checks = kernel_tables.target_checks(leaderboard, [], best_public_ms=5.364, ratio=0.8)
     assert (
         checks[1]["met"] is True
         and checks[1]["value"] == 5.2
@@ -158,10 +163,10 @@ def test_a_leaderboard_target_of_its_own_is_judged_at_most_and_says_by_how_much(
     """On an H200 our kernel ran the leaderboard shape in 5.323 ms: under the best public 5.364 ms, over
     the 5.0 ms target, 6.5 % over."""
     leaderboard = [_result("triton_fa2", "fwd_bwd", 5.323)]
-    checks = tables.target_checks(leaderboard, [], best_public_ms=5.364, ratio=0.85, target_ms=5.0)
+    checks = kernel_tables.target_checks(leaderboard, [], best_public_ms=5.364, ratio=0.85, target_ms=5.0)
     assert checks[1]["met"] is False and checks[1]["target"] == "leaderboard forward+backward <= 5.0 ms"
-    assert "against 5.0 (+6.5%)" in tables.target_lines(checks)[1]
-    at_target = tables.target_checks([_result("triton_fa2", "fwd_bwd", 5.0)], [], best_public_ms=5.364,
+    assert "against 5.0 (+6.5%)" in kernel_tables.target_lines(checks)[1]
+    at_target = kernel_tables.target_checks([_result("triton_fa2", "fwd_bwd", 5.0)], [], best_public_ms=5.364,
                                      ratio=0.85, target_ms=5.0)  # fmt: skip
     assert at_target[1]["met"] is True
 
@@ -175,13 +180,16 @@ def test_the_gap_to_fa3_is_split_by_phase_from_the_kernel_listing():
                         {"kernel": "flash::FlashAttnFwdSm90<...>", "us_per_call": 1000.0},
                         {"kernel": "flash::FlashAttnBwdPostprocessConvertdQ", "us_per_call": 20.0}],
     }  # fmt: skip
-    assert tables.kernel_split(profile["ours"]) == pytest.approx(
+    assert kernel_tables.kernel_split(profile["ours"]) == pytest.approx(
         {"forward": 1.3, "backward": 4.8, "other": 0.02}
     )
-    lines = tables.gap_lines(profile)
+    lines = kernel_tables.gap_lines(profile)
     assert lines[0] == "device time of one forward + backward: ours 6.120 ms, FA3 3.220 ms (gap +2.900 ms)"
     assert lines[2] == "backward kernels: ours 4.800 ms, FA3 2.200 ms (2.18x), 90% of the gap"
-    assert tables.gap_lines({"ours": profile["ours"], "flash_attn3_reason": "not installed"}) == [
+    assert lines[-1].startswith(
+        "SM clock while profiled: ours SM clock not recorded"
+    )  # bare lists: old files
+    assert kernel_tables.gap_lines({"ours": profile["ours"], "flash_attn3_reason": "not installed"}) == [
         "not profiled: not installed"
     ]
 
@@ -190,13 +198,13 @@ def test_targets_are_not_judged_on_cpu_timings_or_missing_rows():
     cpu = [_result("triton_fa2", "fwd_bwd", 300.0, timer="perf_counter")]
     assert all(
         c["met"] is None and "not judged" in c["detail"]
-        for c in tables.target_checks(cpu, [], best_public_ms=5.364, ratio=0.8)
+        for c in kernel_tables.target_checks(cpu, [], best_public_ms=5.364, ratio=0.8)
     )
-    missing = tables.target_checks(
+    missing = kernel_tables.target_checks(
         [], [_result("flash_attn3", "fwd", 1.0, status="unavailable")], best_public_ms=5.364, ratio=0.8
     )
     assert [c["met"] for c in missing] == [None, None]
-    assert tables.target_lines(missing)[0].startswith("NOT MEASURED")
+    assert kernel_tables.target_lines(missing)[0].startswith("NOT MEASURED")
 
 
 def test_kernel_table_in_the_seed_layout():
@@ -207,10 +215,10 @@ def test_kernel_table_in_the_seed_layout():
         _result("triton_fa2", p, ms, seq=4096) for p, ms in (("fwd", 1.0), ("bwd", 2.0), ("fwd_bwd", 3.0))
     ]
     rows += [_result("flash_attn3", "fwd", None, status="unsupported", seq=4096)]
-    entry = tables.kernel_table(rows).iloc[0]
+    entry = kernel_tables.kernel_table(rows).iloc[0]
     assert (entry["ft_torch"], entry["fbt_triton"], entry["speedup_fwd_bwd"]) == ("4.000", "3.000", "4.0x")
     assert entry["triton correct"] == "ok (1.0e-03)" and entry["ft_FA3"] == "—"
-    assert tables.not_run_reasons(rows) == ["flash_attn3: unsupported: why (1 rows)"]
+    assert kernel_tables.not_run_reasons(rows) == ["flash_attn3: unsupported: why (1 rows)"]
 
 
 def test_the_seed_tables_parse():

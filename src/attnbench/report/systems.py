@@ -8,12 +8,10 @@ reads never re-runs a GPU cell.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable
 
 from attnbench.report.kernel_names import short_kernel_name
-from attnbench.rows import Result, usable
 
 PHASES = ("forward", "backward", "optimizer")
 GIB, MIB = 2**30, 2**20
@@ -69,7 +67,9 @@ def _gib(value) -> str:
 
 
 def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int, attention: str = "eager"):
-    """Per size and context: ms per phase (mean ± std), tokens/s, MFU, peak GiB per phase; OOM rows say where."""
+    """Per size and context: ms per phase (mean ± std), tokens/s, MFU (against the matmul peak at the
+    steps' clock where both clocks are known; above 100 %: an error, not a share), the steps' SM clock,
+    peak GiB per phase; OOM rows say where."""
     import pandas as pd
 
     out = []
@@ -89,10 +89,9 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
             entry["step ms"] = pm(step)
             seconds = step[0] / 1e3 if step else None
             entry["tokens/s"] = f"{row['batch'] * row['context'] / seconds:,.0f}" if seconds else ""
-            peak = row.get("peak_tflops")
-            mfu = row["flops"]["train"] / seconds / (peak * 1e12) if seconds and peak else None
-            entry["MFU"] = "" if mfu is None else f"{mfu:.1%}"
-            entry["SM clock MHz"] = _clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
+            clock = _median_clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
+            entry.update(_mfu(row, seconds, clock))
+            entry["SM clock MHz"] = "" if clock is None else f"{clock:.0f}"
             for phase in PHASES:
                 entry[f"peak GiB {phase}"] = _gib(row["peak_mem_bytes"].get(phase))
         else:
@@ -101,13 +100,43 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
     return pd.DataFrame(out).fillna("")
 
 
-def _clock(per_step: list) -> str:
-    """The measured steps' SM clock: the median of their per-step medians ("" where none was sampled: a
-    CPU run, or rows measured before steps sampled the clock)."""
-    import statistics
+# MFU's column names say which peak it is a share of: the measured matmul peak scaled to the clock the
+# measured steps ran at (bench.flops.MeasuredPeak.at_clock, as kernel rows are scored), or, where the
+# row lacks either clock, that peak as measured, at the GEMM's own (power-limited) clock
+MFU_AT_STEPS_CLOCK = "MFU (matmul peak at the steps' SM clock)"
+MFU_AT_PEAKS_CLOCK = "MFU (matmul peak as measured, its own clock)"
 
+
+def _mfu(row: dict, seconds: float | None, steps_clock: float | None) -> dict:
+    """The row's MFU cell, under the column naming its peak; a share above 100 % is a measurement error
+    (the step's FLOPs, its time or the peak is wrong), never a result: the cell says so and the row's
+    status becomes error with bench.flops's reason."""
+    from attnbench.bench import flops
+
+    peak = flops.restore_peak(row.get("peak_tflops"), row.get("peak_sm_clock_mhz"))
+    if not seconds or not peak:
+        return {}
+    scaled = bool(peak.sm_clock_mhz and steps_clock)
+    column = MFU_AT_STEPS_CLOCK if scaled else MFU_AT_PEAKS_CLOCK
+    denominator = peak.at_clock(steps_clock)
+    achieved = row["flops"]["train"] / seconds / 1e12
+    name = f"measured matmul peak {f'scaled to {steps_clock:.0f} MHz' if scaled else 'as measured'}"
+    over = flops.over_peak(achieved, {name: denominator})
+    if over:
+        return {column: "ERROR: above 100% (measurement error)", "status": "error", "reason": over}
+    return {column: f"{achieved / denominator:.1%}"}
+
+
+def _median_clock(per_step: list) -> float | None:
+    """The measured steps' SM clock: the median of their per-step medians (None where none was sampled:
+    a CPU run, or rows measured before steps sampled the clock)."""
     known = [mhz for mhz in per_step if mhz is not None]
-    return f"{statistics.median(known):.0f}" if known else ""
+    return statistics.median(known) if known else None
+
+
+def _clock(per_step: list) -> str:
+    clock = _median_clock(per_step)
+    return "" if clock is None else f"{clock:.0f}"
 
 
 def warmup_table(rows: Iterable[dict], precision: str, warmups: list[int], measured: int):
@@ -153,6 +182,17 @@ def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
 # --- where the time goes -------------------------------------------------------------------------------
 
 
+def breakdown_clock(summary: dict) -> str:
+    """The SM clock the profiled steps ran at (breakdown.json), for the breakdown's heading."""
+    if "sm_clock_mhz" not in summary:
+        return "SM clock not recorded (profiled before the breakdown sampled it)"
+    if summary["sm_clock_mhz"] is not None:
+        return f"SM clock {summary['sm_clock_mhz']:.0f} MHz while profiled ({summary.get('clock_source')})"
+    if summary.get("timer") == "cpu_operators":
+        return "CPU operators: no GPU clock"
+    return "SM clock not sampled (no clock source)"
+
+
 def top_kernels_table(summary: dict, phase: str):
     import pandas as pd
 
@@ -194,6 +234,8 @@ def block_share_table(summary: dict):
 
 
 def _ms(row: dict, key: str) -> str:
+    if row["status"] == "incorrect":  # a time of a wrong result is no result (as the kernel tables show)
+        return "WRONG"
     if row.get(key):
         return f"{row[key]['mean']:.3f}"
     return "OOM" if row["status"] == "oom" else ("error" if row["status"] == "error" else "")
@@ -203,8 +245,22 @@ def _mib(value) -> str:
     return "" if value is None else f"{value / MIB:,.0f}"
 
 
+def scan_check(row: dict) -> str:
+    """A scan row's check against the fp32 reference: ok or WRONG with the worst rel_l2 and tensor, or
+    "not checked" and why (a row that stopped early; rows written before the check existed)."""
+    if not row.get("status"):
+        return ""  # no such row (a compiled shape the scan did not reach)
+    if row.get("ok") is not None:
+        worst = f"{row['rel_l2']:.1e} {row.get('check_worst') or ''}".strip()
+        return f"ok ({worst})" if row["ok"] else f"WRONG ({worst})"
+    if row["status"] in ("oom", "error"):
+        return f"not checked ({row['status']})"
+    return row.get("check_reason") or "not checked (measured before the scan checked its rows)"
+
+
 def scan_table(eager: list[dict], compiled: list[dict]):
-    """Eager and compiled side by side, with the memory model's prediction and measured/predicted."""
+    """Eager and compiled side by side, with the memory model's prediction and measured/predicted, and
+    each variant's check against the fp32 reference."""
     import pandas as pd
 
     compiled_by = {(r["d_model"], r["seq"]): r for r in compiled}
@@ -223,6 +279,7 @@ def scan_table(eager: list[dict], compiled: list[dict]):
             "compiled fwd ms": _ms(other, "forward_ms") if other.get("status") else "",
             "compiled bwd ms": _ms(other, "backward_ms") if other.get("status") else "",
             "compiled MiB before bwd": _mib(other.get("mem_before_backward_bytes")),
+            "eager check": scan_check(row), "compiled check": scan_check(other),
         })  # fmt: skip
     return pd.DataFrame(out)
 
@@ -233,191 +290,6 @@ def scan_failures(rows: Iterable[dict]) -> list[str]:
         for r in rows
         if r["status"] != "ok"
     ]
-
-
-# --- kernels -------------------------------------------------------------------------------------------------
-
-SHORT = {"torch_eager": "torch", "triton_fa2": "triton", "sdpa_cudnn": "cuDNN", "flash_attn3": "FA3"}
-PASS_SHORT = {"fwd": "f", "bwd": "b", "fwd_bwd": "fb"}
-
-
-def _cell(row: Result | None) -> str:
-    if row is None:
-        return ""
-    if row.status == "ok" and row.ms_median is not None:
-        return f"{row.ms_median:.3f}"
-    shown = {"oom": "OOM", "unsupported": "—", "unavailable": "n/a", "incorrect": "WRONG", "error": "error"}
-    return shown.get(row.status, row.status)  # e.g. "skipped": its own word
-
-
-def kernel_table(rows: Iterable[Result]):
-    """The seed's layout (ms per call, torch vs triton, speedups) + correctness + cuDNN and FA3 columns."""
-    import pandas as pd
-
-    index: dict[tuple, dict[tuple[str, str], Result]] = {}
-    for r in rows:
-        index.setdefault((r.workload.seqlen_q, r.workload.head_dim, r.workload.dtype), {})[
-            (r.provider, r.pass_)
-        ] = r
-    out = []
-    for (seq, d, dtype), cells in sorted(index.items()):
-        entry = {"seq_len": seq, "d_model": d, "precision": "bf16" if dtype == "bfloat16" else "fp32"}
-        for provider in ("torch_eager", "triton_fa2"):
-            for pass_ in ("fwd", "bwd", "fwd_bwd"):
-                entry[f"{PASS_SHORT[pass_]}t_{SHORT[provider]}"] = _cell(cells.get((provider, pass_)))
-        for pass_ in ("fwd", "bwd", "fwd_bwd"):
-            t, o = cells.get(("torch_eager", pass_)), cells.get(("triton_fa2", pass_))
-            ok = t is not None and o is not None and usable(t) and usable(o)
-            entry[f"speedup_{pass_}"] = f"{t.ms_median / o.ms_median:.1f}x" if ok else ""
-        ours = [cells.get(("triton_fa2", p)) for p in ("fwd", "bwd", "fwd_bwd")]
-        checked = [r for r in ours if r is not None and r.ok is not None]
-        worst = max(checked, key=lambda r: r.rel_l2 if r.rel_l2 is not None else math.inf, default=None)
-        entry["triton correct"] = "" if worst is None else (
-            f"{'ok' if all(r.ok for r in checked) else 'NO'} ({worst.rel_l2:.1e})" if worst.rel_l2 is not None else "NO")  # fmt: skip
-        for provider in ("sdpa_cudnn", "flash_attn3"):
-            for pass_ in ("fwd", "fwd_bwd"):
-                entry[f"{PASS_SHORT[pass_]}t_{SHORT[provider]}"] = _cell(cells.get((provider, pass_)))
-        out.append(entry)
-    return pd.DataFrame(out)
-
-
-def not_run_reasons(rows: Iterable[Result]) -> list[str]:
-    """One line per (provider, status, reason), with how many rows it covers."""
-    counts: dict[tuple[str, str, str], int] = {}
-    for r in rows:
-        if r.status not in ("ok", "incorrect"):
-            key = (r.provider, r.status, r.reason)
-            counts[key] = counts.get(key, 0) + 1
-    return [f"{p}: {s}: {reason} ({n} rows)" for (p, s, reason), n in sorted(counts.items())]
-
-
-def kernel_rows_table(rows: Iterable[Result]):
-    """Leaderboard / target rows: provider, pass, ms, TFLOP/s, MFU, correctness, or why not."""
-    import pandas as pd
-
-    return pd.DataFrame([{
-        "provider": r.provider, "pass": r.pass_, "status": r.status,
-        "ms": "" if r.ms_median is None else f"{r.ms_median:.3f}",
-        "TFLOP/s": "" if r.tflops is None else f"{r.tflops:.1f}",
-        "MFU (measured peak)": "" if r.mfu is None else f"{r.mfu:.1%}",
-        "rel_l2": "" if r.rel_l2 is None else f"{r.rel_l2:.1e}",
-        "reason": r.reason[:120],
-    } for r in rows])  # fmt: skip
-
-
-OUR_KERNELS = ("triton_fa2", "triton_fa2_atomic_dq")  # our Triton FA2 in its two dQ modes
-
-
-def _ms_of(rows: list[Result], provider: str, pass_: str) -> float | None:
-    found = [r for r in rows if r.provider == provider and r.pass_ == pass_ and usable(r)]
-    return found[0].ms_median if found else None
-
-
-def target_checks(
-    leaderboard: list[Result],
-    target: list[Result],
-    *,
-    best_public_ms: float,
-    ratio: float,
-    target_ms: float | None = None,
-) -> list[dict]:
-    """The two speed targets, met or missed and by how much (None where a side did not run, or where the
-    times are not CUDA-event times: a CPU smoke run judges nothing). The leaderboard target is at most
-    `target_ms` (default: under the best public entry)."""
-    board = (f"leaderboard forward+backward <= {target_ms} ms" if target_ms is not None
-             else f"leaderboard forward+backward under {best_public_ms} ms")  # fmt: skip
-    names = (f"causal forward, head dim 128, 16k: ours >= {ratio}x FA3 (speed ratio)", board)
-    if any(r.timer not in (None, "cuda_event") for r in [*leaderboard, *target]):
-        why = "CPU timing (perf_counter): not a GPU measurement, not judged"
-        return [{"target": name, "value": None, "goal": None, "met": None, "detail": why} for name in names]
-
-    def ms(value):
-        return "did not run" if value is None else f"{value:.3f} ms"
-
-    ours, fa3 = _ms_of(target, "triton_fa2", "fwd"), _ms_of(target, "flash_attn3", "fwd")
-    value = fa3 / ours if ours and fa3 else None
-    # our kernel in either dQ mode (both are ours; the faster one counts, and is named)
-    timed = {name: _ms_of(leaderboard, name, "fwd_bwd") for name in OUR_KERNELS}
-    timed = {name: t for name, t in timed.items() if t is not None}
-    best = min(timed, key=timed.get) if timed else None
-    ours_fb = timed.get(best)
-    goal = best_public_ms if target_ms is None else target_ms  # under the best public entry, or at most ours
-    met = None if ours_fb is None else (ours_fb < goal if target_ms is None else ours_fb <= goal)
-    return [
-        {"target": names[0], "value": value, "goal": ratio, "met": None if value is None else value >= ratio,
-         "detail": f"ours {ms(ours)}, FA3 {ms(fa3)} (FA3 time / our time)"},
-        {"target": names[1], "value": ours_fb, "goal": goal, "met": met,
-         "detail": f"ours {ms(ours_fb)} ({best or 'neither dQ mode ran'}); the best public entry "
-                   f"{best_public_ms} ms was on an H100"},
-    ]  # fmt: skip
-
-
-def _phase(kernel_name: str) -> str:
-    """forward | backward | other, from a device kernel's name (ours: flash_fwd/bwd_kernel; FA3:
-    FlashAttnFwdSm90 / FlashAttnBwdSm90; its pre/post-processing kernels count as other)."""
-    name = kernel_name.lower()
-    if "preprocess" in name or "postprocess" in name:
-        return "other"
-    if "fwd" in name:
-        return "forward"
-    if "bwd" in name:
-        return "backward"
-    return "other"
-
-
-def kernel_split(listing: list[dict]) -> dict[str, float]:
-    """Milliseconds per call of one forward + backward by phase, from a device-kernel listing."""
-    out = {"forward": 0.0, "backward": 0.0, "other": 0.0}
-    for k in listing:
-        out[_phase(k["kernel"])] += k["us_per_call"] * k.get("launches_per_call", 1.0) / 1e3
-    return out
-
-
-def gap_lines(profile: dict) -> list[str]:
-    """Where our forward + backward loses to FlashAttention-3, from the leaderboard cell's device-kernel
-    listing (kernel_profile.json): each phase's kernel time, and its share of the gap."""
-    if not profile.get("ours") or not profile.get("flash_attn3"):
-        why = profile.get("flash_attn3_reason") or "no device-kernel listing of both kernels"
-        return [f"not profiled: {why}"]
-    ours, fa3 = kernel_split(profile["ours"]), kernel_split(profile["flash_attn3"])
-    gap = sum(ours.values()) - sum(fa3.values())
-    total = (f"device time of one forward + backward: ours {sum(ours.values()):.3f} ms, FA3 "
-             f"{sum(fa3.values()):.3f} ms (gap {gap:+.3f} ms)")  # fmt: skip
-    lines = [total]
-    for phase in ("forward", "backward", "other"):
-        delta = ours[phase] - fa3[phase]
-        share = f", {delta / gap:.0%} of the gap" if gap > 0 else ""
-        ratio = f" ({ours[phase] / fa3[phase]:.2f}x)" if fa3[phase] > 0 else ""
-        lines.append(f"{phase} kernels: ours {ours[phase]:.3f} ms, FA3 {fa3[phase]:.3f} ms{ratio}{share}")
-    return lines
-
-
-def target_lines(checks: list[dict]) -> list[str]:
-    lines = []
-    for c in checks:
-        if c["met"] is None:
-            lines.append(f"NOT MEASURED  {c['target']}: {c['detail']}")
-            continue
-        gap = c["value"] / c["goal"] - 1
-        state = "MET   " if c["met"] else "MISSED"
-        lines.append(
-            f"{state} {c['target']}: {c['value']:.3f} against {c['goal']} ({gap:+.1%}); {c['detail']}"
-        )
-    return lines
-
-
-def audit_table(rows: list[dict]):
-    import pandas as pd
-
-    return pd.DataFrame([{
-        "kernel": r["kernel"], "tile": r["tile"], "status": r["status"],
-        "ms": "" if r.get("ms") is None else f"{r['ms']:.3f}",
-        "TFLOP/s": "" if r.get("tflops") is None else f"{r['tflops']:.1f}",
-        "rel_l2": "" if r.get("rel_l2") is None else f"{r['rel_l2']:.1e}",
-        "regs": r.get("regs", ""), "spills": r.get("spills", ""),
-        "smem KiB": "" if r.get("shared_bytes") is None else f"{r['shared_bytes'] / 1024:.0f}",
-        "reason": (r.get("reason") or "")[:100],
-    } for r in rows])  # fmt: skip
 
 
 def read_json_lines(path) -> list[dict]:

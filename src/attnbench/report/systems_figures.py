@@ -144,12 +144,14 @@ def plot_memory_timeline(record: dict, path, note: str = "") -> None:
 def plot_scan(
     eager: list[dict], compiled: list[dict], path, *, device_bytes: int | None, note: str = ""
 ) -> None:
-    """Left: forward + backward ms vs seq per d_model, eager and compiled. Right: memory before the
-    backward, measured against the memory model, with the GPU's memory as a line."""
+    """Left: forward + backward ms vs seq per d_model, eager and compiled (rows that failed their check
+    are no result and are left out). Right: memory before the backward, measured against the memory
+    model, with the GPU's memory as a line."""
     fig, (ax_t, ax_m) = _figure(2, "Attention scan: batch 8, one head, fp32", note)
     for rows, style, name in ((eager, "-", "eager"), (compiled, "--", "compiled")):
         for d in sorted({r["d_model"] for r in rows}):
-            mine = [r for r in rows if r["d_model"] == d and r.get("forward_ms") and r.get("backward_ms")]
+            mine = [r for r in rows if r["d_model"] == d and r["status"] == "ok" and r.get("forward_ms")
+                    and r.get("backward_ms")]  # fmt: skip
             ax_t.plot([r["seq"] for r in mine], [r["forward_ms"]["mean"] + r["backward_ms"]["mean"] for r in mine],
                       style, marker="o", markersize=3, label=f"{name} d={d}")  # fmt: skip
     ax_t.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="forward + backward ms")

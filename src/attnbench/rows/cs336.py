@@ -31,13 +31,17 @@ class StepRow(Row):
     float32_matmul_precision: str = ""
     times_ms: dict[str, list[float]] = field(default_factory=dict)  # per phase, one entry a step
     peak_mem_bytes: dict[str, int | None] = field(default_factory=dict)  # per phase
-    # per step: the median SM clock and power sampled during it (bench.clocks); None: no sample or source
-    sm_clock_mhz: list[float | None] = field(default_factory=list)
-    power_w: list[float | None] = field(default_factory=list)
+    # per step: the median SM clock and power sampled during it (bench.clocks); None: no sample or source.
+    # The lists are absent (None) in rows written before steps sampled the clock, which read back as written
+    sm_clock_mhz: list[float | None] | None = field(default=None, metadata=OMIT_IF_NONE)
+    power_w: list[float | None] | None = field(default=None, metadata=OMIT_IF_NONE)
     clock_source: str | None = field(default=None, metadata=OMIT_IF_NONE)
     peak_tflops: float | None = field(
         default=None, metadata=OMIT_IF_NONE
     )  # the device's, added by the cell for MFU
+    # the SM clock that matmul peak ran at (the profile's peak_sm_clock_mhz): MFU scales the peak to the
+    # steps' own clock (bench.flops.MeasuredPeak); None in rows written before it was kept
+    peak_sm_clock_mhz: float | None = field(default=None, metadata=OMIT_IF_NONE)
     traceback: str | None = field(default=None, metadata=OMIT_IF_NONE)  # status error only
 
 
@@ -62,6 +66,13 @@ class ScanRow(Row):
     peak_backward_bytes: int | None = field(default=None, metadata=OMIT_IF_NONE)
     backward_ms: dict | None = field(default=None, metadata=OMIT_IF_NONE)
     failed_phase: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # the check of this variant's output and q, k, v gradients against bench.correctness's fp32 reference
+    # at the row's inputs: ok True/False, None = not checked (check_reason says why; rows written before
+    # the check have neither); rel_l2 and name (out, dq, dk, dv) of the worst of the four
+    ok: bool | None = field(default=None, metadata=OMIT_IF_NONE)
+    rel_l2: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    check_worst: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    check_reason: str | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass

@@ -9,6 +9,12 @@ before the backward and the peak of one forward and of one backward (CUDA only),
 and the memory model's prediction for the same shape. Out-of-memory in a phase is an `oom` row naming
 that phase (what was measured before it is kept); the scan goes on.
 
+Every row that ran is checked (`check`): the variant's output and q, k, v gradients at the row's own
+inputs against bench.correctness's fp32 reference (float64 on a CPU; computed in query chunks, so it
+needs far less memory than eager attention), under the fp32 tolerance. A row outside it is `incorrect`
+(the reason names the worst tensor); a check that cannot run (its own out-of-memory) leaves the row `ok`
+with `ok: None` and `check_reason` saying why it was not checked.
+
 Memory model (fp32, 4 bytes, B = batch, S = seq, d = d_model; eager autograd):
   before backward   B·S²·4 (the softmax output P, saved for P·V and the softmax backward)
                     + 5·B·S·d·4 (q, k, v and dO, made up front, and the output)
@@ -25,9 +31,10 @@ import time
 
 import torch
 
-from attnbench.bench import timing
+from attnbench.bench import correctness, timing
 from attnbench.bench.timing import is_oom, release_memory
 from attnbench.models.attention import eager_attention
+from attnbench.rows import Workload
 
 BYTES = 4  # fp32
 
@@ -78,6 +85,45 @@ def _affordable(call, iterations: int, budget_s: float, device: torch.device) ->
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return max(min(3, iterations), min(iterations, int(budget_s / max(time.perf_counter() - t0, 1e-6))))
+
+
+def check(fn, q, k, v, dout) -> dict:
+    """`fn`'s output and q, k, v gradients at these inputs ([batch, seq, d_model], one head) against the
+    fp32 reference: the row's ok, rel_l2 and check_worst (the tensor closest to, or past, its bound), and
+    check_reason (why it failed; "" when ok). Exceptions propagate (`_check_row` turns them into why not)."""
+    batch, seq, d_model = q.shape
+    workload = Workload(batch, seq, seq, 1, 1, d_model, "float32", "full")
+    out = fn(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+
+    def one_head(t):  # [batch, seq, d] -> [batch, 1, seq, d], the reference's layout
+        return t.detach().unsqueeze(1)
+
+    qh, kh, vh = one_head(q), one_head(k), one_head(v)
+    ref = correctness.reference_attention(qh, kh, vh, workload)
+    found = {"out": correctness.compare(one_head(out), ref, "float32")}
+    out = ref = None  # the reference gradients come next: hold only what is still compared
+    refs = correctness.reference_grads(qh, kh, vh, one_head(dout), workload)
+    for name, grad, reference in zip(("dq", "dk", "dv"), grads, refs):
+        found[name] = correctness.compare(one_head(grad), reference, "float32", grad=True, what=name)
+    worst = correctness.worst(found)
+    name = next(n for n, c in found.items() if c is worst)
+    return {"ok": worst.ok, "rel_l2": worst.rel_l2, "check_worst": name, "check_reason": worst.reason}
+
+
+def _check_row(row: dict, fn, q, k, v, dout, device: torch.device) -> None:
+    """Fill the row's check; a failed check makes the row `incorrect`, a check that cannot run leaves it
+    `ok` and says why it was not checked."""
+    release_memory(device, collect=False)  # the timed passes' graphs: the check needs the room
+    try:
+        row.update(check(fn, q, k, v, dout))
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run is a label, not a failed row
+        what = "ran out of memory" if is_oom(exc) else f"failed: {type(exc).__name__}"
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        row.update(ok=None, check_reason=f"not checked: the check {what} ({first})")
+        return
+    if row["ok"] is False:
+        row["status"], row["reason"] = "incorrect", f"check: {row['check_reason']}"
 
 
 def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: torch.device, variant: str = "eager",
@@ -136,10 +182,13 @@ def scan_one(d_model: int, seq: int, *, batch: int, iterations: int, device: tor
         row["backward_ms"] = _timed(
             lambda o: torch.autograd.grad(o, (q, k, v), dout), n, device, before=lambda: (fn(q, k, v),)
         )
+        stage = "check"
+        _check_row(row, fn, q, k, v, dout, device)
     except Exception as exc:  # noqa: BLE001 - an out-of-memory (or any failure) is a row; the scan goes on
         row["status"] = "oom" if is_oom(exc) else "error"
         row["reason"] = f"{stage}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
         row["failed_phase"] = stage
+        row["check_reason"] = f"not checked: the row stopped in {stage}"
     finally:
         q = k = v = out = dout = None  # drop the references before releasing memory
         release_memory(device)
@@ -158,7 +207,10 @@ def run_scan(config: dict, device: torch.device, variant: str = "eager", progres
             if progress:
                 fwd, bwd = row.get("forward_ms", {}).get("mean"), row.get("backward_ms", {}).get("mean")
                 mem = row.get("mem_before_backward_bytes")
-                progress(f"[scan {variant}] d={d_model:<4} seq={seq:<6} {row['status']:<5} "
+                checked = {True: f"checked ok ({row.get('rel_l2') or 0:.1e})", False: "WRONG"}.get(
+                    row.get("ok"), "not checked"
+                )
+                progress(f"[scan {variant}] d={d_model:<4} seq={seq:<6} {row['status']:<9} "
                          f"fwd {'-' if fwd is None else f'{fwd:.3f}'} ms  bwd {'-' if bwd is None else f'{bwd:.3f}'} ms  "
-                         f"mem before bwd {'-' if mem is None else f'{mem / 2**20:.0f} MiB'}  {row['reason']}")  # fmt: skip
+                         f"mem before bwd {'-' if mem is None else f'{mem / 2**20:.0f} MiB'}  {checked}  {row['reason']}")  # fmt: skip
     return rows

@@ -11,6 +11,11 @@ Attribution by launch time is exact for the forward; in the backward the autogra
 a residual branch's few operators between a block's hooks, a small error stated with the result.
 On a CPU run the "kernels" are the CPU operators themselves (self CPU time of each): the same tables,
 not a GPU measurement.
+
+The profiled steps follow a few unprofiled ones (the write-up's design: a profile, not a timing), and a
+bench.clocks sampler reads the SM clock and power while they run, as steps.py does for the timed steps:
+the summary keeps the medians over the profiled steps (`sm_clock_mhz`, `power_w`, `clock_source`;
+None on a CPU), so the report says at what clock the kernel times were taken.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
+from attnbench.bench import clocks
 from attnbench.bench.timing import release_memory
 from attnbench.models.transformer import CausalSelfAttention, SwiGLU
+from attnbench.studies.cs336_systems import steps as step_study
 from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step, training_setup
 
 MATMUL = re.compile(r"gemm|nvjet|xmma|cutlass|wgmma|matmul|aten::mm|aten::bmm|aten::addmm", re.IGNORECASE)
@@ -152,8 +159,8 @@ def summarise(records: list[dict], steps: int, top: int = 12) -> dict:
 
 def profile_breakdown(size_name: str, context: int, precision: str, *, batch: int, warmup: int, steps: int,
                       device: torch.device, custom_sizes: dict | None = None, trace_path: str | None = None) -> dict:  # fmt: skip
-    """Profile `steps` training steps after `warmup` unprofiled ones; the summary (and optionally a
-    Chrome trace of the profiled steps)."""
+    """Profile `steps` training steps after `warmup` unprofiled ones; the summary with the SM clock they
+    ran at (and optionally a Chrome trace of the profiled steps)."""
     size = model_size(size_name, custom_sizes)
     model, optimizer, inputs, targets = training_setup(size, context, batch, device=device)
     where = [""]
@@ -162,10 +169,15 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     handles = _hook_ranges(model)
+    source = step_study.clock_source(device)  # looked up on steps, where tests replace it
     try:
-        with profile(activities=activities) as prof:
+        with clocks.ClockSampler(source) as sampler, profile(activities=activities) as prof:
+            since = sampler.mark()  # from the first profiled step: the profiler's start is no step
             for _ in range(steps):
                 _profiled_step(model, optimizer, inputs, targets, precision, device)
+            if source is not None and sampler.mark() == since:
+                sampler.sample()  # steps shorter than the sampling interval: one reading right after them
+            during = sampler.summary(since) if source is not None else {}
     finally:
         for handle in handles:
             handle.remove()
@@ -176,7 +188,10 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
     del model, optimizer
     release_memory(device)
     return {"size": size_name, "context": context, "precision": precision, "batch": batch, "steps": steps,
-            "warmup": warmup, "timer": "cuda_kernels" if cuda else "cpu_operators", "phases": summary}  # fmt: skip
+            "warmup": warmup, "timer": "cuda_kernels" if cuda else "cpu_operators",
+            "sm_clock_mhz": during.get("sm_clock_mhz"), "power_w": during.get("power_w"),
+            "clock_samples": during.get("clock_samples", 0), "clock_source": getattr(source, "name", None),
+            "phases": summary}  # fmt: skip
 
 
 def _profiled_step(model, optimizer, inputs, targets, precision: str, device: torch.device) -> None:

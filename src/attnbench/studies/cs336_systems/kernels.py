@@ -7,14 +7,15 @@ against the fp32 reference, CUDA events on a cold L2, exact causal FLOPs):
   modes beside FlashAttention-3, cuDNN and PyTorch's FlashAttention-2 backend;
 - the tile audit: every candidate tile of our kernel at those shapes, launched explicitly (no
   autotuning): time, correctness, registers, spills, shared memory; and a profiler listing of the
-  device kernels one call launches.
+  device kernels one call launches, after bench.timing's steady-state warm-up and with the SM clock
+  sampled while the profiled calls ran (a kernel's time follows the clock it ran at).
 """
 
 from __future__ import annotations
 
 import torch
 
-from attnbench.bench import correctness, flops, providers, timing
+from attnbench.bench import clocks, correctness, flops, providers, timing
 from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
@@ -204,27 +205,52 @@ def audit_backward(
     return rows
 
 
-def device_kernels(fn, device, calls: int = 3) -> list[dict]:
-    """The device kernels `calls` calls of fn launch (torch.profiler), µs per call, largest first."""
+def clock_source(device):
+    """The SM clock and power source of a CUDA device (bench.clocks; None when none opens)."""
+    return clocks.source_for(device)[0]
+
+
+def device_kernels(fn, device, calls: int = 3, *, warmup_min_s: float = timing.WARMUP_MIN_S) -> dict:
+    """The device kernels `calls` calls of fn launch (torch.profiler), µs per call, largest first, after
+    bench.timing's steady-state warm-up, with the SM clock sampled during the profiled calls (see
+    profile_kernels). A CPU has no device kernels: an empty listing that says so."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {"kernels": [], "calls": 0, "reason": "no CUDA device: no device kernels to list"}
+    backend = timing.CudaBackend(fn, device, flush_l2=False, max_mhz=None)  # flushing L2 is no part of fn
+    return profile_kernels(fn, device, backend, clock_source(device), calls=calls, warmup_min_s=warmup_min_s)
+
+
+def profile_kernels(fn, device, backend, source, *, calls: int, warmup_min_s: float) -> dict:
+    """Warm up (timing.warm_up on `backend`: at least `warmup_min_s` of calls, until the per-call time and
+    the SM clock settle, as every timed row), then profile `calls` calls: {"kernels": [{kernel,
+    us_per_call, launches_per_call}], "calls", the warm-up's seconds, calls and settled, and the SM
+    clock, power and samples read from `source` during the profiled calls (None without a source)}.
+    On a CPU device (tests) the listing is of CPU operators."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    if torch.device(device).type != "cuda":
-        return []
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
+    cuda = device.type == "cuda"
+    with clocks.ClockSampler(source) as sampler:
+        warm = timing.warm_up(backend, sampler, min_calls=1, min_s=warmup_min_s)
+        since = sampler.mark()
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            for _ in range(calls):
+                fn()
+            timing.synchronize(device)
+        if source is not None and sampler.mark() == since:
+            sampler.sample()  # profiled calls shorter than the sampling interval: one reading right after
+        during = sampler.summary(since) if source is not None else {}
     totals: dict[str, list[float]] = {}
     for event in prof.events():
-        if event.device_type == DeviceType.CUDA:
+        if event.device_type == (DeviceType.CUDA if cuda else DeviceType.CPU):
             entry = totals.setdefault(event.name, [0.0, 0])
             entry[0] += event.time_range.elapsed_us()
             entry[1] += 1
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])
-    return [
-        {"kernel": name[:120], "us_per_call": us / calls, "launches_per_call": n / calls}
-        for name, (us, n) in ranked
-    ]
+    kernels = [{"kernel": name[:120], "us_per_call": us / calls, "launches_per_call": n / calls}
+               for name, (us, n) in ranked]  # fmt: skip
+    return {"kernels": kernels, "calls": calls, "warmup_s": warm["warmup_s"], "warmup_calls": warm["warmup_calls"],
+            "warmup_settled": warm["warmup_settled"], "sm_clock_mhz": during.get("sm_clock_mhz"),
+            "power_w": during.get("power_w"), "clock_samples": during.get("clock_samples", 0),
+            "clock_source": getattr(source, "name", None)}  # fmt: skip

@@ -215,9 +215,17 @@ def _progress_line(row: dict) -> str:
             f"first step {step[0]:9.2f} ms, last {step[-1]:9.2f} ms")  # fmt: skip
 
 
+def _keep_peak(row: dict, config: dict, precision: str) -> None:
+    """The gpu cell's measured matmul peak of `precision` and the SM clock it ran at, kept in the row: the
+    report scales the peak to the clock the steps ran at (bench.flops.MeasuredPeak), so MFU compares two
+    numbers at one clock (a GEMM at its power limit runs slower than a lighter load may)."""
+    row["peak_tflops"] = (config.get("peak_tflops") or {}).get(precision)
+    row["peak_sm_clock_mhz"] = (config.get("peak_sm_clock_mhz") or {}).get(precision)
+
+
 def run_grid(config: dict, precision: str, device: torch.device, progress=print) -> list[dict]:
     """Every size x context of the profile's `steps` at one precision (the measured matmul peak of that
-    precision is kept in each row, for MFU)."""
+    precision and its clock are kept in each row, for MFU)."""
     spec = config["steps"]
     n_steps = max(spec["warmups"]) + spec["measured"]
     rows = []
@@ -225,7 +233,7 @@ def run_grid(config: dict, precision: str, device: torch.device, progress=print)
         for context in spec["contexts"]:
             row = profile_model(size, context, precision, steps=n_steps, batch=spec["batch"], device=device,
                                 attention=spec["attention"], custom_sizes=config["custom_sizes"])  # fmt: skip
-            row["peak_tflops"] = (config.get("peak_tflops") or {}).get(precision)
+            _keep_peak(row, config, precision)
             rows.append(row)
             if progress:
                 progress(_progress_line(row))
@@ -241,7 +249,7 @@ def run_attention_variants(config: dict, device: torch.device, progress=print) -
         for kernel in spec["kernels"]:
             row = profile_model(size, spec["context"], spec["precision"], steps=n_steps, batch=steps_spec["batch"],
                                 device=device, attention=kernel, custom_sizes=config["custom_sizes"])  # fmt: skip
-            row["peak_tflops"] = (config.get("peak_tflops") or {}).get(spec["precision"])
+            _keep_peak(row, config, spec["precision"])
             rows.append(row)
             if progress:
                 progress(_progress_line(row))
