@@ -7,6 +7,7 @@ import torch
 
 from attnbench.dilated import pattern
 from attnbench.report import dilated as report
+from attnbench.report import dilated_distributed
 from attnbench.rows import Result, Workload
 from attnbench.studies.dilated_attention import checks, measure, profiles, scaling
 
@@ -170,13 +171,13 @@ def row(provider, n, pass_, ms, world=None, dilated=True, status="ok", reason=""
 def test_distributed_table_computes_strong_and_weak_scaling():
     rows = [row("one", 512, "fwd", 10.0, world=1), row("one", 1024, "fwd", 20.0, world=1),
             row("split", 1024, "fwd", 12.5, world=2)]  # fmt: skip
-    (line,) = report.distributed_table(rows).to_dict("records")
+    (line,) = dilated_distributed.distributed_table(rows).to_dict("records")
     assert line["speedup"] == pytest.approx(1.6)
     assert line["strong-scaling efficiency"] == pytest.approx(0.8)
     assert line["weak-scaling efficiency"] == pytest.approx(0.8) and line["note"] == ""
     # one GPU alone on half the tokens slower than the split run on all of them: flagged, never a result
     rows[0] = row("one", 512, "fwd", 14.0, world=1)
-    (line,) = report.distributed_table(rows).to_dict("records")
+    (line,) = dilated_distributed.distributed_table(rows).to_dict("records")
     assert line["weak-scaling efficiency"] == pytest.approx(1.12)
     assert line["note"].startswith("weak-scaling efficiency above 1: a measurement error, not a result")
 

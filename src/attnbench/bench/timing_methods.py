@@ -9,19 +9,33 @@
   benchmark slept min(t/100, 1 s) after each call): a rested GPU runs its first milliseconds at a
   higher clock than one in a back-to-back loop at its power limit.
 
-`pass_callable` builds what the sweep times for a pass (fwd under no_grad; bwd as autograd.grad on a
-saved forward; fwd_bwd as both), from a provider's Prepared call.
+Every method keeps the clock its timed calls ran at, since the clock is what separates them: `events`
+the Timing's own conditions; `kernels` and `events_idle` the readings of a `clocks.ClockSampler` taken
+inside each call's window (`CallClock`), so the gaps between calls (profiler set-up, the idle sleep)
+do not count. `events` and `kernels` start from the protocol's steady state (`steady_warm_up`);
+`events_idle` has no warm-up, by design (IDLE_WARMUP): what it measures is the idle-clock first call.
+
+`steady_bare_loop` is the trust check's bare side: `timing.bare_event_loop` after the same warm-up,
+with its clock. `pass_callable` builds what the sweep times for a pass (fwd under no_grad; bwd as
+autograd.grad on a saved forward; fwd_bwd as both), from a provider's Prepared call.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import torch
 
-from attnbench.bench import timing
+from attnbench.bench import clocks, timing
+
+STEADY_WARMUP = (
+    "steady state: bench.timing.warm_up (>= WARMUP_MIN_S, until per-call time and SM clock settle)"
+)
+IDLE_WARMUP = "none: measures the idle-clock first call by design"
 
 
 def pass_callable(prepared, pass_: str, dout_like: torch.Tensor | None = None) -> Callable[[], object]:
@@ -44,56 +58,168 @@ def pass_callable(prepared, pass_: str, dout_like: torch.Tensor | None = None) -
     return lambda: torch.autograd.grad(prepared.run(), inputs, dout)
 
 
-def _flush_buffer(device) -> torch.Tensor:
+def clock_source(device) -> tuple[object | None, str | None]:
+    """(the GPU's clock source, None), or (None, why) on a CPU; tests replace it with a fake source."""
+    if not timing.is_cuda(device):
+        return None, "CPU run: no GPU clock"
+    return clocks.source_for(device)
+
+
+class CallClock:
+    """The sampler's readings inside the windows of the timed calls alone: `with clock.call():` around
+    each call (synchronised inside), one reading forced as it ends so even a short call has one."""
+
+    def __init__(self, sampler: clocks.ClockSampler):
+        self.sampler, self.windows = sampler, []
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        start = self.sampler.mark()
+        yield
+        self.sampler.sample()
+        self.windows.append((start, self.sampler.mark()))
+
+    def summary(self) -> dict[str, Any]:
+        readings = [r for a, b in self.windows for r in self.sampler.samples[a:b]]
+
+        def median(name):
+            values = [getattr(r, name) for r in readings if getattr(r, name) is not None]
+            return statistics.median(values) if values else None
+
+        return {"sm_clock_mhz": median("sm_mhz"), "power_w": median("power_w"),
+                "temperature_c": median("temperature_c"), "clock_samples": len(readings)}  # fmt: skip
+
+
+def _source_fields(source, reason: str | None) -> dict[str, Any]:
+    return {"clock_source": getattr(source, "name", None), "clock_reason": reason}
+
+
+def steady_warm_up(fn: Callable[[], object], device, sampler) -> dict[str, Any]:
+    """The protocol's warm-up (`timing.warm_up`): back-to-back calls for at least WARMUP_MIN_S and until
+    per-call time and SM clock settle. It is load, not timing: the caller's own timed loop follows."""
+    if timing.is_cuda(device):
+        backend = timing.CudaBackend(fn, torch.device(device), flush_l2=True, max_mhz=None)
+    else:
+        backend = timing.CpuBackend(fn, time.perf_counter)
+    warm = timing.warm_up(backend, sampler, min_calls=1, min_s=timing.WARMUP_MIN_S)
+    del backend  # its flush buffer
+    return {"warmup": STEADY_WARMUP, "warmup_s": warm["warmup_s"], "warmup_calls": warm["warmup_calls"],
+            "warmup_settled": warm["warmup_settled"]}  # fmt: skip
+
+
+def _flush_buffer(device) -> torch.Tensor | None:
+    if not timing.is_cuda(device):
+        return None  # a CPU run (tests): no L2 to flush
     return torch.empty(timing.flush_buffer_bytes(device), dtype=torch.int8, device=device)
 
 
-def kernel_ms(fn: Callable[[], object], reps: int = 10, device="cuda") -> float:
-    """Median over `reps` calls of the summed GPU kernel time of one call (CUPTI via torch.profiler)."""
+def _profiled_kernel_ms(fn: Callable[[], object], device) -> float:
+    """The summed GPU kernel time of one call, from torch.profiler (CUPTI)."""
     from torch.profiler import ProfilerActivity, profile
 
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        timing.synchronize(device)
+    # kernels only: memsets and copies count in our timed region, not in a kernel-only figure
+    us = sum(
+        e.self_device_time_total
+        for e in prof.key_averages()
+        if e.self_device_time_total > 0 and not e.key.lower().startswith(("memset", "memcpy"))
+    )
+    return us / 1e3
+
+
+def kernel_ms(
+    fn: Callable[[], object], reps: int = 10, device="cuda", clock: CallClock | None = None
+) -> float:
+    """Median over `reps` calls of the summed GPU kernel time of one call (CUPTI via torch.profiler)."""
     flush = _flush_buffer(device)
     totals = []
     for _ in range(reps):
-        flush.zero_()
-        torch.cuda.synchronize(device)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize(device)
-        # kernels only: memsets and copies count in our timed region, not in a kernel-only figure
-        us = sum(
-            e.self_device_time_total
-            for e in prof.key_averages()
-            if e.self_device_time_total > 0 and not e.key.lower().startswith(("memset", "memcpy"))
-        )
-        totals.append(us / 1e3)
+        if flush is not None:
+            flush.zero_()
+        timing.synchronize(device)
+        with clock.call() if clock else nullcontext():
+            totals.append(_profiled_kernel_ms(fn, device))
     return statistics.median(totals)
 
 
-def idle_event_ms(fn: Callable[[], object], reps: int = 10, idle_s: float = 0.1, device="cuda") -> float:
+def _one_call_ms(fn: Callable[[], object], device) -> float:
+    """CUDA events around one call (perf_counter on a CPU), synchronised."""
+    if not timing.is_cuda(device):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end)
+
+
+def idle_event_ms(
+    fn: Callable[[], object],
+    reps: int = 10,
+    idle_s: float = 0.1,
+    device="cuda",
+    clock: CallClock | None = None,
+) -> float:
     """Median CUDA-event time of calls that each start on a GPU idle for `idle_s` (after an L2 flush)."""
     flush = _flush_buffer(device)
     samples = []
     for _ in range(reps):
-        flush.zero_()
-        torch.cuda.synchronize(device)
+        if flush is not None:
+            flush.zero_()
+        timing.synchronize(device)
         time.sleep(idle_s)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize(device)
-        samples.append(start.elapsed_time(end))
+        # the clock window opens after the sleep: the idle gap is not the call's clock
+        with clock.call() if clock else nullcontext():
+            samples.append(_one_call_ms(fn, device))
     return statistics.median(samples)
 
 
 def compare(
-    fn: Callable[[], object], *, timing_options: dict, grad: bool = True, reps: int = 10, idle_s: float = 0.1
-) -> dict:
-    """Milliseconds of one call by each method (see the module docstring); `grad=False` for a forward."""
+    fn: Callable[[], object],
+    *,
+    timing_options: dict,
+    grad: bool = True,
+    reps: int = 10,
+    idle_s: float = 0.1,
+    device="cuda",
+) -> dict[str, dict[str, Any]]:
+    """Per method (see the module docstring): {"ms": median ms of one call, "warmup": how it was warmed
+    up, warmup_s, warmup_settled, sm_clock_mhz, power_w, temperature_c, clock_samples, clock_source,
+    timing_method}; `grad=False` for a forward."""
+    source, reason = clock_source(device)
     with torch.set_grad_enabled(grad):
-        return {
-            "events": timing.measure(fn, device="cuda", **timing_options).ms_median,
-            "kernels": kernel_ms(fn, reps),
-            "events_idle": idle_event_ms(fn, reps, idle_s),
-        }
+        events = timing.measure(fn, device=device, **timing_options)
+        out = {"events": {"ms": events.ms_median, "warmup": STEADY_WARMUP, **events.conditions(),
+                          "warmup_calls": events.warmup_calls, "clock_samples": events.clock_samples,
+                          "clock_reason": events.clock_reason}}  # fmt: skip
+        with clocks.ClockSampler(source) as sampler:
+            warm, clock = steady_warm_up(fn, device, sampler), CallClock(sampler)
+            ms = kernel_ms(fn, reps, device, clock)
+            out["kernels"] = {"ms": ms, "timing_method": "cupti_kernel_sum", **warm, **clock.summary()}
+            clock = CallClock(sampler)
+            ms = idle_event_ms(fn, reps, idle_s, device, clock)
+            out["events_idle"] = {"ms": ms, "timing_method": f"cuda_event_after_{idle_s:g}s_idle",
+                                  "warmup": IDLE_WARMUP, "warmup_s": None, "warmup_settled": None,
+                                  **clock.summary()}  # fmt: skip
+    for method in ("kernels", "events_idle"):
+        out[method].update(_source_fields(source, reason))
+    return out
+
+
+def steady_bare_loop(fn: Callable[[], object], *, device="cuda", reps: int = 200) -> dict[str, Any]:
+    """`timing.bare_event_loop` (the trust check's independent timer) after the protocol's warm-up, with
+    the clock its calls ran at. The warm-up is load and shared; the timed loop shares no code with
+    `timing.measure`."""
+    source, reason = clock_source(device)
+    with clocks.ClockSampler(source) as sampler:
+        warm = steady_warm_up(fn, device, sampler)
+        mark = sampler.mark()
+        ms = timing.bare_event_loop(fn, reps=reps)  # synchronises at its end
+        sampler.sample()
+        clock = sampler.summary(mark)
+    return {"ms": ms, "timing_method": "bare_event_loop", **warm, **clock, **_source_fields(source, reason)}

@@ -5,7 +5,9 @@ llama3.1_20260227_034703.csv (commit df73764, frontend 1.19.0, cuDNN 9.19.0.1, N
 64 query / 8 KV heads, head dim 128, bf16, 16384 tokens; TFLOP/s as published (forward 4·d·h·pairs,
 backward 2.5x, causal pairs S(S+1)/2 — the same counts as ours). Their timing: kernel time from
 torch.profiler (CUPTI), a 256 MiB L2 flush before each call, a sleep of min(t/100, 1) s after each
-call, the median of iterations 6-10 of 10. Ours: see bench/timing_methods.py.
+call, the median of iterations 6-10 of 10. Ours: see bench/timing_methods.py. Each method's line
+shows the SM clock its timed calls ran at (a rested GPU's clock is most of what separates them) and
+the check of the timed call: the sweep row of the same provider, mask and pass.
 """
 
 from __future__ import annotations
@@ -35,12 +37,38 @@ METHODS = {
     "kernels": "kernel time only (CUPTI), L2 flushed",
     "events_idle": "CUDA events, GPU idle 0.1 s before each call",
 }
+CLOCK_COLUMN = "SM clock MHz (" + " / ".join(METHODS) + ")"
+NOT_RECORDED = "not recorded"  # records of older code kept no clock
 
 
-def comparison_table(methods: list[dict]):
-    """One line per (provider, mask, pass): TFLOP/s by each timing method beside NVIDIA's figure.
+def _clock(m: dict, method: str) -> float | None:
+    return (m.get("conditions") or {}).get(method, {}).get("sm_clock_mhz")
 
-    `methods`: records {provider, mask, pass, flops, ms: {method: ms}} (the measuring cell's JSON).
+
+def clock_cell(m: dict) -> str:
+    """'1545 / 1710 / 1980': the median SM clock each method's timed calls ran at ('?' where unread)."""
+    if not m.get("conditions"):
+        return NOT_RECORDED
+    return " / ".join("?" if _clock(m, k) is None else f"{_clock(m, k):.0f}" for k in METHODS)
+
+
+def _check_cell(m: dict, rows) -> str:
+    """The sweep row of the same provider, mask and pass checks the timed call: its verdict here."""
+    for r in rows or ():
+        if (r.provider, r.workload.mask, r.pass_) == (m["provider"], m["mask"], m["pass"]):
+            if r.status != "ok":
+                return f"sweep row {r.status}"
+            verdict = "ok" if r.ok else "not checked" if r.ok is None else "incorrect"
+            return f"{verdict} (sweep row, rel_l2 {r.rel_l2:.1e})" if r.rel_l2 is not None else verdict
+    return m.get("correctness") or "not checked"
+
+
+def comparison_table(methods: list[dict], rows=None):
+    """One line per (provider, mask, pass): TFLOP/s by each timing method beside NVIDIA's figure, the SM
+    clock each method ran at, and the check of the timed call (`rows`: the sweep's rows of the cell).
+
+    `methods`: records {provider, mask, pass, flops, ms: {method: ms}, conditions: {method: {...}}}
+    (the measuring cell's JSON; `conditions` absent in records of older code: clock "not recorded").
     """
     import pandas as pd
 
@@ -58,12 +86,34 @@ def comparison_table(methods: list[dict]):
             line[f"{method} TFLOP/s"] = m["flops"] / ms / 1e9 if ms else None
         events = line["events TFLOP/s"]
         line["published / events"] = published / events if published and events else None
+        line[CLOCK_COLUMN] = clock_cell(m)
+        line["check"] = _check_cell(m, rows)
         lines.append(line)
     return pd.DataFrame(lines)
 
 
+def conditions_lines(methods: list[dict]) -> list[str]:
+    """How each method was warmed up and where its clock came from, once per method (from the records)."""
+    out = []
+    for method in METHODS:
+        seen = [(m.get("conditions") or {}).get(method) for m in methods]
+        seen = [c for c in seen if c]
+        if not seen:
+            out.append(f"{method}: warm-up and SM clock {NOT_RECORDED} (records of older code)")
+            continue
+        sources = sorted({c.get("clock_source") or f"none ({c.get('clock_reason')})" for c in seen})
+        out.append(f"{method}: warm-up {seen[0].get('warmup')}; SM clock from {', '.join(sources)}, "
+                   "the median over its timed calls")  # fmt: skip
+    return out
+
+
+def _at(m: dict, method: str) -> str:
+    mhz = _clock(m, method)
+    return f" at {mhz:.0f} MHz" if mhz is not None else ""
+
+
 def gap_sentences(methods: list[dict]) -> list[str]:
-    """Where the gap to the published figure goes, per row, from the measured numbers."""
+    """Where the gap to the published figure goes, per row, from the measured numbers and clocks."""
     out = []
     for m in methods:
         published = _published(m)
@@ -72,16 +122,22 @@ def gap_sentences(methods: list[dict]) -> list[str]:
             continue
         tf = {k: m["flops"] / v / 1e9 for k, v in ms.items() if v}
         gap = published / tf["events"] - 1
-        head = f"{m['provider']} {m['mask']} {m['pass']}: published {published:.0f}, ours {tf['events']:.0f}"
+        head = (
+            f"{m['provider']} {m['mask']} {m['pass']}: published {published:.0f}, "
+            f"ours {tf['events']:.0f}{_at(m, 'events')}"
+        )
         parts = [f"{head} TFLOP/s ({gap:+.1%} to close)"]
         if "kernels" in tf:
             parts.append(
-                f"kernel-only time gives {tf['kernels']:.0f} ({tf['kernels'] / tf['events'] - 1:+.1%})"
+                f"kernel-only time gives {tf['kernels']:.0f}{_at(m, 'kernels')} "
+                f"({tf['kernels'] / tf['events'] - 1:+.1%})"
             )
         if "events_idle" in tf:
             parts.append(
-                f"an idle GPU before each call gives {tf['events_idle']:.0f} "
+                f"an idle GPU before each call gives {tf['events_idle']:.0f}{_at(m, 'events_idle')} "
                 f"({tf['events_idle'] / tf['events'] - 1:+.1%})"
             )
+        if not m.get("conditions"):
+            parts.append(f"clocks {NOT_RECORDED}")
         out.append("; ".join(parts))
     return out

@@ -12,7 +12,10 @@ rows are compared with, at a length where [heads, N, N] per branch fits: they mu
 rounding (float32 tolerance).
 
 `breakdown`: the gather path's whole call against its kernels alone on pre-gathered inputs (the same
-calls, same shapes); the rest is gathering, merging and scattering, O(N) memory traffic.
+calls, same shapes); the rest is gathering, merging and scattering, O(N) memory traffic. Each entry
+keeps, beside the two medians, how each was timed and at what SM clock (`total_*` and `kernels_*`: the
+Timing's conditions), and says it is not checked (BREAKDOWN_CHECK): it times parts of a path whose
+output the correctness cell checks.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from attnbench.dilated import gathered, kernels, pattern, reference
 from attnbench.rows import Result, Workload
 from attnbench.studies.dilated_attention import measure
 from attnbench.studies.dilated_attention.profiles import branches_for
+
+# a breakdown entry times the gather path's parts; their outputs are not compared with anything here
+BREAKDOWN_CHECK = (
+    "not checked: timing of the gather path's parts; "
+    "the gather path itself is checked in the correctness cell"
+)
 
 
 def _workload(config: dict, seq_len: int, mask: str) -> Workload:
@@ -120,7 +129,7 @@ def breakdown(config: dict, *, device, timing_options: dict) -> list[dict]:
         for n in spec["seq_lens"]:
             w = _workload(config, n, config["sweep"]["mask"])
             for pass_ in spec["passes"]:
-                entry = {"backend": backend, "seq_len": n, "pass": pass_}
+                entry = {"backend": backend, "seq_len": n, "pass": pass_, "correctness": BREAKDOWN_CHECK}
                 reason = kernel.unavailable(torch.device(device), getattr(torch, w.dtype), w.head_dim)
                 if reason:
                     rows.append({**entry, "status": "unavailable", "reason": reason})
@@ -163,13 +172,23 @@ def _breakdown_one(w, branches, kernel, causal, pass_, device, timing_options) -
             kernel.forward(qg, kg, vg, causal=causal, scale=scale)
 
     with torch.no_grad():
-        alone = timing.measure(kernels_only, device=device, **timing_options).ms_median
+        alone = timing.measure(kernels_only, device=device, **timing_options)
     calls = len(groups) * (2 if backward else 1)
-    return {"total_ms": total, "kernels_ms": alone, "other_ms": max(total - alone, 0.0),
-            "kernel_share": alone / total, "kernel_calls": calls, "branches": len(plans)}  # fmt: skip
+    whole, kernels_ms = total.ms_median, alone.ms_median
+    entry = {"total_ms": whole, "kernels_ms": kernels_ms, "other_ms": max(whole - kernels_ms, 0.0),
+             "kernel_share": kernels_ms / whole, "kernel_calls": calls, "branches": len(plans)}  # fmt: skip
+    # the two medians come from separate measurements: each keeps the clock it ran at, so a share taken
+    # across two clocks shows as such
+    for prefix, t in (("total", total), ("kernels", alone)):
+        entry.update({f"{prefix}_{k}": v for k, v in _conditions(t).items()})
+    return entry
 
 
-def _time_whole(q, k, v, w, branches, kernel, causal, backward, device, timing_options) -> float:
+def _conditions(t: timing.Timing) -> dict:
+    return {**t.conditions(), "clock_samples": t.clock_samples, "clock_reason": t.clock_reason}
+
+
+def _time_whole(q, k, v, w, branches, kernel, causal, backward, device, timing_options) -> timing.Timing:
     if backward:
         dout = make_dout(w, device)
         leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
@@ -178,10 +197,10 @@ def _time_whole(q, k, v, w, branches, kernel, causal, backward, device, timing_o
             out = gathered.gathered_attention(*leaves, branches, causal=causal, backend=kernel)[0]
             return torch.autograd.grad(out, leaves, dout)
 
-        return timing.measure(whole, device=device, **timing_options).ms_median
+        return timing.measure(whole, device=device, **timing_options)
     with torch.no_grad():
         return timing.measure(
             lambda: gathered.gathered_attention(q, k, v, branches, causal=causal, backend=kernel),
             device=device,
             **timing_options,
-        ).ms_median
+        )

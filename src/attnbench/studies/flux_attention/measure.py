@@ -11,7 +11,7 @@ import torch
 
 from attnbench.bench import env, flops, providers, timing, timing_methods
 from attnbench.bench.inputs import make_inputs
-from attnbench.bench.profiles import write_profile
+from attnbench.bench.profiles import require_same_device, write_profile
 from attnbench.bench.sweep import print_progress, run_sweep
 from attnbench.rows import PASSES, Status, Workload, write_jsonl
 
@@ -22,6 +22,12 @@ H200_PROVIDERS = ["sdpa_cudnn", "cudnn_frontend", "cudnn_frontend_fp8", "flash_a
 TIMING_METHOD_PROVIDERS = ["sdpa_cudnn", "cudnn_frontend"]  # the calls timed as NVIDIA's script times them
 TRUST_WORKLOAD = Workload(1, 4352, 4352, 24, 24, 128, "bfloat16")  # Flux with 256 text tokens
 TRUST_LIMIT = 0.03  # the harness and the bare loop must agree within 3 %
+# the trust check compares two timers of one call; that call's output is checked where the sweep times it
+TRUST_CHECK = "not checked here: two timers of one call; sdpa_cudnn's forward is checked in the sweep (correctness cell)"
+# what the timing-method records time is the sweep's call of the same provider, shape and pass
+METHODS_CHECK = (
+    "not checked here: the call of the results.jsonl row of the same provider, mask and pass (checked)"
+)
 
 
 def write_environment(config: dict) -> None:
@@ -131,10 +137,27 @@ def run_bench(config: dict, passes: list[str] | None = None, part: tuple[int, in
     return rows
 
 
+def refuse_off_gpu(config: dict, cell: str) -> None:
+    """SystemExit when this label's profile was resolved on a GPU and this machine has none (or the other
+    way round). A measuring cell re-run away from its GPU (e.g. named among presenting cells under
+    --reuse-elsewhere) would otherwise store a "needs CUDA" record under the GPU's label; failing keeps
+    the label's last measured result (a failed run never replaces a good one)."""
+    cuda = torch.cuda.is_available()
+    if config.get("device") == "cuda" and not cuda:
+        raise SystemExit(
+            f"{cell}: refused: this label's profile ({config.get('profile')}) was resolved on a GPU and this "
+            f"machine has no CUDA. The {cell} cell measures: run it on the GPU that measured the label (a "
+            "presenting re-run, --reuse-elsewhere or --reuse-stale, must not name it); nothing written"
+        )
+    require_same_device(config, cuda)
+
+
 def trust_check(config: dict) -> dict:
     """The harness against a bare CUDA-event loop on SDPA cuDNN forward, three rounds each,
-    interleaved: trust.json and its verdict on stdout (the trust cell)."""
-    result = {"verdict": "skipped"}
+    interleaved: trust.json and its verdict on stdout (the trust cell). Refused on a machine other
+    than the one the profile was resolved on (`refuse_off_gpu`): a GPU label never gets a skip."""
+    refuse_off_gpu(config, "trust")
+    result = {"verdict": "skipped", "label": config.get("label")}
     if not torch.cuda.is_available():
         result["reason"] = "needs CUDA: the trust check compares two CUDA-event timers"
     else:
@@ -147,36 +170,76 @@ def trust_check(config: dict) -> dict:
                 q, k, v = make_inputs(workload, "cuda")
                 prepared = provider.prepare(q, k, v, workload)
                 prepared.run()
-                harness, bare = [], []
-                for _ in range(3):
-                    harness.append(timing.measure(prepared.run, device="cuda", **config["timing"]).ms_median)
-                    bare.append(timing.bare_event_loop(prepared.run, reps=200))
-            h, b = statistics.median(harness), statistics.median(bare)
-            diff = abs(h - b) / b
-            result = {"verdict": "holds" if diff <= TRUST_LIMIT else "FAILS", "harness_ms": h, "bare_ms": b,
-                      "relative_difference": diff, "harness_rounds_ms": harness, "bare_rounds_ms": bare,
-                      "workload": workload.label(), "gpu": torch.cuda.get_device_name(0)}  # fmt: skip
+                result = trust_rounds(prepared.run, config["timing"], device="cuda")
+            result.update(
+                workload=workload.label(), gpu=torch.cuda.get_device_name(0), correctness=TRUST_CHECK
+            )
     with open("trust.json", "w") as f:
         json.dump(result, f, indent=2)
-    if result["verdict"] == "skipped":
-        print(f"trust check skipped: {result['reason']}")
-    else:
-        print(f"SDPA cuDNN forward, {result['workload']} on {result['gpu']}")
-        print(
-            f"  harness (timing.measure):      {result['harness_ms']:.4f} ms  rounds {result['harness_rounds_ms']}"
-        )
-        print(
-            f"  bare CUDA-event loop + flush:  {result['bare_ms']:.4f} ms  rounds {result['bare_rounds_ms']}"
-        )
-        print(
-            f"  difference {result['relative_difference']:.2%} (limit 3%): the trust check {result['verdict']}"
-        )
+    print_trust(result)
     return result
+
+
+def trust_rounds(run, timing_options: dict, *, device, rounds: int = 3, reps: int = 200) -> dict:
+    """`rounds` interleaved rounds of the harness and of the bare loop, each from the protocol's steady
+    state and with the SM clock its timed calls ran at (the verdict compares times taken at one clock)."""
+    harness, bare = [], []
+    for _ in range(rounds):
+        t = timing.measure(run, device=device, **timing_options)
+        harness.append({"ms": t.ms_median, **t.conditions(), "warmup_calls": t.warmup_calls,
+                        "clock_samples": t.clock_samples, "clock_reason": t.clock_reason})  # fmt: skip
+        bare.append(timing_methods.steady_bare_loop(run, device=device, reps=reps))
+    h, b = (statistics.median(r["ms"] for r in side) for side in (harness, bare))
+    diff = abs(h - b) / b
+    return {"verdict": "holds" if diff <= TRUST_LIMIT else "FAILS", "harness_ms": h, "bare_ms": b,
+            "relative_difference": diff, "harness_rounds_ms": [r["ms"] for r in harness],
+            "bare_rounds_ms": [r["ms"] for r in bare], "harness_sm_clock_mhz": _median_clock(harness),
+            "bare_sm_clock_mhz": _median_clock(bare), "harness_rounds": harness, "bare_rounds": bare}  # fmt: skip
+
+
+def _median_clock(rounds: list[dict]) -> float | None:
+    clocks = [r["sm_clock_mhz"] for r in rounds if r.get("sm_clock_mhz") is not None]
+    return statistics.median(clocks) if clocks else None
+
+
+def clock_text(rounds: list[dict] | None) -> str:
+    """'SM clock 1980 MHz (rounds 1980, 1965, 1980; warm-up 1.0-1.1 s, settled)' or why there is none."""
+    if not rounds:
+        return "SM clock not recorded (trust.json of older code)"
+    clocks = [r.get("sm_clock_mhz") for r in rounds]
+    if all(c is None for c in clocks):
+        return f"SM clock not read ({rounds[0].get('clock_reason') or 'no clock source'})"
+    shown = ", ".join("?" if c is None else f"{c:.0f}" for c in clocks)
+    warm = [r["warmup_s"] for r in rounds if r.get("warmup_s") is not None]
+    settled = "settled" if all(r.get("warmup_settled") for r in rounds) else "not settled in every round"
+    span = f"{min(warm):.1f}-{max(warm):.1f} s" if warm else "none"
+    return f"SM clock {_median_clock(rounds):.0f} MHz (rounds {shown}; warm-up {span}, {settled})"
+
+
+def print_trust(result: dict) -> None:
+    """What the trust cell shows of trust.json: times, the clock each side ran at, the verdict."""
+    if result["verdict"] == "skipped":
+        print(
+            f"trust check skipped: {result['reason']}"
+            + (f" ({result['label']})" if result.get("label") else "")
+        )
+        return
+    print(f"SDPA cuDNN forward, {result['workload']} on {result['gpu']}")
+    for name, side in (
+        ("harness (timing.measure):    ", "harness"),
+        ("bare CUDA-event loop + flush:", "bare"),
+    ):
+        print(f"  {name}  {result[f'{side}_ms']:.4f} ms  rounds {result[f'{side}_rounds_ms']}")
+        print(f"  {' ' * len(name)}  {clock_text(result.get(f'{side}_rounds'))}")
+    print(f"  difference {result['relative_difference']:.2%} (limit 3%): the trust check {result['verdict']}")
+    print(f"  correctness: {result.get('correctness') or TRUST_CHECK}")
 
 
 def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
     """Every provider at NVIDIA's published H200 configuration, and each cuDNN call timed the ways
-    NVIDIA's benchmark times it: results.jsonl and timing_methods.json (the cudnn_h200 cell)."""
+    NVIDIA's benchmark times it: results.jsonl and timing_methods.json (the cudnn_h200 cell). Refused
+    off the machine the profile was resolved on, as the trust check (`refuse_off_gpu`)."""
+    refuse_off_gpu(config, "cudnn_h200")
     records, rows = [], []
     if not torch.cuda.is_available():
         print("skipped: this compares GPU timing methods at a 16k-token configuration (needs CUDA)")
@@ -195,6 +258,29 @@ def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
     return rows, records
 
 
+def method_record(provider: str, w: Workload, pass_: str, timed: dict[str, dict]) -> dict:
+    """One line of timing_methods.json: ms by method (what vendor_cudnn reads), and beside it how each
+    method was warmed up and the SM clock its calls ran at (`conditions`), and what checks the call."""
+    return {"provider": provider, "mask": w.mask, "pass": pass_, "flops": flops.attention_flops(w, pass_),
+            "ms": {m: t["ms"] for m, t in timed.items()},
+            "conditions": {m: {k: v for k, v in t.items() if k != "ms"} for m, t in timed.items()},
+            "correctness": METHODS_CHECK, "workload": w.label()}  # fmt: skip
+
+
+def method_line(record: dict) -> str:
+    """'sdpa_cudnn full fwd  events 641.6 @1545 MHz  kernels ...  TFLOP/s' (the cell's progress line)."""
+    conditions = record.get("conditions", {})
+
+    def clock(method):
+        mhz = conditions.get(method, {}).get("sm_clock_mhz")
+        return f" @{mhz:.0f} MHz" if mhz is not None else " @? MHz"
+
+    parts = [f"{m} {record['flops'] / t / 1e9:6.1f}{clock(m)}" for m, t in record["ms"].items()]
+    return (
+        f"{record['provider']:<16} {record['mask']:<6} {record['pass']:<4} " + "  ".join(parts) + "  TFLOP/s"
+    )
+
+
 def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
     records = []
     q, k, v = make_inputs(w, "cuda")
@@ -204,10 +290,8 @@ def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
                 continue
             prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
             fn = timing_methods.pass_callable(prepared, pass_)
-            ms = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
-            records.append({"provider": provider.name, "mask": w.mask, "pass": pass_,
-                            "flops": flops.attention_flops(w, pass_), "ms": ms, "workload": w.label()})  # fmt: skip
-            print(f"{provider.name:<16} {w.mask:<6} {pass_:<4} " + "  ".join(
-                f"{m} {records[-1]['flops'] / t / 1e9:6.1f}" for m, t in ms.items()) + "  TFLOP/s", flush=True)  # fmt: skip
+            timed = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
+            records.append(method_record(provider.name, w, pass_, timed))
+            print(method_line(records[-1]), flush=True)
             del prepared, fn
     return records

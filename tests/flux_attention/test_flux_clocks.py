@@ -1,0 +1,149 @@
+"""The Flux report's timing comparisons keep the clock they ran at (CPU: a fake clock source and
+monkeypatched GPU-only pieces), and its measuring cells refuse a GPU label's profile on a CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+from attnbench.bench import timing, timing_methods
+from attnbench.bench.clocks import ClockReading
+from attnbench.bench.profiles import NOT_GPU
+from attnbench.report import vendor_cudnn
+from attnbench.rows import Result, Workload
+from attnbench.studies.flux_attention import measure, profiles
+
+OPTIONS = {"min_reps": 3, "min_time_ms": 1.0, "warmup_reps": 1, "max_reps": 20}
+SEQ_LENS = [4224, 4352]
+
+
+class Source:
+    """1980 MHz while a call runs, 345 MHz (an idle GPU) otherwise."""
+
+    name = "test source"
+
+    def __init__(self):
+        self.busy = threading.Event()
+
+    def read(self):
+        return ClockReading(sm_mhz=1980.0 if self.busy.is_set() else 345.0, power_w=500.0, temperature_c=50.0)
+
+
+@pytest.fixture
+def gpu_like(monkeypatch):
+    """A fake clock source, a short warm-up floor, and a harness whose Timing carries a clock (a CPU
+    Timing has none): what a GPU run would give, on this CPU."""
+    source = Source()
+    monkeypatch.setattr(timing_methods, "clock_source", lambda device: (source, None))
+    monkeypatch.setattr(timing, "WARMUP_MIN_S", 0.02)
+    real_measure = timing.measure
+
+    def measure_with_clock(fn, **kw):
+        t = real_measure(fn, **kw)
+        return dataclasses.replace(t, sm_clock_mhz=1755.0, clock_source="harness source", clock_samples=7)
+
+    monkeypatch.setattr(timing, "measure", measure_with_clock)
+
+    def call():
+        source.busy.set()
+        time.sleep(0.012)  # long enough for the sampler (5 ms) to read the clock during the call
+        source.busy.clear()
+
+    return source, call
+
+
+def test_every_timing_method_keeps_its_clock_and_says_how_it_was_warmed_up(gpu_like, monkeypatch):
+    _, call = gpu_like
+    monkeypatch.setattr(timing_methods, "_profiled_kernel_ms", lambda fn, device: (fn(), 1.0)[1])
+    out = timing_methods.compare(call, timing_options=OPTIONS, device="cpu", reps=3, idle_s=0.03)
+    assert set(out) == {"events", "kernels", "events_idle"} and all(m["ms"] > 0 for m in out.values())
+    # events: the harness's own Timing conditions, kept (before: only ms_median)
+    assert out["events"]["sm_clock_mhz"] == 1755.0 and out["events"]["clock_source"] == "harness source"
+    # kernels: the protocol's warm-up first, and the clock read inside the calls
+    kernels = out["kernels"]
+    assert kernels["warmup"] == timing_methods.STEADY_WARMUP and kernels["warmup_s"] >= 0.02
+    assert kernels["sm_clock_mhz"] == 1980.0 and kernels["clock_source"] == "test source"
+    # events_idle: no warm-up by design, said so; the clock of the calls, not of the idle sleeps
+    idle = out["events_idle"]
+    assert idle["warmup"] == "none: measures the idle-clock first call by design" and idle["warmup_s"] is None
+    assert idle["sm_clock_mhz"] == 1980.0 and idle["clock_samples"] >= 3
+
+
+def test_a_timing_method_record_keeps_the_conditions_and_shows_the_clock():
+    w = Workload(1, 16384, 16384, 64, 8, 128, "bfloat16", "causal")
+    timed = {"events": {"ms": 10.0, "sm_clock_mhz": 1545.0, "warmup": "steady"},
+             "kernels": {"ms": 9.0, "sm_clock_mhz": 1710.0}, "events_idle": {"ms": 8.0, "sm_clock_mhz": None}}  # fmt: skip
+    record = measure.method_record("sdpa_cudnn", w, "fwd", timed)
+    assert record["ms"] == {"events": 10.0, "kernels": 9.0, "events_idle": 8.0}
+    assert record["conditions"]["events"] == {"sm_clock_mhz": 1545.0, "warmup": "steady"}
+    assert record["correctness"].startswith("not checked here")
+    line = measure.method_line(record)
+    assert "@1545 MHz" in line and "@1710 MHz" in line and "@? MHz" in line
+
+
+def test_the_vendor_table_shows_each_methods_clock_and_the_check_of_the_call():
+    w = Workload(1, 16384, 16384, 64, 8, 128, "bfloat16", "full")
+    timed = {m: {"ms": ms, "sm_clock_mhz": mhz, "warmup": warm, "clock_source": "nvml"}
+             for m, ms, mhz, warm in (("events", 1.0, 1545.0, timing_methods.STEADY_WARMUP),
+                                      ("kernels", 0.9, 1710.0, timing_methods.STEADY_WARMUP),
+                                      ("events_idle", 0.8, 1980.0, timing_methods.IDLE_WARMUP))}  # fmt: skip
+    record = measure.method_record("sdpa_cudnn", w, "fwd", timed)
+    row = Result("sdpa_cudnn", "sdpa", "ok", w, "fwd", ms_median=1.0, rel_l2=2.3e-3, ok=True)
+    (line,) = vendor_cudnn.comparison_table([record], [row]).to_dict("records")
+    assert line[vendor_cudnn.CLOCK_COLUMN] == "1545 / 1710 / 1980"
+    assert line["check"] == "ok (sweep row, rel_l2 2.3e-03)"
+    (sentence,) = vendor_cudnn.gap_sentences([record])
+    assert "at 1545 MHz" in sentence and "at 1710 MHz" in sentence and "at 1980 MHz" in sentence
+    lines = vendor_cudnn.conditions_lines([record])
+    assert any(s.startswith("events_idle: warm-up none: measures the idle-clock first call") for s in lines)
+    # a record of older code (no conditions) says its clock was not recorded, never a number
+    old = {k: v for k, v in record.items() if k not in ("conditions", "correctness")}
+    (line,) = vendor_cudnn.comparison_table([old]).to_dict("records")
+    assert line[vendor_cudnn.CLOCK_COLUMN] == "not recorded" and line["check"] == "not checked"
+
+
+def test_the_trust_check_records_both_sides_clock_after_the_protocols_warm_up(gpu_like, monkeypatch, capsys):
+    _, call = gpu_like
+
+    def bare_loop(fn, reps=100, flush=True):  # bench.timing.bare_event_loop is CUDA-only
+        for _ in range(reps):
+            fn()
+        return 0.5
+
+    monkeypatch.setattr(timing, "bare_event_loop", bare_loop)
+    result = measure.trust_rounds(call, OPTIONS, device="cpu", rounds=2, reps=2)
+    assert result["harness_sm_clock_mhz"] == 1755.0 and result["bare_sm_clock_mhz"] == 1980.0
+    assert [r["sm_clock_mhz"] for r in result["harness_rounds"]] == [1755.0, 1755.0]
+    for bare in result["bare_rounds"]:  # before: a 5-call warm-up and no clock
+        assert bare["warmup"] == timing_methods.STEADY_WARMUP and bare["warmup_s"] >= timing.WARMUP_MIN_S
+        assert bare["clock_source"] == "test source" and bare["ms"] == 0.5
+    assert result["bare_rounds_ms"] == [0.5, 0.5] and result["verdict"] in ("holds", "FAILS")
+    measure.print_trust({**result, "workload": "w", "gpu": "g"})
+    shown = capsys.readouterr().out
+    assert "SM clock 1755 MHz" in shown and "SM clock 1980 MHz" in shown and "not checked here" in shown
+
+
+def test_a_gpu_labels_profile_on_a_cpu_machine_is_refused_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = profiles.resolve("auto", True, SEQ_LENS, [])  # what the gpu cell wrote on the H100
+    assert config["device"] == "cuda"
+    with pytest.raises(SystemExit, match="trust: refused: .* no CUDA"):
+        measure.trust_check(config)
+    with pytest.raises(SystemExit, match="cudnn_h200: refused"):
+        measure.cudnn_h200(config)
+    assert list(tmp_path.iterdir()) == []  # no "skipped: needs CUDA" trust.json under a GPU label
+
+
+def test_a_cpu_smoke_run_still_says_it_was_skipped_and_is_not_a_gpu_measurement(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    measure.trust_check(profiles.resolve("auto", False, SEQ_LENS, []))
+    record = json.loads((tmp_path / "trust.json").read_text())
+    assert record["verdict"] == "skipped" and record["reason"].startswith("needs CUDA")
+    assert record["label"] == NOT_GPU
