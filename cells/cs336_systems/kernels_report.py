@@ -28,7 +28,7 @@ _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report import cs336_seed
-from attnbench.report import systems as tables
+from attnbench.report import systems_kernels as tables
 from attnbench.report import systems_figures as figures
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl

@@ -29,7 +29,7 @@ import json
 
 import attnbench
 from attnbench.bench.profiles import read_profile
-from attnbench.report import systems as tables
+from attnbench.report import systems_kernels as tables
 from attnbench.report import systems_figures as figures
 from attnbench.report.tables import markdown_table
 from attnbench.rows import TileAuditRow, read_jsonl, read_jsonl_dicts

@@ -33,7 +33,7 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.dilated import distributed_correctness_table, distributed_table
+from attnbench.report.dilated_distributed import distributed_correctness_table, distributed_table
 
 config = read_profile(attnbench.inputs("gpu"))
 label = f"**{config['label']}**\n\n" if config.get("label") else ""
