@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +31,17 @@ def commit_run(repo: Path, value: float, code: str, message: str) -> None:
     (run / "run.json").write_text("{}")
     git(repo, "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def commit_code(repo: Path, text: str, date: str) -> str:
+    """A commit of code (not of outputs) dated `date`; its sha. History orders code commits by date."""
+    (repo / "code.py").write_text(text)
+    git(repo, "add", "-A")
+    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text],
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
 
 
 @pytest.fixture
@@ -197,19 +209,11 @@ def test_whole_numbers_that_are_not_finite_are_shown_not_raised():
 def test_a_run_names_its_oldest_code_and_the_newest_it_was_presented_with(tmp_path: Path):
     """The measuring cell ran at an older code commit than the report cell that presented it later: the
     run's code commit is the older one, `presented_with` the newer (commits this clone holds)."""
-    import os
-
-    def commit_code(text: str, date: str) -> str:
-        (tmp_path / "code.py").write_text(text)
-        git(tmp_path, "add", "-A")
-        env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
-        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text],
-                       check=True, capture_output=True, env=env)  # fmt: skip
-        return subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()  # fmt: skip
-
     git(tmp_path, "init", "-q")
-    old, new = commit_code("1", "2026-01-01T00:00:00"), commit_code("2", "2026-02-01T00:00:00")
+    old, new = (
+        commit_code(tmp_path, "1", "2026-01-01T00:00:00"),
+        commit_code(tmp_path, "2", "2026-02-01T00:00:00"),
+    )
     run = tmp_path / "outputs" / "nb" / "gpu-a"
     for cell, code in (("bench", new), ("report", old)):  # the listing order does not decide
         (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
@@ -227,19 +231,8 @@ def test_the_code_commit_is_that_of_the_cells_the_headline_reads(tmp_path: Path)
     """A label folder also holds cells of an older run that the headline does not read (a placeholder an
     older engine left, with a report of it that has no numbers): the run's code is that of the headline's
     writer and what it reads, however far upstream, never the older cells'."""
-    import os
-
-    def commit_code(text: str, date: str) -> str:
-        (tmp_path / "code.py").write_text(text)
-        git(tmp_path, "add", "-A")
-        env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
-        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text],
-                       check=True, capture_output=True, env=env)  # fmt: skip
-        return subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()  # fmt: skip
-
     git(tmp_path, "init", "-q")
-    old, mid, new = (commit_code(str(i), f"2026-0{i}-01T00:00:00") for i in (1, 2, 3))
+    old, mid, new = (commit_code(tmp_path, str(i), f"2026-0{i}-01T00:00:00") for i in (1, 2, 3))
     run = tmp_path / "outputs" / "nb" / "gpu-a"
 
     def record(cell: str, code: str, reads: list[str]) -> None:
