@@ -3,6 +3,7 @@ monkeypatched GPU-only pieces), and its measuring cells refuse a GPU label's pro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -59,14 +60,21 @@ def gpu_like(monkeypatch):
 
 def test_every_timing_method_keeps_its_clock_and_says_how_it_was_warmed_up(gpu_like, monkeypatch):
     _, call = gpu_like
-    monkeypatch.setattr(timing_methods, "_profiled_kernel_ms", lambda fn, device: (fn(), 1.0)[1])
+
+    def profiled(fn, device, clock=None):  # the profiler stood in for: the call inside its clock window
+        with clock.call() if clock else contextlib.nullcontext():
+            fn()
+        return 1.0
+
+    monkeypatch.setattr(timing_methods, "_profiled_kernel_ms", profiled)
     out = timing_methods.compare(call, timing_options=OPTIONS, device="cpu", reps=3, idle_s=0.03)
     assert set(out) == {"events", "kernels", "events_idle"} and all(m["ms"] > 0 for m in out.values())
     # events: the harness's own Timing conditions, kept (before: only ms_median)
     assert out["events"]["sm_clock_mhz"] == 1755.0 and out["events"]["clock_source"] == "harness source"
     # kernels: the protocol's warm-up first, and the clock read inside the calls
     kernels = out["kernels"]
-    assert kernels["warmup"] == timing_methods.STEADY_WARMUP and kernels["warmup_s"] >= 0.02
+    assert kernels["warmup"].startswith(timing_methods.STEADY_WARMUP) and kernels["warmup_s"] >= 0.02
+    assert "the profiler's start-up between the profiled calls idles the GPU" in kernels["warmup"]
     assert kernels["sm_clock_mhz"] == 1980.0 and kernels["clock_source"] == "test source"
     # events_idle: no warm-up by design, said so; the clock of the calls, not of the idle sleeps
     idle = out["events_idle"]

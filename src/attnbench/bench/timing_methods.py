@@ -11,8 +11,8 @@
 
 Every method keeps the clock its timed calls ran at, since the clock is what separates them: `events`
 the Timing's own conditions; `kernels` and `events_idle` the readings of a `clocks.ClockSampler` taken
-inside each call's window (`CallClock`), so the gaps between calls (profiler set-up, the idle sleep)
-do not count. `events` and `kernels` start from the protocol's steady state (`steady_warm_up`);
+inside each call's window (`CallClock`; for `kernels` inside the profiler), so the gaps between calls
+(profiler start-up and tear-down, the idle sleep) do not count. `events` and `kernels` start from the protocol's steady state (`steady_warm_up`);
 `events_idle` has no warm-up, by design (IDLE_WARMUP): what it measures is the idle-clock first call.
 
 `steady_bare_loop` is the trust check's bare side: `timing.bare_event_loop` after the same warm-up,
@@ -113,13 +113,15 @@ def _flush_buffer(device) -> torch.Tensor | None:
     return torch.empty(timing.flush_buffer_bytes(device), dtype=torch.int8, device=device)
 
 
-def _profiled_kernel_ms(fn: Callable[[], object], device) -> float:
+def _profiled_kernel_ms(fn: Callable[[], object], device, clock: CallClock | None = None) -> float:
     """The summed GPU kernel time of one call, from torch.profiler (CUPTI); on a CPU (tests, the smoke
-    check) the operators' summed self time, the nearest thing a CPU has."""
+    check) the operators' summed self time, the nearest thing a CPU has. The clock window (`clock`)
+    covers the call alone, inside the profiler: its start-up and tear-down leave the GPU idle."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = timing.is_cuda(device)
-    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]
+    with profile(activities=activities) as prof, clock.call() if clock else nullcontext():
         fn()
         timing.synchronize(device)
 
@@ -145,8 +147,7 @@ def kernel_ms(
         if flush is not None:
             flush.zero_()
         timing.synchronize(device)
-        with clock.call() if clock else nullcontext():
-            totals.append(_profiled_kernel_ms(fn, device))
+        totals.append(_profiled_kernel_ms(fn, device, clock))
     return statistics.median(totals)
 
 
@@ -206,6 +207,11 @@ def compare(
         with clocks.ClockSampler(source) as sampler:
             warm, clock = steady_warm_up(fn, device, sampler), CallClock(sampler)
             ms = kernel_ms(fn, reps, device, clock)
+            # steady state before the first profiled call; the profiler's start-up between calls then lets
+            # the GPU rest briefly, which the label says (the clock is read inside each call alone)
+            warm["warmup"] = (
+                f"{STEADY_WARMUP}; the profiler's start-up between the profiled calls idles the GPU briefly"
+            )
             out["kernels"] = {"ms": ms, "timing_method": "cupti_kernel_sum", **warm, **clock.summary()}
             clock = CallClock(sampler)
             ms = idle_event_ms(fn, reps, idle_s, device, clock)

@@ -142,8 +142,9 @@ class _Timed:
 
     def run(self, call, group, reps: int, watch: _Stopwatch | None = None) -> tuple[float, float]:
         """(median total ms, median watched ms) of `reps` calls after the warm-up. The calls hold
-        communication, so the warm-up agrees a failure on one rank with the others when it can
-        (agree_failures): an AgreedFailure on every rank, never ranks in different collectives."""
+        communication: agree_failures turns a failure that comes before any collective of the call into
+        an AgreedFailure on every rank; one inside an exchange still leaves the peer blocked until the
+        process group's timeout, as any failing collective does (the sweep ran these shapes first)."""
         self.warmup_s = steady_state(call, group, self.device, self.warmup_min_s, agree_failures=True)
         if watch:
             watch.take_ms()  # the warm-up's kernel spans are not timed calls

@@ -233,14 +233,15 @@ def profile_kernels(fn, device, backend, source, *, calls: int, warmup_min_s: fl
     cuda = device.type == "cuda"
     with clocks.ClockSampler(source) as sampler:
         warm = timing.warm_up(backend, sampler, min_calls=1, min_s=warmup_min_s)
-        since = sampler.mark()
         with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            # the clock of the calls alone: the profiler's start-up and tear-down leave the GPU idle
+            since = sampler.mark()
             for _ in range(calls):
                 fn()
             timing.synchronize(device)
-        if source is not None and sampler.mark() == since:
-            sampler.sample()  # profiled calls shorter than the sampling interval: one reading right after
-        during = sampler.summary(since) if source is not None else {}
+            if source is not None and sampler.mark() == since:
+                sampler.sample()  # calls shorter than the sampling interval: one reading right after them
+            during = sampler.summary(since) if source is not None else {}
     totals: dict[str, list[float]] = {}
     for event in prof.events():
         if event.device_type == (DeviceType.CUDA if cuda else DeviceType.CPU):
