@@ -8,11 +8,12 @@ import dataclasses
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from attnbench.bench import timing, timing_methods
+from attnbench.bench import clock_windows, timing, timing_methods
 from attnbench.bench.clocks import ClockReading
 from attnbench.bench.profiles import NOT_GPU
 from attnbench.report import vendor_cudnn
@@ -40,7 +41,7 @@ def gpu_like(monkeypatch):
     """A fake clock source, a short warm-up floor, and a harness whose Timing carries a clock (a CPU
     Timing has none): what a GPU run would give, on this CPU."""
     source = Source()
-    monkeypatch.setattr(timing_methods, "clock_source", lambda device: (source, None))
+    monkeypatch.setattr(clock_windows, "device_source", lambda device: (source, None))
     monkeypatch.setattr(timing, "WARMUP_MIN_S", 0.02)
     real_measure = timing.measure
 
@@ -62,7 +63,7 @@ def test_every_timing_method_keeps_its_clock_and_says_how_it_was_warmed_up(gpu_l
     _, call = gpu_like
 
     def profiled(fn, device, clock=None):  # the profiler stood in for: the call inside its clock window
-        with clock.call() if clock else contextlib.nullcontext():
+        with clock.window() if clock else contextlib.nullcontext():
             fn()
         return 1.0
 
@@ -137,15 +138,27 @@ def test_the_trust_check_records_both_sides_clock_after_the_protocols_warm_up(gp
 
 
 def test_a_gpu_labels_profile_on_a_cpu_machine_is_refused_and_writes_nothing(tmp_path, monkeypatch):
+    """Every measuring cell reads the profile through gpu_profile, which refuses a GPU label's profile on a
+    CPU: a presenting run there once stored "skipped: needs CUDA" over the H100's measured trust.json."""
+    from attnbench.bench.profiles import gpu_profile, write_profile
+    from attnbench.notebook.document.parse import parse_notebook
+
+    notebook = parse_notebook(Path(__file__).resolve().parents[2] / "notebooks" / "flux_attention.md")
+    measuring = {c.id: c.source for c in notebook.cells  # cells that time on the gpu cell's profile
+                 if "torch" in c.deps and "gpu" in map(str, c.needs)}  # fmt: skip
+    assert {"trust", "cudnn_h200", "bench"} <= set(measuring)
+    for cell_id, source in measuring.items():
+        assert "gpu_profile()" in source and "read_profile" not in source, cell_id
+    inputs = tmp_path / "gpu"
+    inputs.mkdir()
+    monkeypatch.chdir(inputs)
+    write_profile(profiles.resolve("auto", True, SEQ_LENS, []), {"gpu": "NVIDIA H100"})  # the H100's gpu cell
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    config = profiles.resolve("auto", True, SEQ_LENS, [])  # what the gpu cell wrote on the H100
-    assert config["device"] == "cuda"
-    with pytest.raises(SystemExit, match="trust: refused: .* no CUDA"):
-        measure.trust_check(config)
-    with pytest.raises(SystemExit, match="cudnn_h200: refused"):
-        measure.cudnn_h200(config)
-    assert list(tmp_path.iterdir()) == []  # no "skipped: needs CUDA" trust.json under a GPU label
+    monkeypatch.setattr("attnbench.inputs", lambda name: inputs)
+    with pytest.raises(SystemExit, match="resolved for cuda"):
+        measure.trust_check(gpu_profile())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu"]  # no trust.json under a GPU label
 
 
 def test_a_cpu_smoke_run_still_says_it_was_skipped_and_is_not_a_gpu_measurement(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
-from attnbench.bench import timing
+from attnbench.bench import clock_windows, timing
 from attnbench.bench.clocks import ClockReading
 from attnbench.report import systems as tables
 from attnbench.report import systems_kernels as kernel_tables
@@ -152,7 +152,7 @@ def test_the_gap_lines_state_the_clock_each_listing_ran_at():
 
 
 def test_the_breakdown_records_the_clock_of_the_profiled_steps(monkeypatch):
-    monkeypatch.setattr(steps, "clock_source", lambda device: FakeSource())
+    monkeypatch.setattr(clock_windows, "device_source", lambda device: (FakeSource(), None))
     summary = breakdown.profile_breakdown("tiny", 16, "fp32", batch=1, warmup=1, steps=2, device=CPU,
                                           custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
     assert summary["sm_clock_mhz"] == 1755.0 and summary["power_w"] == 600.0

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
+from attnbench.bench import clock_windows
 from attnbench.report import cs336_seed
 from attnbench.report import systems as tables
 from attnbench.report import systems_kernels as kernel_tables
@@ -45,7 +46,7 @@ def test_every_step_records_the_clock_sampled_while_it_ran(monkeypatch):
         def read(self):
             return ClockReading(sm_mhz=1980.0, power_w=500.0, temperature_c=50.0)
 
-    monkeypatch.setattr(steps, "clock_source", lambda device: Source())
+    monkeypatch.setattr(clock_windows, "device_source", lambda device: (Source(), None))
     row = steps.profile_model("tiny", 8, "fp32", steps=3, batch=1, device=torch.device("cpu"),
                               custom_sizes=profiles.PROFILES["smoke"]["custom_sizes"])  # fmt: skip
     assert row["status"] == "ok" and row["clock_source"] == "test source"

@@ -10,10 +10,11 @@
   higher clock than one in a back-to-back loop at its power limit.
 
 Every method keeps the clock its timed calls ran at, since the clock is what separates them: `events`
-the Timing's own conditions; `kernels` and `events_idle` the readings of a `clocks.ClockSampler` taken
-inside each call's window (`CallClock`; for `kernels` inside the profiler), so the gaps between calls
-(profiler start-up and tear-down, the idle sleep) do not count. `events` and `kernels` start from the protocol's steady state (`steady_warm_up`);
-`events_idle` has no warm-up, by design (IDLE_WARMUP): what it measures is the idle-clock first call.
+the Timing's own conditions; `kernels` and `events_idle` a sampler's readings inside each call's window
+(bench.clock_windows; for `kernels` inside the profiler), so the gaps between calls (profiler start-up
+and tear-down, the idle sleep) do not count. `events` and `kernels` start from the protocol's steady
+state (`steady_warm_up`); `events_idle` has no warm-up, by design (IDLE_WARMUP): what it measures is
+the idle-clock first call.
 
 `steady_bare_loop` is the trust check's bare side: `timing.bare_event_loop` after the same warm-up,
 with its clock. `pass_callable` builds what the sweep times for a pass (fwd under no_grad; bwd as
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 
-from attnbench.bench import clocks, timing
+from attnbench.bench import clock_windows, clocks, timing
 
 STEADY_WARMUP = (
     "steady state: bench.timing.warm_up (>= WARMUP_MIN_S, until per-call time and SM clock settle)"
@@ -58,38 +59,6 @@ def pass_callable(prepared, pass_: str, dout_like: torch.Tensor | None = None) -
     return lambda: torch.autograd.grad(prepared.run(), inputs, dout)
 
 
-def clock_source(device) -> tuple[object | None, str | None]:
-    """(the GPU's clock source, None), or (None, why) on a CPU; tests replace it with a fake source."""
-    if not timing.is_cuda(device):
-        return None, "CPU run: no GPU clock"
-    return clocks.source_for(device)
-
-
-class CallClock:
-    """The sampler's readings inside the windows of the timed calls alone: `with clock.call():` around
-    each call (synchronised inside), one reading forced as it ends so even a short call has one."""
-
-    def __init__(self, sampler: clocks.ClockSampler):
-        self.sampler, self.windows = sampler, []
-
-    @contextmanager
-    def call(self) -> Iterator[None]:
-        start = self.sampler.mark()
-        yield
-        self.sampler.sample()
-        self.windows.append((start, self.sampler.mark()))
-
-    def summary(self) -> dict[str, Any]:
-        readings = [r for a, b in self.windows for r in self.sampler.samples[a:b]]
-
-        def median(name):
-            values = [getattr(r, name) for r in readings if getattr(r, name) is not None]
-            return statistics.median(values) if values else None
-
-        return {"sm_clock_mhz": median("sm_mhz"), "power_w": median("power_w"),
-                "temperature_c": median("temperature_c"), "clock_samples": len(readings)}  # fmt: skip
-
-
 def _source_fields(source, reason: str | None) -> dict[str, Any]:
     return {"clock_source": getattr(source, "name", None), "clock_reason": reason}
 
@@ -113,7 +82,9 @@ def _flush_buffer(device) -> torch.Tensor | None:
     return torch.empty(timing.flush_buffer_bytes(device), dtype=torch.int8, device=device)
 
 
-def _profiled_kernel_ms(fn: Callable[[], object], device, clock: CallClock | None = None) -> float:
+def _profiled_kernel_ms(
+    fn: Callable[[], object], device, clock: clock_windows.ClockWindows | None = None
+) -> float:
     """The summed GPU kernel time of one call, from torch.profiler (CUPTI); on a CPU (tests, the smoke
     check) the operators' summed self time, the nearest thing a CPU has. The clock window (`clock`)
     covers the call alone, inside the profiler: its start-up and tear-down leave the GPU idle."""
@@ -121,7 +92,7 @@ def _profiled_kernel_ms(fn: Callable[[], object], device, clock: CallClock | Non
 
     cuda = timing.is_cuda(device)
     activities = [ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]
-    with profile(activities=activities) as prof, clock.call() if clock else nullcontext():
+    with profile(activities=activities) as prof, clock.window() if clock else nullcontext():
         fn()
         timing.synchronize(device)
 
@@ -138,7 +109,7 @@ def _profiled_kernel_ms(fn: Callable[[], object], device, clock: CallClock | Non
 
 
 def kernel_ms(
-    fn: Callable[[], object], reps: int = 10, device="cuda", clock: CallClock | None = None
+    fn: Callable[[], object], reps: int = 10, device="cuda", clock: clock_windows.ClockWindows | None = None
 ) -> float:
     """Median over `reps` calls of the summed GPU kernel time of one call (CUPTI via torch.profiler)."""
     flush = _flush_buffer(device)
@@ -170,7 +141,7 @@ def idle_event_ms(
     reps: int = 10,
     idle_s: float = 0.1,
     device="cuda",
-    clock: CallClock | None = None,
+    clock: clock_windows.ClockWindows | None = None,
 ) -> float:
     """Median CUDA-event time of calls that each start on a GPU idle for `idle_s` (after an L2 flush)."""
     flush = _flush_buffer(device)
@@ -181,7 +152,7 @@ def idle_event_ms(
         timing.synchronize(device)
         time.sleep(idle_s)
         # the clock window opens after the sleep: the idle gap is not the call's clock
-        with clock.call() if clock else nullcontext():
+        with clock.window() if clock else nullcontext():
             samples.append(_one_call_ms(fn, device))
     return statistics.median(samples)
 
@@ -198,14 +169,14 @@ def compare(
     """Per method (see the module docstring): {"ms": median ms of one call, "warmup": how it was warmed
     up, warmup_s, warmup_settled, sm_clock_mhz, power_w, temperature_c, clock_samples, clock_source,
     timing_method}; `grad=False` for a forward."""
-    source, reason = clock_source(device)
+    source, reason = clock_windows.device_source(device)
     with torch.set_grad_enabled(grad):
         events = timing.measure(fn, device=device, **timing_options)
         out = {"events": {"ms": events.ms_median, "warmup": STEADY_WARMUP, **events.conditions(),
                           "warmup_calls": events.warmup_calls, "clock_samples": events.clock_samples,
                           "clock_reason": events.clock_reason}}  # fmt: skip
         with clocks.ClockSampler(source) as sampler:
-            warm, clock = steady_warm_up(fn, device, sampler), CallClock(sampler)
+            warm, clock = steady_warm_up(fn, device, sampler), clock_windows.ClockWindows(sampler)
             ms = kernel_ms(fn, reps, device, clock)
             # steady state before the first profiled call; the profiler's start-up between calls then lets
             # the GPU rest briefly, which the label says (the clock is read inside each call alone)
@@ -213,7 +184,7 @@ def compare(
                 f"{STEADY_WARMUP}; the profiler's start-up between the profiled calls idles the GPU briefly"
             )
             out["kernels"] = {"ms": ms, "timing_method": "cupti_kernel_sum", **warm, **clock.summary()}
-            clock = CallClock(sampler)
+            clock = clock_windows.ClockWindows(sampler)
             ms = idle_event_ms(fn, reps, idle_s, device, clock)
             out["events_idle"] = {"ms": ms, "timing_method": f"cuda_event_after_{idle_s:g}s_idle",
                                   "warmup": IDLE_WARMUP, "warmup_s": None, "warmup_settled": None,
@@ -227,11 +198,15 @@ def steady_bare_loop(fn: Callable[[], object], *, device="cuda", reps: int = 200
     """`timing.bare_event_loop` (the trust check's independent timer) after the protocol's warm-up, with
     the clock its calls ran at. The warm-up is load and shared; the timed loop shares no code with
     `timing.measure`."""
-    source, reason = clock_source(device)
+    source, reason = clock_windows.device_source(device)
     with clocks.ClockSampler(source) as sampler:
-        warm = steady_warm_up(fn, device, sampler)
-        mark = sampler.mark()
-        ms = timing.bare_event_loop(fn, reps=reps)  # synchronises at its end
-        sampler.sample()
-        clock = sampler.summary(mark)
-    return {"ms": ms, "timing_method": "bare_event_loop", **warm, **clock, **_source_fields(source, reason)}
+        warm, clock = steady_warm_up(fn, device, sampler), clock_windows.ClockWindows(sampler)
+        with clock.window():
+            ms = timing.bare_event_loop(fn, reps=reps)  # synchronises at its end
+    return {
+        "ms": ms,
+        "timing_method": "bare_event_loop",
+        **warm,
+        **clock.summary(),
+        **_source_fields(source, reason),
+    }

@@ -28,10 +28,9 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from attnbench.bench import clocks
+from attnbench.bench import clock_windows, clocks, timing
 from attnbench.bench.timing import release_memory
 from attnbench.models.transformer import CausalSelfAttention, SwiGLU
-from attnbench.studies.cs336_systems import steps as step_study
 from attnbench.studies.cs336_systems.steps import PHASES, model_size, train_step, training_setup
 
 MATMUL = re.compile(r"gemm|nvjet|xmma|cutlass|wgmma|matmul|aten::mm|aten::bmm|aten::addmm", re.IGNORECASE)
@@ -169,15 +168,15 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     handles = _hook_ranges(model)
-    source = step_study.clock_source(device)  # looked up on steps, where tests replace it
+    source = clock_windows.device_source(device)[0]
     try:
         with clocks.ClockSampler(source) as sampler, profile(activities=activities) as prof:
-            since = sampler.mark()  # from the first profiled step: the profiler's start is no step
-            for _ in range(steps):
-                _profiled_step(model, optimizer, inputs, targets, precision, device)
-            if source is not None and sampler.mark() == since:
-                sampler.sample()  # steps shorter than the sampling interval: one reading right after them
-            during = sampler.summary(since) if source is not None else {}
+            clock = clock_windows.ClockWindows(sampler)
+            with clock.window():  # the profiled steps alone: the profiler's start-up is no step
+                for _ in range(steps):
+                    _profiled_step(model, optimizer, inputs, targets, precision, device)
+                timing.synchronize(device)
+            during = clock.summary()
     finally:
         for handle in handles:
             handle.remove()
@@ -189,8 +188,8 @@ def profile_breakdown(size_name: str, context: int, precision: str, *, batch: in
     release_memory(device)
     return {"size": size_name, "context": context, "precision": precision, "batch": batch, "steps": steps,
             "warmup": warmup, "timer": "cuda_kernels" if cuda else "cpu_operators",
-            "sm_clock_mhz": during.get("sm_clock_mhz"), "power_w": during.get("power_w"),
-            "clock_samples": during.get("clock_samples", 0), "clock_source": getattr(source, "name", None),
+            "sm_clock_mhz": during["sm_clock_mhz"], "power_w": during["power_w"],
+            "clock_samples": during["clock_samples"], "clock_source": getattr(source, "name", None),
             "phases": summary}  # fmt: skip
 
 

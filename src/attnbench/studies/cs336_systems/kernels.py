@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from attnbench.bench import clocks, correctness, flops, providers, timing
+from attnbench.bench import clock_windows, clocks, correctness, flops, providers, timing
 from attnbench.bench.inputs import make_dout, make_inputs
 from attnbench.bench.providers.base import Prepared, Provider, describe_exception, leaf
 from attnbench.bench.providers.triton_fa2 import TritonFlashAttention2
@@ -205,11 +205,6 @@ def audit_backward(
     return rows
 
 
-def clock_source(device):
-    """The SM clock and power source of a CUDA device (bench.clocks; None when none opens)."""
-    return clocks.source_for(device)[0]
-
-
 def device_kernels(fn, device, calls: int = 3, *, warmup_min_s: float = timing.WARMUP_MIN_S) -> dict:
     """The device kernels `calls` calls of fn launch (torch.profiler), µs per call, largest first, after
     bench.timing's steady-state warm-up, with the SM clock sampled during the profiled calls (see
@@ -218,7 +213,8 @@ def device_kernels(fn, device, calls: int = 3, *, warmup_min_s: float = timing.W
     if device.type != "cuda":
         return {"kernels": [], "calls": 0, "reason": "no CUDA device: no device kernels to list"}
     backend = timing.CudaBackend(fn, device, flush_l2=False, max_mhz=None)  # flushing L2 is no part of fn
-    return profile_kernels(fn, device, backend, clock_source(device), calls=calls, warmup_min_s=warmup_min_s)
+    source = clock_windows.device_source(device)[0]
+    return profile_kernels(fn, device, backend, source, calls=calls, warmup_min_s=warmup_min_s)
 
 
 def profile_kernels(fn, device, backend, source, *, calls: int, warmup_min_s: float) -> dict:
@@ -234,14 +230,12 @@ def profile_kernels(fn, device, backend, source, *, calls: int, warmup_min_s: fl
     with clocks.ClockSampler(source) as sampler:
         warm = timing.warm_up(backend, sampler, min_calls=1, min_s=warmup_min_s)
         with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-            # the clock of the calls alone: the profiler's start-up and tear-down leave the GPU idle
-            since = sampler.mark()
-            for _ in range(calls):
-                fn()
-            timing.synchronize(device)
-            if source is not None and sampler.mark() == since:
-                sampler.sample()  # calls shorter than the sampling interval: one reading right after them
-            during = sampler.summary(since) if source is not None else {}
+            clock = clock_windows.ClockWindows(sampler)
+            with clock.window():  # the calls alone: the profiler's start-up and tear-down leave the GPU idle
+                for _ in range(calls):
+                    fn()
+                timing.synchronize(device)
+            during = clock.summary()
     totals: dict[str, list[float]] = {}
     for event in prof.events():
         if event.device_type == (DeviceType.CUDA if cuda else DeviceType.CPU):

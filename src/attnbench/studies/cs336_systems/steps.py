@@ -9,9 +9,9 @@ out-of-memory anywhere (building the model, a phase of any step) makes the row `
 frees everything and lets the run go on.
 
 A bench.clocks sampler reads the SM clock and power while the steps run: each step records the
-median of the samples taken during it, or of one read right after it for a step shorter than the
-sampling interval (`sm_clock_mhz`, `power_w`, one entry a step; None without a source), so the report
-states the clock the measured steps ran at.
+median of the readings taken during it and one right after it (bench.clock_windows; `sm_clock_mhz`,
+`power_w`, one entry a step; None without a source), so the report states the clock the measured
+steps ran at.
 
 A row is a plain dict (JSON): the report (report/systems.py) computes means, std, tokens/s and MFU.
 """
@@ -24,7 +24,7 @@ import traceback
 
 import torch
 
-from attnbench.bench import clocks
+from attnbench.bench import clock_windows, clocks
 from attnbench.bench.timing import is_oom, release_memory
 from attnbench.models.transformer import SIZES as NAMED_SIZES
 from attnbench.models.transformer import VOCAB_SIZE, ModelSize, build, flops_per_step, parameter_count
@@ -169,7 +169,7 @@ def profile_model(
     }
     where = ["building the model"]
     model = optimizer = None
-    source = clock_source(device)
+    source = clock_windows.device_source(device)[0]
     row["clock_source"] = getattr(source, "name", None)
     try:
         model, optimizer, inputs, targets = training_setup(
@@ -177,13 +177,12 @@ def profile_model(
         )
         with clocks.ClockSampler(source) as sampler:
             for step in range(steps):
-                since = sampler.mark()
-                times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
-                if source is not None and sampler.mark() == since:
-                    sampler.sample()  # a step shorter than the sampling interval: one reading right after it
-                during = sampler.summary(since) if source is not None else {}
-                row["sm_clock_mhz"].append(during.get("sm_clock_mhz"))
-                row["power_w"].append(during.get("power_w"))
+                clock = clock_windows.ClockWindows(sampler)
+                with clock.window():  # train_step synchronises at its end
+                    times, peaks = train_step(model, optimizer, inputs, targets, precision, device, where)
+                during = clock.summary()
+                row["sm_clock_mhz"].append(during["sm_clock_mhz"])
+                row["power_w"].append(during["power_w"])
                 for phase, ms, peak in zip(PHASES, times, peaks):
                     row["times_ms"][phase].append(ms)
                     if peak is not None:
@@ -200,11 +199,6 @@ def profile_model(
         del model, optimizer
         release_memory(device)
     return row
-
-
-def clock_source(device: torch.device):
-    """The SM clock and power source of a CUDA device (bench.clocks), None elsewhere."""
-    return clocks.source_for(device)[0] if device.type == "cuda" else None
 
 
 def _progress_line(row: dict) -> str:

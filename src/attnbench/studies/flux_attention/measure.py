@@ -11,7 +11,7 @@ import torch
 
 from attnbench.bench import env, flops, providers, timing, timing_methods
 from attnbench.bench.inputs import make_inputs
-from attnbench.bench.profiles import require_same_device, write_profile
+from attnbench.bench.profiles import write_profile
 from attnbench.bench.sweep import print_progress, run_sweep
 from attnbench.rows import PASSES, Status, Workload, write_jsonl
 
@@ -137,26 +137,11 @@ def run_bench(config: dict, passes: list[str] | None = None, part: tuple[int, in
     return rows
 
 
-def refuse_off_gpu(config: dict, cell: str) -> None:
-    """SystemExit when this label's profile was resolved on a GPU and this machine has none (or the other
-    way round). A measuring cell re-run away from its GPU (e.g. named among presenting cells under
-    --reuse-elsewhere) would otherwise store a "needs CUDA" record under the GPU's label; failing keeps
-    the label's last measured result (a failed run never replaces a good one)."""
-    cuda = torch.cuda.is_available()
-    if config.get("device") == "cuda" and not cuda:
-        raise SystemExit(
-            f"{cell}: refused: this label's profile ({config.get('profile')}) was resolved on a GPU and this "
-            f"machine has no CUDA. The {cell} cell measures: run it on the GPU that measured the label (a "
-            "presenting re-run, --reuse-elsewhere or --reuse-stale, must not name it); nothing written"
-        )
-    require_same_device(config, cuda)
-
-
 def trust_check(config: dict) -> dict:
     """The harness against a bare CUDA-event loop on SDPA cuDNN forward, three rounds each,
-    interleaved: trust.json and its verdict on stdout (the trust cell). Refused on a machine other
-    than the one the profile was resolved on (`refuse_off_gpu`): a GPU label never gets a skip."""
-    refuse_off_gpu(config, "trust")
+    interleaved: trust.json and its verdict on stdout (the trust cell, which reads `config` through
+    bench.profiles.gpu_profile: refused on a machine other than the profile's, so a GPU label never gets
+    a skip)."""
     result = {"verdict": "skipped", "label": config.get("label")}
     if not torch.cuda.is_available():
         result["reason"] = "needs CUDA: the trust check compares two CUDA-event timers"
@@ -238,8 +223,7 @@ def print_trust(result: dict) -> None:
 def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
     """Every provider at NVIDIA's published H200 configuration, and each cuDNN call timed the ways
     NVIDIA's benchmark times it: results.jsonl and timing_methods.json (the cudnn_h200 cell). Refused
-    off the machine the profile was resolved on, as the trust check (`refuse_off_gpu`)."""
-    refuse_off_gpu(config, "cudnn_h200")
+    off the machine the profile was resolved on, as the trust check (the cell reads it through gpu_profile)."""
     records, rows = [], []
     if not torch.cuda.is_available():
         print("skipped: this compares GPU timing methods at a 16k-token configuration (needs CUDA)")
