@@ -14,7 +14,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench import clocks
+from attnbench.bench import clock_windows, clocks
 from attnbench.bench.inputs import torch_dtype
 from attnbench.bench.timing import is_oom
 from attnbench.rows import Status, status_of_severity
@@ -238,7 +238,7 @@ def timed_with_clock(call: Call, group, device, **rule) -> tuple[list[float], di
     """time_reps with each rank's clock sampled; the row's clock fields: lowest SM clock and highest power
     over ranks (the slowest GPU, as the time is the slowest rank's; every rank takes part in the
     agreement, with or without a clock source)."""
-    source = clocks.source_for(device)[0] if device.type == "cuda" else None
+    source = clock_windows.device_source(device)[0]
     with clocks.ClockSampler(source) as sampler:
         samples = time_reps(call, group, device, **rule)
     mine = sampler.summary()

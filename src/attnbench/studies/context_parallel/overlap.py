@@ -28,7 +28,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench import clocks
+from attnbench.bench import clock_windows, clocks
 from attnbench.bench.distributed import (
     AgreedFailure,
     align,
@@ -136,7 +136,7 @@ class _Timed:
 
     def __init__(self, device, warmup_min_s: float):
         self.device, self.warmup_min_s = device, warmup_min_s
-        self.source = clocks.source_for(device)[0] if device.type == "cuda" else None
+        self.source = clock_windows.device_source(device)[0]
         self.warmup_s: float | None = None
         self.clock: dict = {}
 
