@@ -26,8 +26,7 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
-import attnbench
-from attnbench.bench.profiles import read_profile
+from attnbench.bench.profiles import gpu_profile
 from attnbench.studies.flux_attention import measure
 
-measure.trust_check(read_profile(attnbench.inputs("gpu")))  # refuses off the profile's machine
+measure.trust_check(gpu_profile())  # refuses off the profile's machine
