@@ -182,6 +182,19 @@ def test_distributed_table_computes_strong_and_weak_scaling():
     assert line["note"].startswith("weak-scaling efficiency above 1: a measurement error, not a result")
 
 
+def test_distributed_table_says_which_timed_lengths_were_checked():
+    rows = [row("one", 512, "fwd", 10.0, world=1), row("split", 512, "fwd", 6.0, world=2),
+            row("one", 1024, "fwd", 20.0, world=1), row("split", 1024, "fwd", 12.5, world=2)]  # fmt: skip
+    records = [{"seq_len": 512, "status": "ok"}, {"seq_len": 256, "status": "incorrect"}]
+    checked = dilated_distributed.checked_lengths(records)
+    assert checked == [512]
+    lines = dilated_distributed.distributed_table(rows, checked).to_dict("records")
+    assert [line["checked"] for line in lines] == [
+        "yes", "not checked at this length (checked at 512 tokens: table above)"]  # fmt: skip
+    (unlabelled,) = dilated_distributed.distributed_table(rows[2:]).to_dict("records")
+    assert unlabelled["checked"] == "not checked"
+
+
 def test_headline_stops_and_pivot_from_rows():
     rows = [row("dilated_gather_math", 1024, "fwd", 1.0), row("dilated_gather_math", 2048, "fwd", 2.0),
             row("sdpa_math", 1024, "fwd", 4.0, dilated=False),

@@ -9,11 +9,13 @@ from attnbench.report.dilated import GIB, PASS_NAMES, status_text, tokens_per_s
 from attnbench.rows import Result
 
 
-def distributed_table(rows: Iterable[Result]):
-    """Per pass and length: one GPU alone vs the sequence split over the GPUs; strong and weak scaling."""
+def distributed_table(rows: Iterable[Result], checked_at: Iterable[int] = ()):
+    """Per pass and length: one GPU alone vs the sequence split over the GPUs; strong and weak scaling.
+    `checked_at`: the lengths where the correctness check of the split version passed; a timed length
+    outside them says so in its `checked` column (the check runs at a length the reference fits)."""
     import pandas as pd
 
-    rows = list(rows)
+    rows, checked_at = list(rows), sorted(set(checked_at))
     single = {(r.pass_, r.workload.seqlen_q): r for r in rows if r.extra.get("world_size") == 1}
     lines = []
     for r in rows:
@@ -35,9 +37,22 @@ def distributed_table(rows: Iterable[Result]):
             "speedup": one.ms_median / r.ms_median if ok and one and one.ms_median else None,
             "strong-scaling efficiency": strong, "weak-scaling efficiency": weak,
             "status": "ok" if r.status == "ok" else status_text(r),
+            "checked": _checked(n, checked_at) if ok else "",
             "note": _over_one(strong, weak),
         })  # fmt: skip
     return pd.DataFrame(lines)
+
+
+def _checked(tokens: int, checked_at: list[int]) -> str:
+    if tokens in checked_at:
+        return "yes"
+    where = ", ".join(f"{n:,}" for n in checked_at)
+    return f"not checked at this length (checked at {where} tokens: table above)" if where else "not checked"
+
+
+def checked_lengths(records: Iterable[dict]) -> list[int]:
+    """The lengths where the correctness records of the split version say ok."""
+    return sorted({rec["seq_len"] for rec in records if rec.get("status") == "ok"})
 
 
 def _over_one(strong: float | None, weak: float | None) -> str:
