@@ -33,7 +33,7 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.dilated_distributed import distributed_correctness_table, distributed_table
+from attnbench.report.dilated_distributed import checked_lengths, distributed_correctness_table, distributed_table
 
 config = read_profile(attnbench.inputs("gpu"))
 label = f"**{config['label']}**\n\n" if config.get("label") else ""
@@ -46,8 +46,9 @@ if "skipped" in summary:
         f.write(label + summary["skipped"] + "\n")
     print(f"across GPUs: {summary['skipped']}")
 else:
-    checks = distributed_correctness_table(json.loads((folder / "correctness.json").read_text()))
-    scaling = distributed_table(read_jsonl(folder / "results.jsonl"))
+    records = json.loads((folder / "correctness.json").read_text())
+    checks = distributed_correctness_table(records)
+    scaling = distributed_table(read_jsonl(folder / "results.jsonl"), checked_lengths(records))
     with open("distributed.md", "w") as f:
         f.write(label + f"{summary['gpu'] or 'CPU'} x {summary['world_size']}\n\n" + markdown_table(checks) + "\n"
                 + markdown_table(scaling))
