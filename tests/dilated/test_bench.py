@@ -220,6 +220,25 @@ def test_reference_rows_check_the_definition_against_the_union_form():
     assert all(torch.isfinite(torch.tensor(r.extra["lse_max_abs"])) for r in rows)
 
 
+def test_scaling_table_labels_every_timed_row_checked_or_not():
+    checked, failed, unchecked = (
+        row("a", 512, "fwd", 1.0),
+        row("a", 512, "fwd", 1.0),
+        row("a", 1024, "fwd", 2.0),
+    )
+    failed.ok = False
+    unchecked.ok, unchecked.extra["correctness"] = (
+        None,
+        "not checked at this length (see the correctness rows)",
+    )
+    bare = row("a", 2048, "fwd", 4.0)
+    bare.ok = None
+    stopped = row("a", 4096, "fwd", None, status="oom", reason="out of memory")
+    table = report.scaling_table([checked, failed, unchecked, bare, stopped])
+    assert list(table["checked"]) == [
+        "ok", "INCORRECT", "not checked at this length (see the correctness rows)", "not checked", ""]  # fmt: skip
+
+
 def test_tables_of_no_rows_are_empty_not_errors():
     assert report.cost_pivot([]).empty and report.scaling_table([]).empty
     assert report.headline([]) == [] and report.stops([]) == []

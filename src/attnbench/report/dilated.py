@@ -107,10 +107,18 @@ def scaling_table(rows: Iterable[Result]):
             "peak GiB": r.peak_mem_bytes / GIB if measured and r.peak_mem_bytes else None,
             "pairs/query/head": _pairs_per_query(r),
             "TFLOP/s": r.tflops,
-            "checked": {True: "ok", False: "INCORRECT", None: ""}[r.ok],
+            "checked": _checked(r) if measured else "",
             "status": "ok" if r.status == "ok" else status_text(r),
         })  # fmt: skip
     return pd.DataFrame(lines)
+
+
+def _checked(r: Result) -> str:
+    """ok / INCORRECT where the row was checked, else what the sweep said (the correctness cell checks
+    each implementation at one length), else "not checked"."""
+    if r.ok is not None:
+        return "ok" if r.ok else "INCORRECT"
+    return r.extra.get("correctness") or "not checked"
 
 
 def _pairs_per_query(r: Result) -> float:
