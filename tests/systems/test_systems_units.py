@@ -123,6 +123,10 @@ def test_step_tables_warmup_and_oom():
     )
     assert small["peak GiB backward"] == "2.00" and small["SM clock MHz"] == ""  # rows sampled no clock
     assert table.iloc[1]["status"] == "oom" and table.iloc[1]["reason"] == "OOM in forward"
+    # a timed step is compared with nothing, and says so; a step that never ran says nothing
+    assert small["checked"] == "not checked" and table.iloc[1]["checked"] == ""
+    variants = tables.attention_variants_table(rows[:1], warmup=2, measured=2).iloc[0]
+    assert variants["checked"] == "not checked" and variants["eager step ms"] == "10.00 ± 0.00"
     warm = tables.warmup_table(rows, "bf16", [0, 2], measured=2).iloc[0]
     assert warm["first step ms"] == "100.00" and warm["warm-up 0: step ms"].startswith("56.00 ±")
     assert warm["warm-up 2: step ms"] == "10.00 ± 0.00"

@@ -92,6 +92,7 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
             clock = _median_clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
             entry.update(_mfu(row, seconds, clock))
             entry["SM clock MHz"] = "" if clock is None else f"{clock:.0f}"
+            entry["checked"] = STEP_NOT_CHECKED
             for phase in PHASES:
                 entry[f"peak GiB {phase}"] = _gib(row["peak_mem_bytes"].get(phase))
         else:
@@ -99,6 +100,10 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
         out.append(entry)
     return pd.DataFrame(out).fillna("")
 
+
+# A model step's outputs are compared with nothing (random weights and tokens, timed for its phases); the
+# attention kernels inside it are checked in the kernel table. Each timed row says so.
+STEP_NOT_CHECKED = "not checked"
 
 # MFU's column names say which peak it is a share of: the measured matmul peak scaled to the clock the
 # measured steps ran at (bench.flops.MeasuredPeak.at_clock, as kernel rows are scored), or, where the
@@ -171,6 +176,7 @@ def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
             window(row.get("sm_clock_mhz") or [], warmup, measured)
         )
         entry[f"_{row['attention']}"] = step[0]
+        entry["checked"] = STEP_NOT_CHECKED
     for entry in by_size.values():
         for kernel in ("sdpa", "triton"):
             if f"_{kernel}" in entry and "_eager" in entry:
