@@ -43,3 +43,12 @@ def test_svg_has_a_bar_per_provider_quantised_apart_and_unchecked_named(tmp_path
     assert "flex (not checked)" in svg and "quantised (fp8/int8)" in svg
     assert "forward, S 512" in svg and "forward + backward, S 512" in svg
     assert "xformers" not in svg and "triton_fa2" not in svg
+
+
+def test_the_same_figure_writes_the_same_bytes(tmp_path):
+    """Re-presenting unchanged numbers must leave outputs/ unchanged: no date, no random element ids."""
+    first, second = tmp_path / "a.svg", tmp_path / "b.svg"
+    plot_ranking(_rows(), first, title="ranking")
+    plot_ranking(_rows(), second, title="ranking")
+    text = first.read_text()
+    assert "<dc:date>" not in text and first.read_bytes() == second.read_bytes()

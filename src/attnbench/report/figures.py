@@ -266,7 +266,9 @@ def plot_sweep(
 
 def save_svg(fig, path: Path | str, title: str = "", notes: Iterable[str] = (), **savefig) -> None:
     """Every figure's ending: the title over its notes (the label, "not a GPU measurement"), the SVG
-    written (its folder made), the figure closed."""
+    written (its folder made), the figure closed. The same figure writes the same bytes: a fixed salt
+    for the SVG's element ids and no date, so re-presenting unchanged numbers leaves outputs/ unchanged."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     notes = [n for n in notes if n]
@@ -274,7 +276,10 @@ def save_svg(fig, path: Path | str, title: str = "", notes: Iterable[str] = (), 
     if heading:
         fig.suptitle(heading, fontsize=11)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="svg", bbox_inches="tight", **savefig)
+    savefig.setdefault("bbox_inches", "tight")
+    metadata = {"Date": None, **savefig.pop("metadata", {})}
+    with matplotlib.rc_context({"svg.hashsalt": "attnbench"}):
+        fig.savefig(path, format="svg", metadata=metadata, **savefig)
     plt.close(fig)
 
 

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.report.figures import INCORRECT, PASS_TITLES, right_legend, style_rc, styles
+from attnbench.report.figures import INCORRECT, PASS_TITLES, right_legend, save_svg, style_rc, styles
 from attnbench.rows import Result, best_by_workload, usable
 
 LETTERS = {"oom": "E", "unsupported": "X", "skipped": "S", "error": "!"}
@@ -92,9 +92,7 @@ def plot_mask(
             fig.supxlabel(
                 f"letters at the bottom of a panel: {key} (every reason in the table below)", fontsize=10
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path)
     return drawn
 
 
@@ -223,9 +221,7 @@ def plot_documents(packs: dict[int, list[int]], path: Path | str, *, note: str =
         ax.set_title(
             "Documents packed at each sequence length (varlen masks)" + (f"\n{note}" if note else "")
         )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path)
 
 
 def plot_mask_pictures(pictures: dict[str, dict], path: Path | str) -> None:
@@ -248,6 +244,4 @@ def plot_mask_pictures(pictures: dict[str, dict], path: Path | str) -> None:
             ax.set_xticks([])
             ax.set_yticks([])
         fig.suptitle("query rows (down) x key columns (right): blue = attended", fontsize=9)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="svg", bbox_inches="tight")
-        plt.close(fig)
+        save_svg(fig, path)

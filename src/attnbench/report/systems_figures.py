@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from attnbench.report.figures import save_svg
 from attnbench.report.systems import GIB, MIB, PHASES, mean_std, step_times, window
 from attnbench.rows import Result, usable
 
@@ -32,10 +33,7 @@ def _figure(ncols: int, title: str, note: str, width: float = 5.5, height: float
 
 def _save(fig, path) -> None:
     fig.tight_layout()
-    fig.savefig(path, format="svg")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save_svg(fig, path, bbox_inches=None)
 
 
 def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str = "") -> None:
