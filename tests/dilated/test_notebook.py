@@ -104,7 +104,14 @@ def test_distributed_cell_checks_and_times_on_two_ranks(run_dir):
 
 @pytest.mark.timeout(900)
 def test_outputs_say_they_are_not_gpu_measurements(run_dir):
-    for table in ("correctness.md", "scaling.md", "cost.md", "headline.md", "seed.md", "breakdown.md"):
+    for table in (
+        "correctness.md",
+        "scaling.md",
+        "cost.md",
+        "headline.md",
+        "suite_defaults.md",
+        "breakdown.md",
+    ):
         assert (
             (artifacts(run_dir, "report") / table).read_text().startswith(f"**smoke profile: {NOT_GPU}**")
         ), table

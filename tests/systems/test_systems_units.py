@@ -10,7 +10,7 @@ import torch
 
 import attnbench.kernels.flash_attention2  # noqa: F401 - first: without a GPU, Triton must start in interpreter mode
 from attnbench.bench import clock_windows
-from attnbench.report import cs336_seed
+from attnbench.report import cs336_published
 from attnbench.report import systems as tables
 from attnbench.report import systems_kernels as kernel_tables
 from attnbench.rows import Result, Workload
@@ -226,12 +226,12 @@ def test_kernel_table_in_the_seed_layout():
     assert kernel_tables.not_run_reasons(rows) == ["flash_attn3: unsupported: why (1 rows)"]
 
 
-def test_the_seed_tables_parse():
-    flash = tables.parse_markdown_table(cs336_seed.FLASH_TABLE)
+def test_the_write_ups_tables_parse():
+    flash = tables.parse_markdown_table(cs336_published.FLASH_TABLE)
     assert len(flash) == 54 and list(flash.columns)[:3] == ["seq_len", "d_model", "precision"]
-    scan = tables.parse_scan_text(cs336_seed.ATTENTION_SCAN)
+    scan = tables.parse_scan_text(cs336_published.ATTENTION_SCAN)
     assert len(scan) == 20 and (scan["fwd(ms)"] == "OOM").sum() == 4
-    assert len(tables.parse_markdown_table(cs336_seed.PROFILE_FORWARD_BACKWARD)) == 2
+    assert len(tables.parse_markdown_table(cs336_published.PROFILE_FORWARD_BACKWARD)) == 2
 
 
 def test_profiles_resolve_and_estimate():

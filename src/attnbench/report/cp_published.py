@@ -1,4 +1,4 @@
-"""Published figures of the seed: BurstAttention's kernel benchmark on 32x A800 (other hardware).
+"""Published figures of the write-up: BurstAttention's kernel benchmark on 32x A800 (other hardware).
 
 Source: the BurstEngine repository (github.com/thunlp/BurstEngine, commit 698f798), file
 evaluation/kernel_bench/README.md, "BurstAttention performance benchmarking": hidden 5120 = 40 heads

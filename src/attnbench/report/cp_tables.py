@@ -7,7 +7,7 @@ overlap_table    per rank: total, kernel, communication-alone and exchange ms, w
 overlap_findings one sentence per (strategy, length): what sets the slowest rank's time, from numbers.
 targets          issue 4's two targets: pass/fail, measured value, shortfall and the measured why
                  (target_text: one line of it for stdout).
-published_table  our TFLOP/s per GPU beside the seed's published 32x A800 figures.
+published_table  our TFLOP/s per GPU beside the write-up's published 32x A800 figures.
 A row above 100 % of a peak (cp_rows.over_peak) is a measurement error: no table shows its TFLOP/s.
 markdown, text   a table as Markdown (for the site) or as aligned text (stdout), numbers formatted.
 """

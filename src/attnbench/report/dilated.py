@@ -15,8 +15,8 @@ from attnbench.rows import Result, usable
 GIB = 2**30
 PASS_NAMES = {"fwd": "forward", "fwd_bwd": "forward+backward", "bwd": "backward"}
 
-# The seed suite's only published figure: its README's "Example output" (benchmarks/README.md).
-SEED_EXAMPLE = {
+# The dilated-attention suite's only published figure: its README's "Example output" (benchmarks/README.md).
+SUITE_EXAMPLE = {
     "implementation": "RingDilatedAttentionV2Collective",
     "tokens_per_s": 1_429_956,
     "latency_ms": 2.86,
@@ -26,8 +26,8 @@ SEED_EXAMPLE = {
     "dtype": "float32",
     "shape": "the suite's defaults: batch 2, sequence 8192, 8 heads, head_dim 64 (segment lengths not stated)",
 }
-SEED_CAVEATS = (
-    "The seed's example output is internally inconsistent: 1,429,956 tokens/s x 2.86 ms = 4,090 tokens per "
+SUITE_CAVEATS = (
+    "The suite's example output is internally inconsistent: 1,429,956 tokens/s x 2.86 ms = 4,090 tokens per "
     "call, not the 16,384 of its default shape (batch 2 x 8192) nor 8,192; its GPU, segment lengths and "
     "dilation rates are not stated, and it reports mean +- sd, not median and quantiles. Set beside ours "
     "only as a scale."
@@ -219,14 +219,14 @@ def _fastest_by_length(rows: list[Result]) -> dict[int, Result]:
     return best
 
 
-def seed_table(rows: Iterable[Result]):
-    """Our rows at the seed's default shape beside the seed's example output."""
+def suite_defaults_table(rows: Iterable[Result]):
+    """Our rows at the suite's default shape beside the suite's example output."""
     import pandas as pd
 
     lines = [{
-        "source": "seed (published example output)", "implementation": SEED_EXAMPLE["implementation"],
-        "backend": SEED_EXAMPLE["backend"], "dtype": SEED_EXAMPLE["dtype"], "ms": SEED_EXAMPLE["latency_ms"],
-        "Mtokens/s": SEED_EXAMPLE["tokens_per_s"] / 1e6, "memory MiB": SEED_EXAMPLE["memory_mb"], "status": "as published",
+        "source": "the suite (published example output)", "implementation": SUITE_EXAMPLE["implementation"],
+        "backend": SUITE_EXAMPLE["backend"], "dtype": SUITE_EXAMPLE["dtype"], "ms": SUITE_EXAMPLE["latency_ms"],
+        "Mtokens/s": SUITE_EXAMPLE["tokens_per_s"] / 1e6, "memory MiB": SUITE_EXAMPLE["memory_mb"], "status": "as published",
     }]  # fmt: skip
     for r in rows:
         measured = r.ms_median is not None

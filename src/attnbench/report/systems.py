@@ -17,11 +17,11 @@ PHASES = ("forward", "backward", "optimizer")
 GIB, MIB = 2**30, 2**20
 
 
-# --- the seed's tables ----------------------------------------------------------------------------------
+# --- the write-up's tables ---------------------------------------------------------------------------------
 
 
 def parse_markdown_table(text: str):
-    """A pipe table (the seed's) as a DataFrame of strings; the unnamed index column is dropped."""
+    """A pipe table (the write-up's) as a DataFrame of strings; the unnamed index column is dropped."""
     import pandas as pd
 
     lines = [line.strip() for line in text.strip().splitlines() if line.strip().startswith("|")]
@@ -32,7 +32,7 @@ def parse_markdown_table(text: str):
 
 
 def parse_scan_text(text: str):
-    """The seed's whitespace table of the attention scan: d_model, seq_len, fwd, bwd, mem (OOM kept as text)."""
+    """The write-up's whitespace table of the attention scan: d_model, seq_len, fwd, bwd, mem (OOM kept as text)."""
     import pandas as pd
 
     lines = [line.split() for line in text.strip().splitlines()]

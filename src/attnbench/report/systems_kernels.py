@@ -23,7 +23,7 @@ def _cell(row: Result | None) -> str:
 
 
 def kernel_table(rows: Iterable[Result]):
-    """The seed's layout (ms per call, torch vs triton, speedups) + correctness + cuDNN and FA3 columns."""
+    """The write-up's layout (ms per call, torch vs triton, speedups) + correctness + cuDNN and FA3 columns."""
     import pandas as pd
 
     index: dict[tuple, dict[tuple[str, str], Result]] = {}

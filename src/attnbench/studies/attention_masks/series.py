@@ -12,7 +12,7 @@ only where that provider did not measure the row (it refused native GQA, or fail
 
 Stop rules (each becomes a row with the reason, never a silent gap):
   - after an OOM, the longer lengths of that series are not attempted (they need more memory): `oom`
-    rows whose reason starts "not attempted" (the seed's E at every longer length);
+    rows whose reason starts "not attempted" (the write-up's E at every longer length);
   - (the rules below make `skipped` rows)
   - a row whose predicted time exceeds `row_limit_s` stops its series (the next length costs ~4x more);
   - a row whose predicted time exceeds what is left of `budget_s` is skipped (cheaper rows still run);
@@ -359,7 +359,7 @@ def _one(p, w, pass_, ws, state: _Series, unavailable, budget: Budget, timing_op
     row.extra["row_seconds"] = round(wall, 3)
     if row.status == "oom":
         state.stopped = f"not attempted: out of memory at seqlen {w.seqlen_q} (longer sequences need more)"
-        state.stopped_status = "oom"  # the seed's E at every longer length, as the figures mark it
+        state.stopped_status = "oom"  # the write-up's E at every longer length, as the figures mark it
     elif row.ms_median is not None:
         state.last, state.last_seqlen = (work, row.ms_median / 1e3), w.seqlen_q
     state.refused = row.status == "unsupported" and not declared  # refused by the library itself

@@ -1,7 +1,7 @@
 """The context-parallel notebook's profiles, and what a profile costs on 2x H200 (an estimate).
 
 smoke    CPU, gloo, tiny shapes, kernel cpu_math: proves the pipeline in seconds; not a GPU measurement.
-default  the seed's shape (batch 1, 40 heads x 128, bf16): 128k for every strategy, both masks, forward
+default  the write-up's shape (batch 1, 40 heads x 128, bf16): 128k for every strategy, both masks, forward
          and forward+backward; 256k causal (the target length); light repetition; once with the cuDNN
          local kernel and once with FlashAttention-3's (`extra_kernels`, its own cell). Each cell fits
          one device call of under 10 minutes on 2 GPUs.
@@ -15,7 +15,7 @@ import math
 from attnbench.bench.profiles import NOT_GPU, resolve_name
 
 K = 1024
-SEED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
+PUBLISHED_SHAPE = {"batch": 1, "heads": 40, "head_dim": 128, "dtype": "bfloat16"}
 # The correctness check runs at the timed shape's heads and head dim, at the longest timed length whose
 # check fits one GPU (checks.check_plan states the memory rule); the correctness cell resolves it.
 CHECK_RULE = {"heads": "timed", "seq_len": "longest timed length that fits one GPU (checks.check_plan)"}
@@ -40,12 +40,12 @@ def gpu_profile(
     overlap_reps: int,
     target_seq: int,
 ) -> dict:
-    """A GPU profile: the seed's shape with the cuDNN local kernel (and FlashAttention-3's), both passes."""
+    """A GPU profile: the write-up's shape with the cuDNN local kernel (and FlashAttention-3's), both passes."""
     return {
         "device": "cuda",
         "kernel": "cudnn",
         "extra_kernels": ["flash_attn3"],
-        "shape": SEED_SHAPE,
+        "shape": PUBLISHED_SHAPE,
         "points": points,
         "passes": ["fwd", "fwd_bwd"],
         "timing": timing,
