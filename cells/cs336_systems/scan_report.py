@@ -30,7 +30,7 @@ import json
 import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
-from attnbench.report import cs336_seed
+from attnbench.report import cs336_published
 from attnbench.report import systems as tables
 from attnbench.report import systems_figures as figures
 from attnbench.rows import ScanRow, read_jsonl_dicts
@@ -40,7 +40,7 @@ label = config.get("label") or ""
 eager = read_jsonl_dicts(attnbench.inputs("scan") / "scan_eager.jsonl", ScanRow)
 compiled = read_jsonl_dicts(attnbench.inputs("scan") / "scan_compiled.jsonl", ScanRow)
 sections = [f"**{label}**" if label else "",
-            "### The write-up's scan\n\n" + markdown_table(tables.parse_scan_text(cs336_seed.ATTENTION_SCAN)),
+            "### The write-up's scan\n\n" + markdown_table(tables.parse_scan_text(cs336_published.ATTENTION_SCAN)),
             "### Ours: eager and compiled, measured against the memory model\n\n" + markdown_table(tables.scan_table(eager, compiled))]
 model = json.loads((attnbench.inputs("scan") / "scan_model.json").read_text())
 device_bytes = model["device_bytes"]

@@ -30,7 +30,7 @@ import json
 import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
-from attnbench.report import cs336_seed
+from attnbench.report import cs336_published
 from attnbench.report import systems as tables
 from attnbench.report import systems_figures as figures
 from attnbench.rows import StepRow, read_jsonl_dicts
@@ -43,8 +43,8 @@ variants = read_jsonl_dicts(attnbench.inputs("steps_bf16") / "variants.jsonl", S
 spec = config["steps"]
 warmup, measured = max(spec["warmups"]), spec["measured"]
 sections = [f"**{label}**" if label else "",
-            "### The write-up's profile (seconds)\n\n" + cs336_seed.PROFILE_FORWARD.strip() + "\n\n"
-            + cs336_seed.PROFILE_FORWARD_BACKWARD.strip() + f"\n\n_{cs336_seed.PROFILE_NOTE}_"]
+            "### The write-up's profile (seconds)\n\n" + cs336_published.PROFILE_FORWARD.strip() + "\n\n"
+            + cs336_published.PROFILE_FORWARD_BACKWARD.strip() + f"\n\n_{cs336_published.PROFILE_NOTE}_"]
 for precision in spec["precisions"]:
     table = tables.step_table(rows, precision, warmup, measured)
     sections.append(f"### {precision}: ms per phase after {warmup} warm-up steps, {measured} measured\n\n" + markdown_table(table))

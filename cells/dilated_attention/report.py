@@ -33,9 +33,9 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.dilated import (SEED_CAVEATS, SEED_EXAMPLE, breakdown_sentences, breakdown_table,
+from attnbench.report.dilated import (SUITE_CAVEATS, SUITE_EXAMPLE, breakdown_sentences, breakdown_table,
                                       correctness_table, cost_pivot, fused_targets, headline, scaling_table,
-                                      seed_table, stops, target_lines, targets_document)
+                                      suite_defaults_table, stops, target_lines, targets_document)
 
 config = read_profile(attnbench.inputs("gpu"))
 label = f"**{config['label']}**\n\n" if config.get("label") else ""
@@ -83,11 +83,11 @@ with open("targets.json", "w") as f:  # the page's headline shows them (met / mi
 write("targets.md", "".join(f"- {line}\n" for line in target_lines(targets)))
 print("\nthe fused kernel's targets:\n" + "\n".join(f"- {line}" for line in target_lines(targets)))
 
-seed = seed_table(read_jsonl(extras / "seed.jsonl"))
-write("seed.md", markdown_table(seed), SEED_CAVEATS + "\n")
-print(f"\nat the seed's shape ({SEED_EXAMPLE['shape']}):")
-print(seed.to_string(index=False))
-print(SEED_CAVEATS)
+suite_defaults = suite_defaults_table(read_jsonl(extras / "seed.jsonl"))
+write("suite_defaults.md", markdown_table(suite_defaults), SUITE_CAVEATS + "\n")
+print(f"\nat the suite's default shape ({SUITE_EXAMPLE['shape']}):")
+print(suite_defaults.to_string(index=False))
+print(SUITE_CAVEATS)
 
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
