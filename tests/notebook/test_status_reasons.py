@@ -156,3 +156,30 @@ def test_a_result_keyed_by_an_earlier_index_is_rekeyed_from_git(project, monkeyp
     assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed (bench.timing)"
     (root / "src" / "mine" / "bench" / "sub" / "__init__.py").write_text("x = 2\n")  # a part it does not use
     assert _rows(project.status(path).out)["a"] == "stale: attnbench sources changed (bench.timing)"
+
+
+def test_a_label_measured_on_other_gpus_is_never_measured_over(project, monkeypatch):
+    """A run that would measure under a label whose run.json names other GPUs (here: results of a machine
+    without a GPU, and now an H200) stops before any cell starts, naming the file; what is stored stays.
+    Presenting its results with --reuse-elsewhere --cell is still allowed: naming the cells asks for it."""
+    measure = cell("id=a outputs=n.txt", "import pathlib\npathlib.Path('n.txt').write_text('measured')")
+    present = "import attnbench\nprint('shown', (attnbench.inputs('a') / 'n.txt').read_text())"
+    path = project.write("s.md", notebook(measure, cell("id=b needs=a", present)))
+    assert project.run(path).code == 0
+    before = project.run_json("s")
+    real = machine_mod.detect_machine()
+    h200 = dataclasses.replace(real, gpu="NVIDIA H200", gpu_count=1, fingerprint="an-h200")
+    monkeypatch.setattr(machine_mod, "detect_machine", lambda: h200)
+    path.write_text(notebook(measure, cell("id=b needs=a", present + "\nprint('new presentation')")))
+
+    for args in ((), ("--cell", "b"), ("--force",)):
+        refused = project.run(path, *args)
+        assert refused.code == 2, refused.out + refused.err
+        assert "holds results measured on a machine with no GPU" in refused.err
+        assert "run.json" in refused.err and "this machine has 1 x NVIDIA H200" in refused.err
+        assert "Nothing was run" in refused.err and project.run_json("s") == before
+
+    shown = project.run(path, "--cell", "b", "--reuse-elsewhere", "--force")
+    assert shown.code == 0, shown.out + shown.err
+    assert "new presentation" in project.stdout("s", "b")
+    assert project.run_json("s")["cells"]["a"] == before["cells"]["a"]  # a was reused, not forced

@@ -108,8 +108,11 @@ def test_status_and_the_site_say_so_of_a_one_gpu_label_whatever_it_stores(projec
     """
     cells = (*CELLS[:2], cell("id=r needs=d outputs=headline.json", writes_number))
     path = project.write("s.md", notebook(*cells))
-    gpus(0)  # the older engine started every cell: here, on the CPU
+    gpus(0)  # the older engine started every cell: here, on the CPU...
     assert project.run(path, label="gpu-b").code == 0 and project.cell_dir("s", "r", "gpu-b").is_dir()
+    record = run_json(project, "gpu-b")  # ...and recorded the one-GPU machine it ran on
+    record["machine"]["gpu_count"] = 1
+    (project.root / "outputs" / "s" / "gpu-b" / "run.json").write_text(json.dumps(record))
     gpus(1)
     path.write_text(notebook(cell("id=a", "print('a again')"), *cells[1:]))
     assert project.run(path, "--cell", "a", label="gpu-b").code == 0  # run.json: a one-GPU machine now

@@ -72,13 +72,15 @@ class Runner:
         self.named = set(forced)
         if opts.reuse:
             self._check_reusable(order, forced)
-        if opts.force:
+        if opts.force and not opts.reuse:  # under --reuse-*, the cells it reads are reused, never forced
             forced |= {n for n in order if n[0] in self.graph.named}
         self._check_launchers(order)
         locks = self._lock(order)
         try:
             self.lock_fds = locks.fds
             self._tidy(order)
+            if not opts.reuse:  # --reuse-* starts only the named cells, over what is stored: asked for
+                self._check_machine(order, forced)
             for name in dict.fromkeys(n[0] for n in order):
                 for cell_id, path in materialise(self.graph.notebooks[name], self.session.root).items():
                     self.scripts[(name, cell_id)] = path
@@ -118,6 +120,41 @@ class Runner:
                 session.judge(node)
         except RecordError as e:
             raise SetupError(f"{e} (fix or delete it; nothing was run)") from None
+
+    def _check_machine(self, order: list[NodeId], forced: set[NodeId]) -> None:
+        """A label holds one kind of machine's results: a run that would measure under a label whose
+        run.json names other GPUs (a GPU label on a laptop, one GPU of a 2-GPU label) stops before any
+        cell starts, so the measurements it holds are never replaced by this machine's. Presenting cells
+        run away from the measuring machine with --reuse-elsewhere --cell, which starts only those (and
+        is not checked here: naming the cells is the request)."""
+        machine, label = self.session.machine, self.session.label
+        here = _gpus_text(machine.gpu, machine.gpu_count)
+        for name in dict.fromkeys(n[0] for n in order):
+            stored = (self.previous[name].machine or {}) if self.previous.get(name) else {}
+            if "gpu_count" not in stored or (stored.get("gpu"), stored["gpu_count"]) == (
+                machine.gpu,
+                machine.gpu_count,
+            ):
+                continue
+            starting = [
+                node[1]
+                for node in order
+                if node[0] == name
+                and (node in forced or not self._reusable(node))
+                and not self.session.too_few_gpus(node, machine.gpu_count)
+            ]
+            if not starting:
+                continue
+            shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")
+            run_json = self.session.run_dir(name) / "run.json"
+            raise SetupError(
+                f"label {label} of {name}.md holds results measured on a machine with "
+                f"{_gpus_text(stored.get('gpu'), stored['gpu_count'])} ({_relative(run_json, Path.cwd())}); "
+                f"this machine has {here}: running {shown} here would replace them with this machine's. "
+                f"Run them on that machine, refresh presenting cells over its results with "
+                f"--reuse-elsewhere --cell ID, or run under another --label (this machine's own: "
+                f"{machine_mod.detect_label()}). Nothing was run."
+            )
 
     def _run_locked(self, order: list[NodeId], forced: set[NodeId]) -> int:
         self.started = store.now_iso()
@@ -403,3 +440,7 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.name
+
+
+def _gpus_text(gpu: str | None, count: int) -> str:
+    return f"{count} x {gpu}" if count and gpu else "no GPU"
