@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnbench.notebook.run import machine as machine_mod
-from attnbench.notebook.run import provenance, run_records, store
+from attnbench.notebook.run import preflight, provenance, run_records, store
 from attnbench.notebook.run.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.run.graph import NodeId, node_name
 from attnbench.notebook.run.launchers import (
-    LaunchError,
     cell_command,
     cell_environment,
     missing_deps,
@@ -71,16 +70,16 @@ class Runner:
         forced = set(selected) if opts.cells else set()
         self.named = set(forced)
         if opts.reuse:
-            self._check_reusable(order, forced)
+            preflight.check_reusable(self.session, order, forced)
         if opts.force and not opts.reuse:  # under --reuse-*, the cells it reads are reused, never forced
             forced |= {n for n in order if n[0] in self.graph.named}
-        self._check_launchers(order)
+        preflight.check_launchers(self.session, order, self._name)
         locks = self._lock(order)
         try:
             self.lock_fds = locks.fds
             self._tidy(order)
             if not opts.reuse:  # --reuse-* starts only the named cells, over what is stored: asked for
-                self._check_machine(order, forced)
+                preflight.check_machine(self.session, order, forced, self.previous)
             for name in dict.fromkeys(n[0] for n in order):
                 for cell_id, path in materialise(self.graph.notebooks[name], self.session.root).items():
                     self.scripts[(name, cell_id)] = path
@@ -120,41 +119,6 @@ class Runner:
                 session.judge(node)
         except RecordError as e:
             raise SetupError(f"{e} (fix or delete it; nothing was run)") from None
-
-    def _check_machine(self, order: list[NodeId], forced: set[NodeId]) -> None:
-        """A label holds one kind of machine's results: a run that would measure under a label whose
-        run.json names other GPUs (a GPU label on a laptop, one GPU of a 2-GPU label) stops before any
-        cell starts, so the measurements it holds are never replaced by this machine's. Presenting cells
-        run away from the measuring machine with --reuse-elsewhere --cell, which starts only those (and
-        is not checked here: naming the cells is the request)."""
-        machine, label = self.session.machine, self.session.label
-        here = _gpus_text(machine.gpu, machine.gpu_count)
-        for name in dict.fromkeys(n[0] for n in order):
-            stored = (self.previous[name].machine or {}) if self.previous.get(name) else {}
-            if "gpu_count" not in stored or (stored.get("gpu"), stored["gpu_count"]) == (
-                machine.gpu,
-                machine.gpu_count,
-            ):
-                continue
-            starting = [
-                node[1]
-                for node in order
-                if node[0] == name
-                and (node in forced or not self._reusable(node))
-                and not self.session.too_few_gpus(node, machine.gpu_count)
-            ]
-            if not starting:
-                continue
-            shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")
-            run_json = self.session.run_dir(name) / "run.json"
-            raise SetupError(
-                f"label {label} of {name}.md holds results measured on a machine with "
-                f"{_gpus_text(stored.get('gpu'), stored['gpu_count'])} ({_relative(run_json, Path.cwd())}); "
-                f"this machine has {here}: running {shown} here would replace them with this machine's. "
-                f"Run them on that machine, refresh presenting cells over its results with "
-                f"--reuse-elsewhere --cell ID, or run under another --label (this machine's own: "
-                f"{machine_mod.detect_label()}). Nothing was run."
-            )
 
     def _run_locked(self, order: list[NodeId], forced: set[NodeId]) -> int:
         self.started = store.now_iso()
@@ -230,37 +194,7 @@ class Runner:
         return why
 
     def _reusable(self, node: NodeId) -> bool:
-        return self.session.judge(node).reusable(self.session.options.reuse)
-
-    def _check_reusable(self, order: list[NodeId], forced: set[NodeId]) -> None:
-        """--reuse-elsewhere / --reuse-stale run only the named cells: every cell they need must be
-        stored and good (and, for --reuse-elsewhere, of the code of now), or the run stops before any
-        cell starts."""
-        flag = f"--reuse-{self.session.options.reuse}"
-        if not forced:
-            raise SetupError(f"{flag} needs --cell: name the cells to run here")
-        for node in order:
-            if node in forced or self._reusable(node):
-                continue
-            judged = self.session.judge(node)
-            why = "; ".join(judged.code_reasons) or (
-                f"its stored result is {judged.stored.status}" if judged.stored else "never run"
-            )
-            raise SetupError(
-                f"{flag}: cell {node[1]} of {node[0]}.md is needed by the named cells but cannot be reused "
-                f"({why}); run it where it is measured, or name it with --cell"
-            )
-
-    def _check_launchers(self, order: list[NodeId]) -> None:
-        """A bad torchrun setting (several nodes, no rendezvous) stops the run before any cell starts."""
-        opts = self.session.options
-        for node in order:
-            cell = self.graph.cell(node)
-            if cell.gpus:
-                try:
-                    cell_command(opts.env, "x.py", cell.gpus, opts.dist, os.environ, python="python")
-                except LaunchError as e:
-                    raise SetupError(f"cell {self._name(node)} (gpus={cell.gpus}): {e}") from None
+        return preflight.reusable(self.session, node)
 
     def _launch(self, node: NodeId) -> None:
         session, opts, cell = self.session, self.session.options, self.graph.cell(node)
@@ -440,7 +374,3 @@ def _relative(path: Path, root: Path) -> str:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return path.name
-
-
-def _gpus_text(gpu: str | None, count: int) -> str:
-    return f"{count} x {gpu}" if count and gpu else "no GPU"

@@ -1,0 +1,104 @@
+"""What `attnbench run` checks before any cell starts; each failure is a SetupError (exit 2, nothing run)
+that names the cell, flag or file at fault.
+
+- check_reusable: under --reuse-elsewhere / --reuse-stale, every cell the named ones need can be read as
+  it is stored;
+- check_launchers: a multi-GPU cell's launcher settings (torchrun rendezvous) are usable;
+- check_machine: a label holds one kind of machine's results, so a run never measures over those of a
+  machine with other GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attnbench.notebook.run import machine as machine_mod
+from attnbench.notebook.run.graph import NodeId
+from attnbench.notebook.run.launchers import LaunchError, cell_command
+from attnbench.notebook.run.records import RunRecord
+from attnbench.notebook.run.session import Session, SetupError
+
+
+def reusable(session: Session, node: NodeId) -> bool:
+    return session.judge(node).reusable(session.options.reuse)
+
+
+def check_reusable(session: Session, order: list[NodeId], forced: set[NodeId]) -> None:
+    """--reuse-elsewhere / --reuse-stale run only the named cells: every cell they need must be stored
+    and good (and, for --reuse-elsewhere, of the code of now)."""
+    flag = f"--reuse-{session.options.reuse}"
+    if not forced:
+        raise SetupError(f"{flag} needs --cell: name the cells to run here")
+    for node in order:
+        if node in forced or reusable(session, node):
+            continue
+        judged = session.judge(node)
+        why = "; ".join(judged.code_reasons) or (
+            f"its stored result is {judged.stored.status}" if judged.stored else "never run"
+        )
+        raise SetupError(
+            f"{flag}: cell {node[1]} of {node[0]}.md is needed by the named cells but cannot be reused "
+            f"({why}); run it where it is measured, or name it with --cell"
+        )
+
+
+def check_launchers(session: Session, order: list[NodeId], name_of) -> None:
+    """A bad torchrun setting (several nodes, no rendezvous) for a multi-GPU cell. `name_of(node)`: the
+    cell as the run's progress names it."""
+    opts = session.options
+    for node in order:
+        cell = session.graph.cell(node)
+        if cell.gpus:
+            try:
+                cell_command(opts.env, "x.py", cell.gpus, opts.dist, os.environ, python="python")
+            except LaunchError as e:
+                raise SetupError(f"cell {name_of(node)} (gpus={cell.gpus}): {e}") from None
+
+
+def check_machine(
+    session: Session, order: list[NodeId], forced: set[NodeId], previous: dict[str, RunRecord | None]
+) -> None:
+    """A run that would start a cell under a label whose run.json (`previous`, per notebook) names other
+    GPUs, model or count (a GPU label on a laptop, one GPU under an -x2 label), so that the measurements
+    it holds are never replaced by this machine's. Not asked under --reuse-*: naming the cells to run
+    over another machine's results is the request. A cell this machine leaves out for its GPU count
+    starts nothing and is not counted."""
+    machine, label = session.machine, session.label
+    for name in dict.fromkeys(n[0] for n in order):
+        record = previous.get(name)
+        stored = (record.machine or {}) if record else {}
+        if "gpu_count" not in stored or (stored.get("gpu"), stored["gpu_count"]) == (
+            machine.gpu,
+            machine.gpu_count,
+        ):
+            continue
+        starting = [
+            node[1]
+            for node in order
+            if node[0] == name
+            and (node in forced or not reusable(session, node))
+            and not session.too_few_gpus(node, machine.gpu_count)
+        ]
+        if not starting:
+            continue
+        shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")
+        raise SetupError(
+            f"label {label} of {name}.md holds results measured on a machine with "
+            f"{_gpus(stored.get('gpu'), stored['gpu_count'])} ({_shown(session.run_dir(name) / 'run.json')}); "
+            f"this machine has {_gpus(machine.gpu, machine.gpu_count)}: running {shown} here would replace "
+            f"them with this machine's. Run them on that machine, refresh presenting cells over its results "
+            f"with --reuse-elsewhere --cell ID, or run under another --label (this machine's own: "
+            f"{machine_mod.detect_label()}). Nothing was run."
+        )
+
+
+def _gpus(gpu: str | None, count: int) -> str:
+    return f"{count} x {gpu}" if count and gpu else "no GPU"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
