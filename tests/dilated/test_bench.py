@@ -185,12 +185,19 @@ def test_distributed_table_computes_strong_and_weak_scaling():
 def test_distributed_table_says_which_timed_lengths_were_checked():
     rows = [row("one", 512, "fwd", 10.0, world=1), row("split", 512, "fwd", 6.0, world=2),
             row("one", 1024, "fwd", 20.0, world=1), row("split", 1024, "fwd", 12.5, world=2)]  # fmt: skip
-    records = [{"seq_len": 512, "status": "ok"}, {"seq_len": 256, "status": "incorrect"}]
-    checked = dilated_distributed.checked_lengths(records)
-    assert checked == [512]
-    lines = dilated_distributed.distributed_table(rows, checked).to_dict("records")
+    mask = rows[0].workload.mask
+    records = [
+        {"mask": mask, "seq_len": 512, "status": "ok"},
+        {"mask": "other", "seq_len": 1024, "status": "ok"},
+    ]
+    checks = dilated_distributed.check_verdicts(records)
+    lines = dilated_distributed.distributed_table(rows, checks).to_dict("records")
+    # another mask's check at 1024 vouches for nothing here
     assert [line["checked"] for line in lines] == [
-        "yes", "not checked at this length (checked at 512 tokens: table above)"]  # fmt: skip
+        "ok", "not checked at this length (checked at 512 tokens: table above)"]  # fmt: skip
+    failed = dilated_distributed.check_verdicts([{"mask": mask, "seq_len": 1024, "status": "incorrect"}])
+    (line,) = dilated_distributed.distributed_table(rows[2:], failed).to_dict("records")
+    assert line["checked"] == "INCORRECT (table above)"  # a failed check is never "not checked"
     (unlabelled,) = dilated_distributed.distributed_table(rows[2:]).to_dict("records")
     assert unlabelled["checked"] == "not checked"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 
 from engine_helpers import cell, notebook
 
@@ -183,3 +184,23 @@ def test_a_label_measured_on_other_gpus_is_never_measured_over(project, monkeypa
     assert shown.code == 0, shown.out + shown.err
     assert "new presentation" in project.stdout("s", "b")
     assert project.run_json("s")["cells"]["a"] == before["cells"]["a"]  # a was reused, not forced
+
+
+def test_a_machine_measures_under_its_own_label_and_is_told_how_to_narrow_a_bigger_one(project, monkeypatch):
+    """A label named for this machine is its own, whatever machine wrote run.json last; a machine with
+    more GPUs of the same model than a label's is told how to give the run the label's count."""
+    path = project.write("s.md", notebook(cell("id=a", "print(1)")))
+    assert project.run(path, label="nvidia-h200").code == 0  # written here, on a machine without a GPU
+    real = machine_mod.detect_machine()
+    for count in (1, 2):
+        one = dataclasses.replace(real, gpu="NVIDIA H200", gpu_count=count, fingerprint=f"h200-x{count}")
+        monkeypatch.setattr(machine_mod, "detect_machine", lambda one=one: one)
+        if count == 1:  # its own label: measured again here
+            ran = project.run(path, "--force", label="nvidia-h200")
+            assert ran.code == 0, ran.out + ran.err
+            record = json.loads((project.root / "outputs" / "s" / "nvidia-h200" / "run.json").read_text())
+            assert record["machine"]["gpu_count"] == 1
+        else:
+            refused = project.run(path, "--force", label="nvidia-h200")
+            assert refused.code == 2 and "CUDA_VISIBLE_DEVICES=0 gives it the label's 1" in refused.err
+            assert "this machine's own: nvidia-h200-x2" in refused.err

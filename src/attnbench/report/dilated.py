@@ -118,7 +118,8 @@ def _checked(r: Result) -> str:
     each implementation at one length), else "not checked"."""
     if r.ok is not None:
         return "ok" if r.ok else "INCORRECT"
-    return r.extra.get("correctness") or "not checked"
+    said = r.extra.get("correctness")  # the sweep's own words, where it wrote them
+    return said if isinstance(said, str) and said else "not checked"
 
 
 def _pairs_per_query(r: Result) -> float:

@@ -9,13 +9,14 @@ from attnbench.report.dilated import GIB, PASS_NAMES, status_text, tokens_per_s
 from attnbench.rows import Result
 
 
-def distributed_table(rows: Iterable[Result], checked_at: Iterable[int] = ()):
+def distributed_table(rows: Iterable[Result], checks: dict[tuple[str, int], str] | None = None):
     """Per pass and length: one GPU alone vs the sequence split over the GPUs; strong and weak scaling.
-    `checked_at`: the lengths where the correctness check of the split version passed; a timed length
-    outside them says so in its `checked` column (the check runs at a length the reference fits)."""
+    `checks` (check_verdicts): the split version's correctness verdict per (mask, length); a timed row's
+    `checked` column gives its verdict, or says it was not checked at its length and where it was (the
+    check runs at a length the fp32 reference fits)."""
     import pandas as pd
 
-    rows, checked_at = list(rows), sorted(set(checked_at))
+    rows, checks = list(rows), checks or {}
     single = {(r.pass_, r.workload.seqlen_q): r for r in rows if r.extra.get("world_size") == 1}
     lines = []
     for r in rows:
@@ -37,22 +38,23 @@ def distributed_table(rows: Iterable[Result], checked_at: Iterable[int] = ()):
             "speedup": one.ms_median / r.ms_median if ok and one and one.ms_median else None,
             "strong-scaling efficiency": strong, "weak-scaling efficiency": weak,
             "status": "ok" if r.status == "ok" else status_text(r),
-            "checked": _checked(n, checked_at) if ok else "",
+            "checked": _checked(r.workload.mask, n, checks) if ok else "",
             "note": _over_one(strong, weak),
         })  # fmt: skip
     return pd.DataFrame(lines)
 
 
-def _checked(tokens: int, checked_at: list[int]) -> str:
-    if tokens in checked_at:
-        return "yes"
-    where = ", ".join(f"{n:,}" for n in checked_at)
+def _checked(mask: str, tokens: int, checks: dict[tuple[str, int], str]) -> str:
+    verdict = checks.get((mask, tokens))
+    if verdict is not None:
+        return "ok" if verdict == "ok" else f"{verdict.upper()} (table above)"
+    where = ", ".join(f"{n:,}" for m, n in sorted(checks) if m == mask)
     return f"not checked at this length (checked at {where} tokens: table above)" if where else "not checked"
 
 
-def checked_lengths(records: Iterable[dict]) -> list[int]:
-    """The lengths where the correctness records of the split version say ok."""
-    return sorted({rec["seq_len"] for rec in records if rec.get("status") == "ok"})
+def check_verdicts(records: Iterable[dict]) -> dict[tuple[str, int], str]:
+    """The split version's correctness records as {(mask, length): status} ("ok", or how it failed)."""
+    return {(rec["mask"], rec["seq_len"]): rec.get("status") or "error" for rec in records}
 
 
 def _over_one(strong: float | None, weak: float | None) -> str:

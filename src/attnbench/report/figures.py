@@ -277,7 +277,7 @@ def save_svg(fig, path: Path | str, title: str = "", notes: Iterable[str] = (), 
         fig.suptitle(heading, fontsize=11)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     savefig.setdefault("bbox_inches", "tight")
-    metadata = {"Date": None, **savefig.pop("metadata", {})}
+    metadata = {"Date": None, **(savefig.pop("metadata", None) or {})}
     with matplotlib.rc_context({"svg.hashsalt": "attnbench"}):
         fig.savefig(path, format="svg", metadata=metadata, **savefig)
     plt.close(fig)

@@ -62,9 +62,13 @@ def check_machine(
     """A run that would start a cell under a label whose run.json (`previous`, per notebook) names other
     GPUs, model or count (a GPU label on a laptop, one GPU under an -x2 label), so that the measurements
     it holds are never replaced by this machine's. Not asked under --reuse-*: naming the cells to run
-    over another machine's results is the request. A cell this machine leaves out for its GPU count
-    starts nothing and is not counted."""
+    over another machine's results is the request; nor under a label named for this machine (its own
+    results, whatever machine wrote run.json last). A cell this machine leaves out for its GPU count
+    starts nothing and is not counted. A label not run yet is not judged: its name is the user's."""
     machine, label = session.machine, session.label
+    own = machine_mod.label_for(machine_mod.Gpus((machine.gpu,) * machine.gpu_count if machine.gpu else ()))
+    if label.partition("+")[0] == own:  # the label's name says this machine: its results are this one's
+        return
     for name in dict.fromkeys(n[0] for n in order):
         record = previous.get(name)
         stored = (record.machine or {}) if record else {}
@@ -83,13 +87,18 @@ def check_machine(
         if not starting:
             continue
         shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")
+        fewer = stored.get("gpu") == machine.gpu and 0 < stored["gpu_count"] < machine.gpu_count
+        visible = ",".join(str(i) for i in range(stored["gpu_count"]))
+        hint = (
+            f" (CUDA_VISIBLE_DEVICES={visible} gives it the label's {stored['gpu_count']})" if fewer else ""
+        )
         raise SetupError(
             f"label {label} of {name}.md holds results measured on a machine with "
             f"{_gpus(stored.get('gpu'), stored['gpu_count'])} ({_shown(session.run_dir(name) / 'run.json')}); "
             f"this machine has {_gpus(machine.gpu, machine.gpu_count)}: running {shown} here would replace "
-            f"them with this machine's. Run them on that machine, refresh presenting cells over its results "
+            f"them with this machine's. Run them on that machine{hint}, refresh presenting cells over its results "
             f"with --reuse-elsewhere --cell ID, or run under another --label (this machine's own: "
-            f"{machine_mod.detect_label()}). Nothing was run."
+            f"{own}). Nothing was run."
         )
 
 
