@@ -33,7 +33,7 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.dilated_distributed import checked_lengths, distributed_correctness_table, distributed_table
+from attnbench.report.dilated_distributed import check_verdicts, distributed_correctness_table, distributed_table
 
 config = read_profile(attnbench.inputs("gpu"))
 label = f"**{config['label']}**\n\n" if config.get("label") else ""
@@ -48,7 +48,7 @@ if "skipped" in summary:
 else:
     records = json.loads((folder / "correctness.json").read_text())
     checks = distributed_correctness_table(records)
-    scaling = distributed_table(read_jsonl(folder / "results.jsonl"), checked_lengths(records))
+    scaling = distributed_table(read_jsonl(folder / "results.jsonl"), check_verdicts(records))
     with open("distributed.md", "w") as f:
         f.write(label + f"{summary['gpu'] or 'CPU'} x {summary['world_size']}\n\n" + markdown_table(checks) + "\n"
                 + markdown_table(scaling))
