@@ -182,6 +182,21 @@ def test_distributed_table_computes_strong_and_weak_scaling():
     assert line["note"].startswith("weak-scaling efficiency above 1: a measurement error, not a result")
 
 
+def test_a_split_call_is_scored_per_gpu_against_one_gpus_peak():
+    """The split version's row: each GPU's share of the pattern's FLOPs against one GPU's datasheet peak.
+    Scored on the whole call's FLOPs, this row (60 % of the peak per GPU) would claim 120 %: an error."""
+
+    def timed(gpus):
+        r = Result("split", "dilated", "ok", workload(1024), "fwd", ms_median=1.0, timer="perf_counter",
+                   extra={"pattern": "dilated", "flops_fwd": 1.2e12})  # fmt: skip
+        return measure.finish(r, None, datasheet_tflops=1000.0, gpus=gpus)
+
+    one, split = timed(1), timed(2)
+    assert one.status == "error" and "above" in one.reason  # the whole call's FLOPs on one GPU: 120 %
+    assert split.status == "ok" and split.tflops == pytest.approx(600.0)
+    assert split.mfu_datasheet == pytest.approx(0.6) and split.extra["tokens_per_s"] == pytest.approx(1024e3)
+
+
 def test_distributed_table_says_which_timed_lengths_were_checked():
     rows = [row("one", 512, "fwd", 10.0, world=1), row("split", 512, "fwd", 6.0, world=2),
             row("one", 1024, "fwd", 20.0, world=1), row("split", 1024, "fwd", 12.5, world=2)]  # fmt: skip

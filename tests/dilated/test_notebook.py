@@ -139,7 +139,7 @@ def test_outputs_say_they_are_not_gpu_measurements(run_dir):
 
 
 @pytest.mark.timeout(900)
-def test_report_shows_the_seed_beside_ours_and_where_series_ended(run_dir):
+def test_report_shows_the_suite_beside_ours_and_where_series_ended(run_dir):
     printed = (run_dir / "report" / "stdout.txt").read_text()
     assert "RingDilatedAttentionV2Collective" in printed and "internally inconsistent" in printed
     assert "where each series ended" in printed and "dilated_flex [forward+backward]" in printed

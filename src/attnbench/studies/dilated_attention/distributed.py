@@ -24,7 +24,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from attnbench.bench import correctness
+from attnbench.bench import correctness, flops
 from attnbench.bench.distributed import (
     AgreedFailure,
     agreed_peak_memory,
@@ -158,7 +158,7 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
         status, message, _ = failed
         return _row(provider, w, pass_, status, message, env=env, extra=extra)
     # `single` has no communication inside the call: a failure on one rank is agreed after every call
-    agree, rule = kind == "single", {k: v for k, v in spec["timing"].items() if k != "warmup"}
+    agree, rule = kind == "single", spec["timing"]
     try:
         warmup_s = steady_state(state["call"], group, device, WARMUP_MIN_S if device.type == "cuda" else 0.0,
                                 agree_failures=agree)  # fmt: skip
@@ -174,8 +174,8 @@ def measure(kind: str, config: dict, seq_len: int, pass_: str, *, group=None, en
                ms_p80=quantile(ordered, 0.8), reps=len(samples), peak_mem_bytes=peak, setup_ms=state.get("setup_ms"),
                timer="cuda_event" if device.type == "cuda" else "perf_counter", warmup_s=warmup_s, **conditions,
                env=env, extra=extra)  # fmt: skip
-    single.finish(row, None)
-    row.tflops = row.tflops / used if row.tflops else None  # per GPU
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    single.finish(row, None, flops.datasheet_peak(gpu), gpus=used)
     row.extra["tflops_per_gpu"] = True
     return row
 

@@ -58,12 +58,16 @@ def row_flops(row: Result) -> float:
     return flops.attention_flops(row.workload, row.pass_)
 
 
-def finish(row: Result, peak_tflops: float | None, datasheet_tflops: float | None = None) -> Result:
-    """TFLOP/s, MFU and tokens/s of a measured row."""
+def finish(
+    row: Result, peak_tflops: float | None, datasheet_tflops: float | None = None, gpus: int = 1
+) -> Result:
+    """TFLOP/s, MFU and tokens/s of a measured row. A call split over `gpus` GPUs is scored per GPU: each
+    GPU's share of the pattern's FLOPs against one GPU's peaks (a share of the whole call's FLOPs would
+    be `gpus` times too high)."""
     if row.ms_median is None:
         return row
     device = "cuda" if row.timer == "cuda_event" else "cpu"  # SMs and architecture for the at-clock peak
-    flops.score(row, None, peak_tflops, datasheet_tflops, device, work_flops=row_flops(row))
+    flops.score(row, None, peak_tflops, datasheet_tflops, device, work_flops=row_flops(row) / gpus)
     row.extra["tokens_per_s"] = row.workload.batch * row.workload.seqlen_q / (row.ms_median * 1e-3)
     return row
 

@@ -27,7 +27,7 @@ from attnbench.dilated import pattern
 
 K = 1024
 M = K * K
-SEED_BRANCHES = [[2048, 1], [4096, 2], [8192, 4]]  # the paper's first three branches: all fit in 8192
+SUITE_BRANCHES = [[2048, 1], [4096, 2], [8192, 4]]  # the paper's first three branches: all fit in 8192
 
 PROFILES: dict[str, dict] = {
     "smoke": {
@@ -62,7 +62,7 @@ PROFILES: dict[str, dict] = {
             "check_max_len": 256,
         },
         "timing": {"min_reps": 2, "min_time_ms": 1.0, "warmup_reps": 1, "max_reps": 5},
-        "seed": {
+        "suite_defaults": {
             "batch": 2,
             "seq_len": 256,
             "heads": 8,
@@ -78,7 +78,7 @@ PROFILES: dict[str, dict] = {
             "seq_lens": [256, 512],
             "passes": ["fwd", "fwd_bwd"],
             "warmup_s": 0.05,
-            "timing": {"warmup": 1, "min_reps": 2, "max_reps": 3, "min_time_s": 0.0, "max_time_s": 2.0},
+            "timing": {"min_reps": 2, "max_reps": 3, "min_time_s": 0.0, "max_time_s": 2.0},
         },
     },
     "default": {
@@ -110,13 +110,13 @@ PROFILES: dict[str, dict] = {
             "check_max_len": 16 * K,
         },
         "timing": {"min_reps": 5, "min_time_ms": 300.0, "warmup_reps": 1, "max_reps": 100},
-        "seed": {
+        "suite_defaults": {
             "batch": 2,
             "seq_len": 8 * K,
             "heads": 8,
             "head_dim": 64,
             "dtypes": ["float32", "bfloat16"],
-            "branches": SEED_BRANCHES,
+            "branches": SUITE_BRANCHES,
             "backends": ["sdpa_efficient", "xformers", "math", "cudnn", "fa3", "sdpa_flash"],
         },
         "breakdown": {"seq_lens": [M], "backends": ["cudnn", "fa3"], "passes": ["fwd", "fwd_bwd"]},
@@ -126,7 +126,7 @@ PROFILES: dict[str, dict] = {
             "seq_lens": [256 * K, M, 2 * M, 4 * M],
             "passes": ["fwd", "fwd_bwd"],
             "warmup_s": 1.0,
-            "timing": {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 10.0},
+            "timing": {"min_reps": 3, "max_reps": 10, "min_time_s": 1.0, "max_time_s": 10.0},
         },
     },
 }
