@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import re
 
 import pytest
 from engine_helpers import cell, notebook
@@ -20,7 +21,8 @@ from attnbench.notebook.site.render import build_site
 
 CELLS = (
     cell("id=a", "print('one GPU is enough')"),
-    cell("id=d gpus=2", "print('placeholder', 'output')"),
+    # one string per print: two ranks share stdout, and the parts of print('a', 'b') interleave
+    cell("id=d gpus=2", "print('placeholder' + ' output')"),
     cell("id=r needs=d", "print('reads d')"),
 )
 SHORT = "runs 2 processes, one per GPU; label gpu-b's machine has 1: measured under label gpu-b-x2"
@@ -43,7 +45,7 @@ def run_json(project, label: str) -> dict:
     return json.loads((project.root / "outputs" / "s" / label / "run.json").read_text())
 
 
-def page(project, path) -> str:
+def page(project, path) -> dict:
     states, problems = stored_states([parse_notebook(path)], project.root / "outputs", EnvSpec("python"))
     assert problems == []
     build_site(project.root / "outputs", project.root / "site", states)
@@ -131,10 +133,42 @@ def test_status_and_the_site_say_so_of_a_one_gpu_label_whatever_it_stores(projec
     assert states["s"]["gpu-b"]["d"] == ("needs more GPUs", SHORT)
     shown = html.unescape((project.root / "site" / "s" / "gpu-b.html").read_text())
     assert f"<strong>needs more GPUs</strong>: {SHORT}" in shown
-    import re
 
     for said in ("placeholder output", "placeholder number"):
         assert said not in shown, [
             shown[max(0, m.start() - 300) : m.end() + 50] for m in re.finditer(said, shown)
         ][:2]
     assert "measured by code that has changed since" not in shown
+
+
+def test_a_smaller_machine_does_not_present_a_bigger_ones_label_in_a_plain_run(project, gpus):
+    """On one GPU, only r's code changed under the two-GPU label: r would run on d's stored result and put
+    this machine in run.json, after which d (a real two-GPU result) would read as 'needs more GPUs'. The
+    run stops before any cell starts; --reuse-elsewhere --cell r is the way to present it here."""
+    path = project.write("s.md", notebook(*CELLS))
+    gpus(2)
+    assert project.run(path, label="gpu-b-x2").code == 0
+    before = run_json(project, "gpu-b-x2")
+    gpus(1)
+    path.write_text(notebook(*CELLS[:2], cell("id=r needs=d", "print('reads d, shown anew')")))
+    refused = project.run(path, label="gpu-b-x2")
+    assert refused.code == 2 and "running r here would replace them" in refused.err, refused.err
+    assert run_json(project, "gpu-b-x2") == before
+    shown = project.run(path, "--cell", "r", "--reuse-elsewhere", label="gpu-b-x2")
+    assert shown.code == 0, shown.out + shown.err
+    assert run_json(project, "gpu-b-x2")["machine"] == before["machine"]
+
+
+@pytest.mark.parametrize(("count", "said"), [('"2"', "'2'"), ("true", "true"), ("-1", "-1")])
+def test_a_run_json_with_a_bad_gpu_count_is_named(project, count, said):
+    path = project.write("s.md", notebook(CELLS[0]))
+    assert project.run(path, label="gpu-b").code == 0
+    record = project.root / "outputs" / "s" / "gpu-b" / "run.json"
+    text = re.sub(r'"gpu_count": \d+', f'"gpu_count": {count}', record.read_text())
+    record.write_text(text)
+    for outcome in (
+        project.run(path, label="gpu-b"),
+        project.cli("status", path, "--env", "python", "--label", "gpu-b"),
+    ):
+        assert outcome.code == 2, outcome.out + outcome.err
+        assert f"run.json: machine.gpu_count is {said}: expected a whole number of GPUs" in outcome.err

@@ -67,7 +67,7 @@ class Plan:
 
     batches: list[Batch] = field(default_factory=list)
     left_out: list[tuple[str, str]] = field(default_factory=list)
-    gpus: int = 0  # the label's GPUs (machine.label_gpus; 0: a CPU label, where multi-rank cells run on gloo)
+    gpus: int = 0  # the GPUs of the label's machine (Session.label_gpus_stored; 0: a CPU label, multi-rank cells on gloo)
 
 
 def _minutes(seconds: float) -> str:
@@ -147,10 +147,12 @@ def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s:
         return not (judged.current or judged.measured_elsewhere)
 
     todo = [node for name in session.graph.named for node in session.graph.nodes(name) if pending(node)]
-    plan = Plan(gpus=label_gpus(session.label))
+    # the GPUs of the machine each notebook's results came from, as status and the site judge them
+    stored = {name: session.label_gpus_stored(name) for name in session.graph.notebooks}
+    plan = Plan(gpus=stored[session.graph.named[0]])
     batches, left_out = plan.batches, set()
     for node in (n for n in session.graph.order(todo) if pending(n)):
-        if session.too_few_gpus(node, plan.gpus):
+        if session.too_few_gpus(node, stored[node[0]]):
             left_out.add(node)  # this label's machine cannot run it, nor what reads it
             continue
         guess = estimate(session, node)

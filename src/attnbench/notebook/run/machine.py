@@ -109,6 +109,11 @@ def label_for(gpus: Gpus) -> str:
     return f"{base}-x{gpus.count}" if gpus.count > 1 else base
 
 
+def label_of(machine: Machine) -> str:
+    """The default label of the machine a run is on (label_for of its GPUs)."""
+    return label_for(Gpus((machine.gpu,) * machine.gpu_count if machine.gpu else ()))
+
+
 def label_gpus(label: str) -> int:
     """The GPU count a label names, read back as label_for and session.override_label write it:
     `nvidia-h200` 1, `nvidia-h200-x2` 2, `cpu` 0; a `+key-value` suffix (a -p run) does not change it. A

@@ -66,9 +66,22 @@ def check_machine(
     results, whatever machine wrote run.json last). A cell this machine leaves out for its GPU count
     starts nothing and is not counted. A label not run yet is not judged: its name is the user's."""
     machine, label = session.machine, session.label
-    own = machine_mod.label_for(machine_mod.Gpus((machine.gpu,) * machine.gpu_count if machine.gpu else ()))
+    own = machine_mod.label_of(machine)
     if label.partition("+")[0] == own:  # the label's name says this machine: its results are this one's
         return
+    left_out: dict[NodeId, bool] = {}
+
+    def starts(node: NodeId) -> bool:  # as the runner decides: a stored result first, then the GPU rule
+        return node in forced or not reusable(session, node)
+
+    def leaves_out(node: NodeId) -> bool:  # too few GPUs for it, or it reads a cell the run leaves out
+        if node not in left_out:
+            too_few = machine_mod.too_few_gpus(session.graph.cell(node).gpus, machine.gpu_count, label)
+            left_out[node] = starts(node) and bool(
+                too_few or any(leaves_out(up) for _, up in session.graph.upstream[node])
+            )
+        return left_out[node]
+
     for name in dict.fromkeys(n[0] for n in order):
         record = previous.get(name)
         stored = (record.machine or {}) if record else {}
@@ -77,13 +90,7 @@ def check_machine(
             machine.gpu_count,
         ):
             continue
-        starting = [
-            node[1]
-            for node in order
-            if node[0] == name
-            and (node in forced or not reusable(session, node))
-            and not session.too_few_gpus(node, machine.gpu_count)
-        ]
+        starting = [node[1] for node in order if node[0] == name and starts(node) and not leaves_out(node)]
         if not starting:
             continue
         shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")

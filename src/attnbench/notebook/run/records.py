@@ -160,7 +160,13 @@ class RunRecord:
             str(cid): _record(CellEntry, entry, path, {"state": RUN_STATES}, where=f"cells.{cid}.")
             for cid, entry in cells.items()
         }
-        return _record(cls, {**data, "cells": entries}, path, {})
+        record = _record(cls, {**data, "cells": entries}, path, {})
+        count = record.machine.get("gpu_count")
+        if count is not None and (type(count) is not int or count < 0):  # a bool is no count
+            raise RecordError(
+                path, f"machine.gpu_count is {shown(count)}: expected a whole number of GPUs >= 0"
+            )
+        return record
 
 
 def _plain(value: Any) -> Any:

@@ -21,7 +21,7 @@ from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, 
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.run.plan import SOURCES_CHANGED, CacheKey, cell_key, stale_reasons
 from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
-from attnbench.notebook.run.records import CellResult, Status
+from attnbench.notebook.run.records import CellResult, RunRecord, Status
 from attnbench.notebook.run.sources import SourceIndex
 
 
@@ -196,13 +196,13 @@ class Session:
             self._too_few[(node, have)] = why
         return self._too_few[(node, have)]
 
-    def label_gpus_stored(self, notebook: str) -> int:
+    def label_gpus_stored(self, notebook: str, run: RunRecord | None = None) -> int:
         """The GPUs of the machine the label's results of `notebook` came from: its run.json's (a run under
-        --reuse-elsewhere keeps the measuring machine's), else what the label's name says
-        (machine.label_gpus). RecordError on a broken run.json."""
-        run = store.load_run(self.run_dir(notebook))
-        count = (run.machine or {}).get("gpu_count") if run else None
-        return count if isinstance(count, int) and count >= 0 else machine_mod.label_gpus(self.label)
+        --reuse-elsewhere keeps the measuring machine's; `run` when the caller has read it), else what
+        the label's name says (machine.label_gpus). RecordError on a broken run.json."""
+        run = run if run is not None else store.load_run(self.run_dir(notebook))
+        count = run.machine.get("gpu_count") if run else None  # validated when run.json was read
+        return count if count is not None else machine_mod.label_gpus(self.label)
 
     def forget(self, node: NodeId) -> None:
         """After `node` ran: what it stored changed, so its judgment and those of the cells downstream

@@ -19,7 +19,7 @@ def cell_statuses(session: Session, notebook: str) -> list[tuple[str, Status, st
     run = store.load_run(session.run_dir(notebook))
     entries = run.cells if run else {}
     rows = []
-    have = session.label_gpus_stored(notebook)
+    have = session.label_gpus_stored(notebook, run)
     for node in session.graph.nodes(notebook):
         if short := session.too_few_gpus(node, have):
             # what such a cell stored here (a placeholder an older engine ran) measures nothing
