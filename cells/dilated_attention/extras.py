@@ -44,11 +44,11 @@ with open("breakdown.json", "w") as f:
 for e in entries:
     print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()})
 
-spec = config["seed"]
+spec = config["suite_defaults"]
 branches = pattern.branches_from(spec["branches"])
 references = measure.References(lambda n: branches, config["device"])
 rows = []
-print(f"\nthe seed's shape: {spec}")
+print(f"\nthe suite's default shape: {spec}")
 for dtype in spec["dtypes"]:
     w = Workload(spec["batch"], spec["seq_len"], spec["seq_len"], spec["heads"], spec["heads"], spec["head_dim"],
                  dtype, "full")
@@ -59,4 +59,4 @@ for dtype in spec["dtypes"]:
         ms = f"{row.ms_median:.3f} ms" if row.ms_median is not None else ""
         print(f"  {dtype:<9} {backend:<15} {row.status:<11} {ms:<12} {row.reason[:110]}", flush=True)
     references.clear()
-write_jsonl("seed.jsonl", rows)
+write_jsonl("suite_defaults.jsonl", rows)

@@ -83,7 +83,7 @@ with open("targets.json", "w") as f:  # the page's headline shows them (met / mi
 write("targets.md", "".join(f"- {line}\n" for line in target_lines(targets)))
 print("\nthe fused kernel's targets:\n" + "\n".join(f"- {line}" for line in target_lines(targets)))
 
-suite_defaults = suite_defaults_table(read_jsonl(extras / "seed.jsonl"))
+suite_defaults = suite_defaults_table(read_jsonl(extras / "suite_defaults.jsonl"))
 write("suite_defaults.md", markdown_table(suite_defaults), SUITE_CAVEATS + "\n")
 print(f"\nat the suite's default shape ({SUITE_EXAMPLE['shape']}):")
 print(suite_defaults.to_string(index=False))
