@@ -347,6 +347,16 @@ def test_bench_table_ratio_to_the_reference_and_correctness_column():
     assert ring.correctness == "INCORRECT: beyond tolerance: dk"
     assert "64.3%" in text(table)
     assert "correctness" not in bench_table(sample_rows()).columns  # not claimed "not checked" when not given
+    # rows measured since they carry the check that vouches for them: the column needs no correctness
+    rows = sample_rows()
+    for r in rows:
+        r.extra["checked_by"] = {
+            "scope": "exact",
+            "ok": r.provider != "cp_ring",
+            "reason": "beyond tolerance: dq",
+        }
+    own = bench_table(rows)
+    assert list(own[own.seq_len == 262144].correctness) == ["ok", "ok", "INCORRECT: beyond tolerance: dq"]
 
 
 def test_published_table_sets_ours_beside_theirs():

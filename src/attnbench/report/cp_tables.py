@@ -65,19 +65,19 @@ def verdicts(correctness: Iterable[dict]) -> dict[tuple[str, str], dict]:
     return {(c["strategy"], c["mask"]): c for c in correctness}
 
 
-def _checked(row: Result, checks: dict) -> str:
-    check = checks.get((strategy_of(row), row.workload.mask))
-    if check is None:
-        return "not checked"
-    if check["status"] == "ok":
-        return "ok"
-    return f"{check['status'].upper()}" + (f": {check['reason']}" if check.get("reason") else "")
-
-
-def _baseline_checked(row: Result) -> str:
-    """A single-GPU baseline's verdict, attached when it was measured (checks.attach_checks: its kernel's
-    single-device run in the correctness cell against the fp32 reference), or "not checked" and why."""
-    found = row.extra.get("checked_by") or {}
+def _check_text(row: Result, checks: dict | None) -> str:
+    """The verdict of the check that vouches for the row: the one attached when it was measured
+    (checks.attach_checks: a strategy's own check, a baseline's kernel run alone), else, for a strategy
+    row measured before rows carried it, the correctness cell's result for its strategy and mask."""
+    found = row.extra.get("checked_by")
+    if found is None and checks is not None and not is_reference(row):
+        check = checks.get((strategy_of(row), row.workload.mask))
+        if check is None:
+            return "not checked"
+        if check["status"] == "ok":
+            return "ok"
+        return f"{check['status'].upper()}" + (f": {check['reason']}" if check.get("reason") else "")
+    found = found or {}
     if found.get("ok") is True:
         return "ok"
     if found.get("ok") is False:
@@ -92,11 +92,14 @@ def _tflops(row: Result | None) -> float | None:
 
 
 def bench_table(rows: list[Result], correctness: Iterable[dict] | None = None):
-    """One line per row; with `correctness` (the correctness cell's results) a column with its verdict (a
-    baseline's own, from its row). A row above a peak shows no TFLOP/s: its status and reason say why."""
+    """One line per row, with the verdict of the check that vouches for it where the rows carry theirs
+    (every row measured since they do) or `correctness` (the correctness cell's results) is given; never
+    a claim of "not checked" for rows that could not say. A row above a peak shows no TFLOP/s: its
+    status and reason say why."""
     import pandas as pd
 
     checks = verdicts(correctness) if correctness is not None else None
+    show_checks = checks is not None or any("checked_by" in r.extra for r in rows)
     lines = []
     for r in rows:
         over, reference = over_peak(r), is_reference(r)
@@ -114,11 +117,7 @@ def bench_table(rows: list[Result], correctness: Iterable[dict] | None = None):
                 "tflops_per_gpu": mine,
                 "vs_single_gpu": mine / theirs if mine and theirs else None,
                 "peak_gib": r.peak_mem_bytes / GIB if r.peak_mem_bytes else None,
-                **(
-                    {}
-                    if checks is None
-                    else {"correctness": _baseline_checked(r) if reference else _checked(r, checks)}
-                ),
+                **({"correctness": _check_text(r, checks)} if show_checks else {}),
                 "reason": r.reason or over or "",
             }
         )
