@@ -148,6 +148,16 @@ def test_report_shows_the_suite_beside_ours_and_where_series_ended(run_dir):
     assert "head 0, (w=8, r=1), (w=16, r=2), (w=32, r=4), causal, N = 32" in picture
 
 
+@pytest.mark.timeout(900)
+def test_the_page_headline_carries_the_fused_kernels_targets(run_dir):
+    """targets.json is the report cell's own file: the headline must read it, or the page shows no target."""
+    written = json.loads((artifacts(run_dir, "report") / "targets.json").read_text())["targets"]
+    shown = json.loads((artifacts(run_dir, "report") / "headline.json").read_text())["targets"]
+    assert len(written) == 2
+    assert [t["name"] for t in shown] == [t["target"] for t in written]
+    assert {t["verdict"] for t in shown} == {"not applicable"}  # a CPU smoke run judges no GPU target
+
+
 @pytest.mark.timeout(300)
 def test_report_cells_run_without_torch(run_dir, tmp_path):
     """The report and figures cells declare no torch; they must run where torch cannot import."""
