@@ -30,6 +30,15 @@ for folder in $(stored); do
     && echo "restored outputs/$folder (written by an earlier call on this machine)" \
     || echo "could not restore outputs/$folder from $store: its cells run again"
 done
+# a label folder that did not travel (outputs/ held aside whole): every cell the named ones need runs again
+label=""; for ((i = 0; i < ${#extra[@]}; i++)); do
+  case "${extra[$i]}" in --label) label=${extra[$((i + 1))]:-} ;; --label=*) label=${extra[$i]#--label=} ;; esac
+done
+for notebook in "${notebooks[@]}"; do
+  name=$(basename "$notebook" .md)
+  [ -n "$label" ] && [ ! -d "outputs/$name/$label" ] && echo "note: outputs/$name/$label did not travel:" \
+    "the cells the named ones need run again (scripts/carry/hold_outputs.sh hold $name/$label keeps it)"
+done
 nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)

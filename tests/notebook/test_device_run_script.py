@@ -28,7 +28,9 @@ exit 0
 """
 
 
-def _call(tree: Path, store: Path, out: Path, call: str, notebook: str) -> subprocess.CompletedProcess:
+def _call(
+    tree: Path, store: Path, out: Path, call: str, notebook: str, *extra: str
+) -> subprocess.CompletedProcess:
     """One device call: a fresh copy of the committed tree, the script run in it."""
     if tree.exists():
         shutil.rmtree(tree)
@@ -48,7 +50,13 @@ def _call(tree: Path, store: Path, out: Path, call: str, notebook: str) -> subpr
         old.unlink()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALL": call,
            "ATTNBENCH_DEVICE_STORE": str(store), "ATTNBENCH_WHEELS": str(tree / "no-wheels")}  # fmt: skip
-    return subprocess.run(["bash", "scripts/device_run.sh", f"notebooks/{notebook}.md"], cwd=tree, env=env, check=False,
+    command = [
+        "bash",
+        "scripts/device_run.sh",
+        f"notebooks/{notebook}.md",
+        *(["--", *extra] if extra else []),
+    ]
+    return subprocess.run(command, cwd=tree, env=env, check=False,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
@@ -82,3 +90,62 @@ def test_a_later_call_finds_what_an_earlier_call_measured_and_packs_it_all(tmp_p
     third = _call(tree, store, out, "3", "first")  # a re-run replaces the stored folder
     assert third.returncode == 0, third.stdout + third.stderr
     assert _packed(out)["outputs/first/gpu-label/cell/result.json"] == '{"call": "3"}\n'
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_label_folder_that_did_not_travel_is_said_before_the_run(tmp_path):
+    """Without the label's folder a command of some cells runs every cell they need again: say so."""
+    tree, store, out = tmp_path / "tree", tmp_path / "store", tmp_path / "out"
+    first = _call(tree, store, out, "1", "first", "--label", "gpu-label", "--cell", "cell")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "note: outputs/first/gpu-label did not travel" in first.stdout
+    assert "hold_outputs.sh hold first/gpu-label" in first.stdout
+    again = _call(tree, store, out, "2", "first", "--label=gpu-label")  # the store brings it back
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "did not travel" not in again.stdout
+
+
+def _hold_tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    (tree / "scripts" / "carry").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "carry" / "hold_outputs.sh", tree / "scripts" / "carry")
+    for folder in ("report/gpu-label", "report/cpu", "other/gpu-label"):
+        (tree / "outputs" / folder).mkdir(parents=True)
+        (tree / "outputs" / folder / "run.json").write_text(folder)
+    return tree
+
+
+def _hold(tree: Path, hold: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOLD": str(hold)}
+    return subprocess.run(["bash", str(tree / "scripts" / "carry" / "hold_outputs.sh"), *args], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_holding_outputs_keeps_the_named_label_folders_and_restores_the_rest(tmp_path):
+    tree, hold = _hold_tree(tmp_path), tmp_path / "held"
+    held = _hold(tree, hold, "hold", "report/gpu-label")
+    assert held.returncode == 0, held.stderr
+    travelling = sorted(str(p.relative_to(tree / "outputs")) for p in (tree / "outputs").rglob("run.json"))
+    assert travelling == ["report/gpu-label/run.json"]
+    assert (
+        _hold(tree, hold, "hold").returncode == 2
+    )  # one lease at a time: the held tree is never overwritten
+    restored = _hold(tree, hold, "restore")
+    assert restored.returncode == 0, restored.stderr
+    assert (tree / "outputs" / "other" / "gpu-label" / "run.json").read_text() == "other/gpu-label"
+    assert not hold.exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_held_tree_is_not_restored_over_a_folder_that_changed(tmp_path):
+    tree, hold = _hold_tree(tmp_path), tmp_path / "held"
+    missing = _hold(tree, hold, "hold", "report/no-such-label")
+    assert missing.returncode == 2 and "outputs/report/no-such-label" in missing.stderr
+    assert (tree / "outputs" / "other").is_dir()  # nothing moved
+    assert _hold(tree, hold, "hold", "report/gpu-label").returncode == 0
+    (tree / "outputs" / "report" / "gpu-label" / "run.json").write_text("merged while held")
+    refused = _hold(tree, hold, "restore")
+    assert refused.returncode == 2 and "outputs/report/gpu-label changed while held" in refused.stderr
+    assert (tree / "outputs" / "report" / "gpu-label" / "run.json").read_text() == "merged while held"
+    assert hold.is_dir()
