@@ -31,7 +31,7 @@ import json
 import attnbench
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.vendor_cudnn import SOURCE, comparison_table, conditions_lines, gap_sentences
+from attnbench.report.vendor_cudnn import SOURCE, comparison_table, conditions_lines, gap_sentences, peak_lines
 
 folder = attnbench.inputs("cudnn_h200")
 methods = json.loads((folder / "timing_methods.json").read_text())
@@ -40,7 +40,7 @@ if not methods:
     print("no measurement on this machine (needs CUDA)")
 else:
     table = comparison_table(methods, rows)
-    sentences = gap_sentences(methods)
+    sentences = gap_sentences(methods) + peak_lines(methods)
     conditions = conditions_lines(methods)
     measured = [r for r in rows if r.status == "ok"]
     checked = lambda r: f"{r.rel_l2:.1e}" if r.rel_l2 is not None else "not checked"  # noqa: E731

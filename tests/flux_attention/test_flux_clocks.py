@@ -116,6 +116,36 @@ def test_the_vendor_table_shows_each_methods_clock_and_the_check_of_the_call():
     assert line[vendor_cudnn.CLOCK_COLUMN] == "not recorded" and line["check"] == "not checked"
 
 
+H200 = {"name": "NVIDIA H200", "sm_count": 132, "capability": (9, 0)}
+
+
+def test_a_timing_method_above_a_peak_is_a_measurement_error_never_a_number():
+    """Causal 16k forward: 4.4 TFLOP per call. 10 ms is 440 TFLOP/s; 4 ms (1100) is above the datasheet's
+    989.5 and above 132 SMs x 4096 FLOP/clk at 1980 MHz; 3 ms at an idle 345 MHz clock is above that
+    clock's 187 TFLOP/s even where the datasheet alone would let a wrong clock through."""
+    w = Workload(1, 16384, 16384, 64, 8, 128, "bfloat16", "causal")
+    timed = {"events": {"ms": 10.0, "sm_clock_mhz": 1980.0}, "kernels": {"ms": 4.0, "sm_clock_mhz": 1980.0},
+             "events_idle": {"ms": 20.0, "sm_clock_mhz": 345.0}}  # fmt: skip
+    record = measure.method_record("sdpa_cudnn", w, "fwd", timed, H200)
+    assert set(record["over_peak"]) == {"kernels", "events_idle"}
+    assert "datasheet bf16 peak" in record["over_peak"]["kernels"]
+    assert "bf16 peak at 345.0 MHz" in record["over_peak"]["events_idle"]
+    (line,) = vendor_cudnn.comparison_table([record]).to_dict("records")
+    assert line["events TFLOP/s"] == pytest.approx(439.8, rel=1e-3)
+    assert line["kernels TFLOP/s"] is None and line["events_idle TFLOP/s"] is None
+    assert line["peak check"] == "kernels, events_idle above peak: a measurement error"
+    (sentence,) = vendor_cudnn.gap_sentences([record])
+    assert "kernel-only" not in sentence and "idle GPU" not in sentence  # no gap from an impossible number
+    assert len(vendor_cudnn.peak_lines([record])) == 2
+    # without the device's peaks nothing is judged; a record of older code says it was not checked
+    assert measure.method_record("sdpa_cudnn", w, "fwd", timed)["over_peak"] == {}
+    old = {k: v for k, v in record.items() if k != "over_peak"}
+    (line,) = vendor_cudnn.comparison_table([old]).to_dict("records")
+    assert line["peak check"] == "not checked (records of older code)" and line[
+        "kernels TFLOP/s"
+    ] == pytest.approx(1099.5, rel=1e-3)
+
+
 def test_the_trust_check_records_both_sides_clock_after_the_protocols_warm_up(gpu_like, monkeypatch, capsys):
     _, call = gpu_like
 

@@ -52,6 +52,26 @@ def clock_cell(m: dict) -> str:
     return " / ".join("?" if _clock(m, k) is None else f"{_clock(m, k):.0f}" for k in METHODS)
 
 
+def _tflops(m: dict) -> dict[str, float | None]:
+    """TFLOP/s by method, None where not timed or above a peak (a measurement error is never a number)."""
+    over = m.get("over_peak") or {}
+    return {k: m["flops"] / ms / 1e9 if (ms := m["ms"].get(k)) and k not in over else None for k in METHODS}
+
+
+def peak_cell(m: dict) -> str:
+    """Each method's TFLOP/s against the peaks of its clock: 'below every peak', or the methods above one."""
+    if "over_peak" not in m:
+        return "not checked (records of older code)"
+    over = m["over_peak"]
+    return f"{', '.join(over)} above peak: a measurement error" if over else "below every peak"
+
+
+def peak_lines(methods: list[dict]) -> list[str]:
+    """Why each method above a peak was, one line each (the table leaves its TFLOP/s out)."""
+    return [f"{m['provider']} {m['mask']} {m['pass']}, {method}: {why}"
+            for m in methods for method, why in (m.get("over_peak") or {}).items()]  # fmt: skip
+
+
 def _check_cell(m: dict, rows) -> str:
     """The sweep row of the same provider, mask and pass checks the timed call: its verdict here."""
     for r in rows or ():
@@ -81,13 +101,13 @@ def comparison_table(methods: list[dict], rows=None):
             "pass": m["pass"],
             "NVIDIA published": published,
         }
-        for method in METHODS:
-            ms = m["ms"].get(method)
-            line[f"{method} TFLOP/s"] = m["flops"] / ms / 1e9 if ms else None
+        for method, tflops in _tflops(m).items():
+            line[f"{method} TFLOP/s"] = tflops
         events = line["events TFLOP/s"]
         line["published / events"] = published / events if published and events else None
         line[CLOCK_COLUMN] = clock_cell(m)
         line["check"] = _check_cell(m, rows)
+        line["peak check"] = peak_cell(m)
         lines.append(line)
     return pd.DataFrame(lines)
 
@@ -117,10 +137,9 @@ def gap_sentences(methods: list[dict]) -> list[str]:
     out = []
     for m in methods:
         published = _published(m)
-        ms = m["ms"]
-        if not published or not ms.get("events"):
+        tf = {k: v for k, v in _tflops(m).items() if v}
+        if not published or "events" not in tf:
             continue
-        tf = {k: m["flops"] / v / 1e9 for k, v in ms.items() if v}
         gap = published / tf["events"] - 1
         head = (
             f"{m['provider']} {m['mask']} {m['pass']}: published {published:.0f}, "

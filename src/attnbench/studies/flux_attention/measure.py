@@ -242,13 +242,40 @@ def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
     return rows, records
 
 
-def method_record(provider: str, w: Workload, pass_: str, timed: dict[str, dict]) -> dict:
+def method_record(
+    provider: str, w: Workload, pass_: str, timed: dict[str, dict], gpu: dict | None = None
+) -> dict:
     """One line of timing_methods.json: ms by method (what vendor_cudnn reads), and beside it how each
-    method was warmed up and the SM clock its calls ran at (`conditions`), and what checks the call."""
+    method was warmed up and the SM clock its calls ran at (`conditions`), what checks the call, and
+    `over_peak`: {method: why} for each method whose TFLOP/s is above a peak (`over_peaks`)."""
     return {"provider": provider, "mask": w.mask, "pass": pass_, "flops": flops.attention_flops(w, pass_),
             "ms": {m: t["ms"] for m, t in timed.items()},
             "conditions": {m: {k: v for k, v in t.items() if k != "ms"} for m, t in timed.items()},
+            "over_peak": over_peaks(w, pass_, timed, gpu or {}),
             "correctness": METHODS_CHECK, "workload": w.label()}  # fmt: skip
+
+
+def over_peaks(w: Workload, pass_: str, timed: dict[str, dict], gpu: dict) -> dict[str, str]:
+    """{method: why} for each timing method whose TFLOP/s is above a peak of the call's math, a
+    measurement error and never a result: the datasheet's, and SMs x FLOP/clk at the SM clock that
+    method's calls ran at (a method that idles the GPU runs at its own clock). `gpu`: {"name",
+    "sm_count", "capability"} of the device (empty: no peak known, nothing judged)."""
+    math = flops.row_math(w.dtype)
+    sheet = flops.datasheet_peak(gpu.get("name"))
+    ratio = flops.math_ratio(math, gpu.get("capability")) if sheet and math else None
+    verdicts = {}
+    for method, t in timed.items():
+        clock = t.get("sm_clock_mhz")
+        peaks = {
+            f"datasheet {math} peak": sheet * ratio if ratio else None,
+            f"{math} peak at {clock} MHz": flops.peak_at_clock(
+                math, gpu.get("sm_count"), gpu.get("capability"), clock
+            ),
+        }
+        why = flops.over_peak(flops.tflops(flops.attention_flops(w, pass_), t["ms"]), peaks)
+        if why:
+            verdicts[method] = why
+    return verdicts
 
 
 def method_line(record: dict) -> str:
@@ -267,6 +294,12 @@ def method_line(record: dict) -> str:
 
 def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
     records = []
+    props = torch.cuda.get_device_properties(0)
+    gpu = {
+        "name": props.name,
+        "sm_count": props.multi_processor_count,
+        "capability": (props.major, props.minor),
+    }
     q, k, v = make_inputs(w, "cuda")
     for provider in providers.select(TIMING_METHOD_PROVIDERS):
         for pass_ in ("fwd", "bwd"):
@@ -275,7 +308,7 @@ def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
             prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
             fn = timing_methods.pass_callable(prepared, pass_)
             timed = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
-            records.append(method_record(provider.name, w, pass_, timed))
+            records.append(method_record(provider.name, w, pass_, timed, gpu))
             print(method_line(records[-1]), flush=True)
             del prepared, fn
     return records
