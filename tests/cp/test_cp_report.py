@@ -344,7 +344,7 @@ def test_bench_table_ratio_to_the_reference_and_correctness_column():
     table = bench_table(sample_rows(), checks)
     ring = table[(table.strategy == "ring") & (table.seq_len == 131072)].iloc[0]
     assert ring.vs_single_gpu == pytest.approx(360 / 560) and ring.peak_gib == 10.0
-    assert ring.correctness == "INCORRECT: beyond tolerance: dk"
+    assert ring.correctness == "incorrect: beyond tolerance: dk"
     assert "64.3%" in text(table)
     assert "correctness" not in bench_table(sample_rows()).columns  # not claimed "not checked" when not given
     # rows measured since they carry the check that vouches for them: the column needs no correctness
@@ -356,7 +356,7 @@ def test_bench_table_ratio_to_the_reference_and_correctness_column():
             "reason": "beyond tolerance: dq",
         }
     own = bench_table(rows)
-    assert list(own[own.seq_len == 262144].correctness) == ["ok", "ok", "INCORRECT: beyond tolerance: dq"]
+    assert list(own[own.seq_len == 262144].correctness) == ["ok", "ok", "incorrect: beyond tolerance: dq"]
 
 
 def test_published_table_sets_ours_beside_theirs():

@@ -80,7 +80,7 @@ def test_bench_table_shows_no_tflops_above_a_peak_and_a_baselines_own_check():
     assert list(table.correctness[:3]) == [
         "ok",
         "not checked: a baseline measured before baselines were checked",
-        "INCORRECT: max |error| beyond: dq",
+        "incorrect: max |error| beyond: dq",
     ]
     zig, uly = table.iloc[3], table.iloc[4]
     assert zig.status == "error" and "105%" in zig.reason

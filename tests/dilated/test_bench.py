@@ -212,7 +212,7 @@ def test_distributed_table_says_which_timed_lengths_were_checked():
         "ok", "not checked at this length (checked at 512 tokens: table above)"]  # fmt: skip
     failed = dilated_distributed.check_verdicts([{"mask": mask, "seq_len": 1024, "status": "incorrect"}])
     (line,) = dilated_distributed.distributed_table(rows[2:], failed).to_dict("records")
-    assert line["checked"] == "INCORRECT (table above)"  # a failed check is never "not checked"
+    assert line["checked"] == "incorrect (table above)"  # a failed check is never "not checked"
     (unlabelled,) = dilated_distributed.distributed_table(rows[2:]).to_dict("records")
     assert unlabelled["checked"] == "not checked"
 
@@ -258,7 +258,7 @@ def test_scaling_table_labels_every_timed_row_checked_or_not():
     stopped = row("a", 4096, "fwd", None, status="oom", reason="out of memory")
     table = report.scaling_table([checked, failed, unchecked, bare, stopped])
     assert list(table["checked"]) == [
-        "ok", "INCORRECT", "not checked at this length (see the correctness rows)", "not checked", ""]  # fmt: skip
+        "ok", "incorrect", "not checked at this length (see the correctness rows)", "not checked", ""]  # fmt: skip
 
 
 def test_tables_of_no_rows_are_empty_not_errors():

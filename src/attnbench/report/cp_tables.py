@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from attnbench.report.check_words import INCORRECT, NOT_CHECKED, OK
 from attnbench.report.cp_published import A800_BF16_PEAK_TFLOPS, FIGURES, WORLD_SIZE
 from attnbench.report.cp_rows import base_strategy, is_reference, over_peak, reference_for, strategy_of
 from attnbench.report.tables import formatted, markdown_table, tflops_text
@@ -73,17 +74,17 @@ def _check_text(row: Result, checks: dict | None) -> str:
     if found is None and checks is not None and not is_reference(row):
         check = checks.get((strategy_of(row), row.workload.mask))
         if check is None:
-            return "not checked"
-        if check["status"] == "ok":
-            return "ok"
-        return f"{check['status'].upper()}" + (f": {check['reason']}" if check.get("reason") else "")
+            return NOT_CHECKED
+        if check["status"] == OK:
+            return OK
+        return check["status"] + (f": {check['reason']}" if check.get("reason") else "")
     found = found or {}
     if found.get("ok") is True:
-        return "ok"
+        return OK
     if found.get("ok") is False:
-        return f"INCORRECT: {found.get('reason', '')}"
+        return f"{INCORRECT}: {found.get('reason', '')}"
     why = found.get("reason") or "a baseline measured before baselines were checked"
-    return f"not checked: {why}"
+    return f"{NOT_CHECKED}: {why}"
 
 
 def _tflops(row: Result | None) -> float | None:

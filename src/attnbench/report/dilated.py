@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from attnbench.report.check_words import INCORRECT, NOT_CHECKED, check_word
 from attnbench.rows import Result, usable
 
 GIB = 2**30
@@ -56,7 +57,7 @@ def tokens_per_s(row: Result) -> float | None:
 
 def status_text(row: Result) -> str:
     if row.status == "ok":
-        return "ok" if row.ok is not False else "incorrect"
+        return "ok" if row.ok is not False else INCORRECT
     return f"{row.status}: {row.reason}"
 
 
@@ -114,12 +115,12 @@ def scaling_table(rows: Iterable[Result]):
 
 
 def _checked(r: Result) -> str:
-    """ok / INCORRECT where the row was checked, else what the sweep said (the correctness cell checks
+    """ok / incorrect where the row was checked, else what the sweep said (the correctness cell checks
     each implementation at one length), else "not checked"."""
     if r.ok is not None:
-        return "ok" if r.ok else "INCORRECT"
+        return check_word(r.ok)
     said = r.extra.get("correctness")  # the sweep's own words, where it wrote them
-    return said if isinstance(said, str) and said else "not checked"
+    return said if isinstance(said, str) and said else NOT_CHECKED
 
 
 def _pairs_per_query(r: Result) -> float:

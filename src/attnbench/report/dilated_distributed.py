@@ -47,7 +47,7 @@ def distributed_table(rows: Iterable[Result], checks: dict[tuple[str, int], str]
 def _checked(mask: str, tokens: int, checks: dict[tuple[str, int], str]) -> str:
     verdict = checks.get((mask, tokens))
     if verdict is not None:
-        return "ok" if verdict == "ok" else f"{verdict.upper()} (table above)"
+        return "ok" if verdict == "ok" else f"{verdict} (table above)"
     where = ", ".join(f"{n:,}" for m, n in sorted(checks) if m == mask)
     return f"not checked at this length (checked at {where} tokens: table above)" if where else "not checked"
 

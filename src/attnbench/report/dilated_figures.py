@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from attnbench.report.check_words import INCORRECT
 from attnbench.report.dilated import GIB, PASS_NAMES, is_dilated, ns_per_token, stops, tokens_per_s
 from attnbench.report.figures import CPU_NOTE, right_legend, save_svg, styles
 from attnbench.rows import Result
@@ -83,7 +84,9 @@ def _panel(ax, rows, metric, value, looks, pass_) -> None:
         bad = any(r.ok is False for r in group)
         style = "-" if is_dilated(group[0]) else "--"
         name = (
-            provider + (" (INCORRECT)" if bad else "") + ("" if is_dilated(group[0]) else " (dense causal)")
+            provider
+            + (f" ({INCORRECT})" if bad else "")
+            + ("" if is_dilated(group[0]) else " (dense causal)")
         )
         ax.plot(xs, [value(r) for r in group], linestyle=style, marker=looks[provider]["marker"], markersize=4,
                 linewidth=1.6, color=looks[provider]["color"], label=name, gid=f"series-{pass_}-{provider}")  # fmt: skip

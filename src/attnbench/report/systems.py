@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
+from attnbench.report.check_words import INCORRECT, OK
 from attnbench.report.kernel_names import short_kernel_name
 
 PHASES = ("forward", "backward", "optimizer")
@@ -240,8 +241,8 @@ def block_share_table(summary: dict):
 
 
 def _ms(row: dict, key: str) -> str:
-    if row["status"] == "incorrect":  # a time of a wrong result is no result (as the kernel tables show)
-        return "WRONG"
+    if row["status"] == INCORRECT:  # a time of a wrong result is no result (as the kernel tables show)
+        return INCORRECT
     if row.get(key):
         return f"{row[key]['mean']:.3f}"
     return "OOM" if row["status"] == "oom" else ("error" if row["status"] == "error" else "")
@@ -252,13 +253,13 @@ def _mib(value) -> str:
 
 
 def scan_check(row: dict) -> str:
-    """A scan row's check against the fp32 reference: ok or WRONG with the worst rel_l2 and tensor, or
+    """A scan row's check against the fp32 reference: ok or incorrect with the worst rel_l2 and tensor, or
     "not checked" and why (a row that stopped early; rows written before the check existed)."""
     if not row.get("status"):
         return ""  # no such row (a compiled shape the scan did not reach)
     if row.get("ok") is not None:
         worst = f"{row['rel_l2']:.1e} {row.get('check_worst') or ''}".strip()
-        return f"ok ({worst})" if row["ok"] else f"WRONG ({worst})"
+        return f"{OK if row['ok'] else INCORRECT} ({worst})"
     if row["status"] in ("oom", "error"):
         return f"not checked ({row['status']})"
     return row.get("check_reason") or "not checked (measured before the scan checked its rows)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from attnbench.report.check_words import INCORRECT, OK
 from attnbench.rows import Result, usable
 
 SHORT = {"torch_eager": "torch", "triton_fa2": "triton", "sdpa_cudnn": "cuDNN", "flash_attn3": "FA3"}
@@ -18,7 +19,7 @@ def _cell(row: Result | None) -> str:
         return ""
     if row.status == "ok" and row.ms_median is not None:
         return f"{row.ms_median:.3f}"
-    shown = {"oom": "OOM", "unsupported": "—", "unavailable": "n/a", "incorrect": "WRONG", "error": "error"}
+    shown = {"oom": "OOM", "unsupported": "—", "unavailable": "n/a", "incorrect": INCORRECT, "error": "error"}
     return shown.get(row.status, row.status)  # e.g. "skipped": its own word
 
 
@@ -44,8 +45,9 @@ def kernel_table(rows: Iterable[Result]):
         ours = [cells.get(("triton_fa2", p)) for p in ("fwd", "bwd", "fwd_bwd")]
         checked = [r for r in ours if r is not None and r.ok is not None]
         worst = max(checked, key=lambda r: r.rel_l2 if r.rel_l2 is not None else math.inf, default=None)
+        verdict = OK if all(r.ok for r in checked) else INCORRECT
         entry["triton correct"] = "" if worst is None else (
-            f"{'ok' if all(r.ok for r in checked) else 'NO'} ({worst.rel_l2:.1e})" if worst.rel_l2 is not None else "NO")  # fmt: skip
+            f"{verdict} ({worst.rel_l2:.1e})" if worst.rel_l2 is not None else verdict)  # fmt: skip
         for provider in ("sdpa_cudnn", "flash_attn3"):
             for pass_ in ("fwd", "fwd_bwd"):
                 entry[f"{PASS_SHORT[pass_]}t_{SHORT[provider]}"] = _cell(cells.get((provider, pass_)))
