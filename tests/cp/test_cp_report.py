@@ -519,3 +519,24 @@ def test_a_run_naming_no_peer_leaves_the_peers_cell_an_empty_results_file(tmp_pa
     )
     assert _run_alone(script, tmp_path) == "0"
     assert (tmp_path / "results.jsonl").read_text() == ""
+
+
+@pytest.mark.timeout(120)
+def test_every_row_is_scored_against_the_gpu_cells_measured_peak(tmp_path):
+    """The gpu cell's measured bf16 matmul peak (profile.json) reaches every row, the single-GPU reference
+    too, and sweep.json keeps it for the headline: with a peak far below what the rows do, each timed row
+    is a measurement error, never a result."""
+    script = tmp_path / "peak.py"
+    script.write_text(
+        "import json\n"
+        "from attnbench.studies.context_parallel import profiles\n"
+        "from attnbench.studies.context_parallel.sweep import notebook_sweep\n"
+        "config = profiles.resolve('smoke', False)\n"
+        "config.update(strategies=['zigzag'], strategy_options={}, points=[[64, 'causal']], passes=['fwd'],\n"
+        "              measured_matmul_peak_tflops=1e-9, matmul_peak_sm_clock_mhz=None)\n"
+        "rank, sweep = notebook_sweep(config, config['kernel'])\n"
+        "rows = [(r.provider, r.status, 'measured bf16 matmul peak' in r.reason) for r in sweep.rows]\n"
+        "print(rows, json.load(open('sweep.json'))['measured_matmul_peak_tflops'])\n"
+    )
+    said = _run_alone(script, tmp_path)
+    assert said == "[('single_gpu_math', 'error', True), ('cp_zigzag', 'error', True)] 1e-09"

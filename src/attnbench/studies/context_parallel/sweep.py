@@ -222,6 +222,10 @@ def notebook_sweep(
         checks=checks,
         kernel=kernel,
         env=env.machine_id(gpu),
+        # the gpu cell's measured bf16 matmul peak, with its clock (the same on every rank: one verdict)
+        peak_tflops=flops.restore_peak(
+            config.get("measured_matmul_peak_tflops"), config.get("matmul_peak_sm_clock_mhz")
+        ),
         **config["shape"],
         **config["timing"],
     )
@@ -234,6 +238,8 @@ def notebook_sweep(
             "world_size": world,
             "kernel": kernel,
             "datasheet_peak_tflops": flops.datasheet_peak(gpu),
+            "measured_matmul_peak_tflops": config.get("measured_matmul_peak_tflops"),
+            "matmul_peak_sm_clock_mhz": config.get("matmul_peak_sm_clock_mhz"),
             "sweep_seconds": round(sweep.seconds, 1),
             "estimate": config.get("estimate"),
             "warmup": sweep.warmup,
