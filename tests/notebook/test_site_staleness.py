@@ -105,6 +105,8 @@ def test_a_kept_label_says_why_it_was_not_re_run_without_staling_anything(projec
     assert built.code == 0, built.err
     page = (project.root / "site" / "s" / "t.html").read_text()
     assert "<strong>Not re-run:</strong> no 2-GPU machine was lent" in page
+    card = (project.root / "site" / "index.html").read_text()  # on the card itself, not in a tooltip
+    assert '<p class="not-rerun small"><strong>Not re-run:</strong> no 2-GPU machine was lent</p>' in card
     assert "not_rerun names label" not in built.err
 
     path.write_text(text.replace("  t: no", "  tt: no"))  # a label with no results: said, not silent
