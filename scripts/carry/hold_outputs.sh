@@ -15,9 +15,11 @@ case "$action" in
   hold)
     [ -e "$hold" ] && { echo "error: $hold exists: a lease is already holding outputs/ (run restore first)" >&2; exit 2; }
     for folder in "$@"; do
+      [[ "$folder" =~ ^[^/]+/[^/]+$ ]] || { echo "error: $folder: give NOTEBOOK/LABEL (one label folder)" >&2; exit 2; }
       [ -d "outputs/$folder" ] || { echo "error: outputs/$folder: no such label folder (NOTEBOOK/LABEL)" >&2; exit 2; }
     done
-    mv outputs "$hold" && mkdir outputs
+    [ "$(printf '%s\n' "$@" | sort | uniq -d)" ] && { echo "error: a label folder named twice: $*" >&2; exit 2; }
+    mv outputs "$hold" && mkdir outputs && printf '%s\n' "$@" > "$hold.kept"
     for folder in "$@"; do
       mkdir -p "outputs/$(dirname "$folder")" && cp -a "$hold/$folder" "outputs/$folder"
     done
@@ -25,12 +27,20 @@ case "$action" in
     ;;
   restore)
     [ -d "$hold" ] || { echo "error: nothing held: $hold does not exist" >&2; exit 2; }
-    # outputs/ now holds only the copies made by hold; anything else would be lost by the restore
-    for folder in $(cd outputs && find . -mindepth 2 -maxdepth 2 -type d | sed 's,^\./,,'); do
-      diff -rq "outputs/$folder" "$hold/$folder" > /dev/null \
+    kept=$(cat "$hold.kept" 2>/dev/null || true)
+    # outputs/ holds only the copies made by hold; anything else would be lost by the restore
+    while IFS= read -r path; do
+      known=0
+      for folder in $kept; do
+        case "$path" in "$folder" | "$folder"/* | "$(dirname "$folder")") known=1 ;; esac
+      done
+      [ "$known" = 1 ] || { echo "error: outputs/$path appeared while held (merge after restore): left as it is" >&2; exit 2; }
+    done < <([ -d outputs ] && cd outputs && find . -mindepth 1 | sed 's,^\./,,')
+    for folder in $kept; do
+      diff -rq "outputs/$folder" "$hold/$folder" > /dev/null 2>&1 \
         || { echo "error: outputs/$folder changed while held (merge after restore): left as it is" >&2; exit 2; }
     done
-    rm -rf outputs && mv "$hold" outputs
+    rm -rf outputs && mv "$hold" outputs && rm -f "$hold.kept"
     echo "outputs/ restored from $hold"
     ;;
   *)

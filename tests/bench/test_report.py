@@ -85,14 +85,18 @@ def test_summary_of_nothing_correct_is_empty_with_columns():
 def test_correctness_table_worst_check_failures_and_reasons():
     table = correctness_table(sweep_rows())
     by = {(r["provider"], r["pass"]): r for _, r in table.iterrows()}
-    assert by[("sdpa_cudnn", "fwd")]["ok"] and by[("sdpa_cudnn", "fwd")]["shapes"] == 2
+    assert by[("sdpa_cudnn", "fwd")]["check"] == "ok" and by[("sdpa_cudnn", "fwd")]["shapes"] == 2
     assert by[("sage_sageattn", "fwd")]["tolerance"].startswith("quantized")
     wrong = by[("fast_but_wrong", "fwd")]
-    assert not wrong["ok"] and wrong["reason"].startswith("out: rel_l2")
+    assert wrong["check"] == "incorrect" and wrong["reason"].startswith("out: rel_l2")
     nan = by[("nan_kernel", "fwd")]  # checked and failed, not "never ran", even without a finite rel_l2
-    assert not nan["ok"] and nan["shapes"] == 1 and nan["reason"]
+    assert nan["check"] == "incorrect" and nan["shapes"] == 1 and nan["reason"]
     never = by[("xformers", "-")]
-    assert never["shapes"] == 0 and never["reason"] == "unavailable: not installed (no module 'xformers')"
+    assert (
+        never["check"] == "not checked"
+        and never["shapes"] == 0
+        and never["reason"] == "unavailable: not installed (no module 'xformers')"
+    )
 
 
 def test_tflops_pivot_marks_quantised_and_drops_incorrect():
@@ -112,7 +116,7 @@ def test_markdown_table_formats_numbers_blanks_and_escapes():
     table.loc[0, "reason"] = "a | b"
     md = markdown_table(table)
     assert "a \\| b" in md and "nan" not in md.lower().replace("nan_kernel", "")
-    assert "| xformers | - | 0 |  |  |  |  |" in md  # missing values are blank, not "None"/"nan"
+    assert "| xformers | - | 0 |  |  |  | not checked |" in md  # missing values are blank, not "None"/"nan"
     pivot_md = markdown_table(tflops_pivot(sweep_rows()), default=lambda v: f"{v:.1f}")
     assert pivot_md.startswith("| pass | provider | 4224 | 4352 |") and "| 243.9 |" in pivot_md
 

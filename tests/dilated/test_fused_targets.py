@@ -30,7 +30,7 @@ def test_a_missed_speed_up_says_by_how_much_and_what_the_breakdown_shows():
     speed, reach = report.fused_targets(rows, CHECKS, BREAKDOWN)
     assert speed["met"] is False and round(speed["value"], 2) == 1.71  # against the faster gather (fa3)
     assert "dilated_gather_fa3 189.4" in speed["detail"] and "the goal needs 50.9 ms" in speed["detail"]
-    assert "correctness ok (1 checks at 32,768 tokens)" in speed["detail"]
+    assert "correctness: ok (1 checks at 32,768 tokens)" in speed["detail"]
     assert (
         "own attention kernels take 36.2 ms of its 101.8" in speed["detail"]
         and "61% of fa3" in speed["detail"]
@@ -46,12 +46,12 @@ def test_met_only_when_fast_enough_and_correct():
     assert report.fused_targets(rows, CHECKS, [])[0]["met"] is True
     wrong = [_row("dilated_fused", 32768, "fwd_bwd", status="ok", ok=False)]
     speed = report.fused_targets(rows, wrong, [])[0]
-    assert speed["met"] is False and "correctness failed (1 checks at 32,768 tokens)" in speed["detail"]
+    assert speed["met"] is False and "correctness: incorrect (1 checks at 32,768 tokens)" in speed["detail"]
     unchecked = [_row("dilated_fused", 32768, "fwd_bwd", status="ok", ok=None)]  # ran, never compared
     speed = report.fused_targets(rows, unchecked, [])[0]
-    assert speed["met"] is None and "correctness not checked (1 checks" in speed["detail"]
+    assert speed["met"] is None and "correctness: not checked (1 checks" in speed["detail"]
     speed = report.fused_targets(rows, [], [])[0]  # fast enough, but no correctness run: not checked
-    assert speed["met"] is None and "correctness not checked" in speed["detail"]
+    assert speed["met"] is None and speed["detail"].endswith("; correctness: not checked")
 
 
 def test_nothing_is_judged_on_a_cpu_run_or_without_both_sides():

@@ -15,7 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_PYTHON = """#!/usr/bin/env bash
-# stands in for `python3 -m attnbench run NOTEBOOK... --env python`: one label folder per notebook
+# stands in for `python3 -m attnbench run NOTEBOOK... --env python`: one label folder per notebook;
+# `python3 -c ...` (the default label) answers the label the stand-in writes
+[ "$1" = "-c" ] && { echo gpu-label; exit 0; }
 for arg in "$@"; do
   case "$arg" in notebooks/*.md)
     nb=$(basename "$arg" .md); mkdir -p "outputs/$nb/gpu-label/cell"
@@ -94,13 +96,20 @@ def test_a_later_call_finds_what_an_earlier_call_measured_and_packs_it_all(tmp_p
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_a_label_folder_that_did_not_travel_is_said_before_the_run(tmp_path):
-    """Without the label's folder a command of some cells runs every cell they need again: say so."""
+    """Without the label's folder a command of some cells runs every cell they need again: say so,
+    with the label named or attnbench's default; a whole-label re-run needs no folder."""
     tree, store, out = tmp_path / "tree", tmp_path / "store", tmp_path / "out"
     first = _call(tree, store, out, "1", "first", "--label", "gpu-label", "--cell", "cell")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "note: outputs/first/gpu-label did not travel" in first.stdout
     assert "hold_outputs.sh hold first/gpu-label" in first.stdout
-    again = _call(tree, store, out, "2", "first", "--label=gpu-label")  # the store brings it back
+    default = _call(tree, store, out, "2", "second", "--cell=cell")  # no --label: the machine's own
+    assert "note: outputs/second/gpu-label did not travel" in default.stdout
+    whole = _call(tree, store, out, "3", "third", "--label=gpu-label")  # every cell runs anyway
+    assert "did not travel" not in whole.stdout
+    again = _call(
+        tree, store, out, "4", "first", "--label=gpu-label", "--cell", "cell"
+    )  # the store brings it
     assert again.returncode == 0, again.stdout + again.stderr
     assert "did not travel" not in again.stdout
 
@@ -149,3 +158,21 @@ def test_a_held_tree_is_not_restored_over_a_folder_that_changed(tmp_path):
     assert refused.returncode == 2 and "outputs/report/gpu-label changed while held" in refused.stderr
     assert (tree / "outputs" / "report" / "gpu-label" / "run.json").read_text() == "merged while held"
     assert hold.is_dir()
+    (tree / "outputs" / "report" / "gpu-label" / "run.json").write_text("report/gpu-label")  # as held again
+    (tree / "outputs" / "other").mkdir()  # a folder hold did not make: restore would delete it
+    (tree / "outputs" / "other" / "new.txt").write_text("written while held")
+    refused = _hold(tree, hold, "restore")
+    assert refused.returncode == 2 and "outputs/other appeared while held" in refused.stderr
+    (tree / "outputs" / "other" / "new.txt").unlink()
+    (tree / "outputs" / "other").rmdir()
+    assert _hold(tree, hold, "restore").returncode == 0
+    assert (tree / "outputs" / "other" / "gpu-label" / "run.json").read_text() == "other/gpu-label"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_holding_takes_label_folders_only_once_each(tmp_path):
+    tree, hold = _hold_tree(tmp_path), tmp_path / "held"
+    for args in (("report/gpu-label", "report/gpu-label"), ("report/gpu-label/cell",), ("report",)):
+        refused = _hold(tree, hold, "hold", *args)
+        assert refused.returncode == 2 and not hold.exists(), args
+    assert (tree / "outputs" / "other" / "gpu-label").is_dir()  # nothing moved

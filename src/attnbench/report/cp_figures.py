@@ -22,7 +22,7 @@ from attnbench.report.cp_tables import verdicts
 from attnbench.report.figures import (
     CPU_NOTE,
     DID_NOT_RUN,
-    INCORRECT,
+    INCORRECT_COLOR,
     MID,
     PASS_TITLES,
     legend_handles,
@@ -80,7 +80,7 @@ def _ref_label(provider: str, world: int) -> str:
 def _draw_lines(ax, rows: list[Result], world: int, checks: dict, looks: dict, mask: str) -> None:
     for strategy, mine in _measured(rows).items():
         bad = _incorrect(strategy, mask, checks)
-        look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"} if bad else looks[strategy]
+        look = {"color": INCORRECT_COLOR, "linestyle": (0, (2, 2)), "marker": "x"} if bad else looks[strategy]
         ax.plot([r.workload.seqlen_q for r in mine], [r.tflops for r in mine], markersize=4,
                 linewidth=1.0 if bad else 1.7, label=strategy + (" (incorrect)" if bad else ""),
                 gid=f"series-{strategy}", **look)  # fmt: skip
@@ -105,7 +105,7 @@ def _draw_bars(ax, rows: list[Result], world: int, checks: dict, looks: dict, ma
     ranked = sorted(lines, key=lambda s: lines[s][0].tflops)
     for y, strategy in enumerate(ranked):
         bad = _incorrect(strategy, mask, checks)
-        color = INCORRECT if bad else looks[strategy]["color"]
+        color = INCORRECT_COLOR if bad else looks[strategy]["color"]
         hatch = "//" if looks[strategy]["linestyle"] != "-" else None
         ax.barh(y, lines[strategy][0].tflops, color=color, alpha=0.85, hatch=hatch, edgecolor=MID, linewidth=0.5,
                 label=strategy + (" (incorrect)" if bad else ""), gid=f"series-{strategy}")  # fmt: skip

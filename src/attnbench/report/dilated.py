@@ -331,9 +331,8 @@ def fused_targets(scaling: list[Result], checks: list[Result], breakdown: Iterab
     else:
         correct = True if fused_checks and all(r.ok is True for r in fused_checks) else None
     lengths = sorted({r.workload.seqlen_q for r in fused_checks})
-    said = {True: "ok", False: "failed", None: "not checked"}[correct]
-    checked = (f"correctness {said} ({len(fused_checks)} checks at {', '.join(f'{n:,}' for n in lengths)} tokens)"
-               if fused_checks else "correctness not checked")  # fmt: skip
+    checked = (f"correctness: {check_word(correct)} ({len(fused_checks)} checks at "
+               f"{', '.join(f'{n:,}' for n in lengths)} tokens)" if fused_checks else f"correctness: {NOT_CHECKED}")  # fmt: skip
     if fused is None or not _measured(fused) or not fused.tflops or gather is None:
         if fused is None:
             why = "no fused row"

@@ -30,7 +30,7 @@ METRICS = {  # metric -> (axis label, higher is better)
 LEGEND_SIZE = 10  # pt: about 11 px on a 1400 px page, where a two-panel figure is drawn at ~80 %
 CPU_NOTE = "CPU timing (perf_counter): not a GPU measurement"
 MID = "#768390"  # text, axes and grid: readable on white and on a dark page
-INCORRECT = "#9a9a9a"
+INCORRECT_COLOR = "#9a9a9a"
 # A panel draws at most this many providers in their colours, the fastest (a sweep of every Flux provider
 # has 30+: their shades became indistinguishable); the others are thin grey lines behind them under one
 # legend entry, and the table lists them all.
@@ -312,7 +312,7 @@ def _draw_panel(ax, rows: list[Result], metric: str, looks: dict, pass_: str) ->
         measured = status == "ok" and provider in coloured  # in its colour, with its band
         look, label = dict(looks[provider]), name
         if status != "ok":  # a wrong result: thin, grey, crosses; never looks like a measurement
-            look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
+            look = {"color": INCORRECT_COLOR, "linestyle": (0, (2, 2)), "marker": "x"}
         elif not measured:  # behind the leaders (above the grid's 1.5, under their 2), one legend entry
             look, label = {"color": OTHERS, "linestyle": "-", "marker": ".", "zorder": 1.6}, OTHERS_LABEL
         elif any(is_quantized(r) for r in group):

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnbench.report.figures import INCORRECT, PASS_TITLES, right_legend, save_svg, style_rc, styles
+from attnbench.report.figures import INCORRECT_COLOR, PASS_TITLES, right_legend, save_svg, style_rc, styles
 from attnbench.rows import Result, best_by_workload, usable
 
 LETTERS = {"oom": "E", "unsupported": "X", "skipped": "S", "error": "!"}
@@ -107,7 +107,7 @@ def _lines(ax, rows: list[Result], looks: dict, pass_: str) -> list[str]:
         look = dict(looks[provider])
         label = provider
         if status != "ok" or not all(r.ok for r in group):
-            look = {"color": INCORRECT, "linestyle": (0, (2, 2)), "marker": "x"}
+            look = {"color": INCORRECT_COLOR, "linestyle": (0, (2, 2)), "marker": "x"}
             label = f"{provider} ({'incorrect' if status != 'ok' else 'not checked'})"
         ax.plot([_seq(r) for r in group], [r.tflops for r in group], markersize=4, linewidth=1.6, label=label,
                 gid=f"series-{pass_}-{provider}-{status}", **look)  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
+from attnbench.report.check_words import NOT_CHECKED, check_word
 from attnbench.rows import PASSES, Result, best_by_workload, is_quantized, speedup_over, usable
 
 
@@ -45,7 +46,7 @@ def correctness_table(rows: Iterable[Result]):
                     "max_abs": worst.max_abs,
                     "mean_abs": worst.mean_abs,
                     "rel_l2": worst.rel_l2,
-                    "ok": all(r.ok for r in these),
+                    "check": check_word(all(r.ok for r in these)),
                     "worst at": f"S={worst.workload.seqlen_k}",
                     "tolerance": (worst.extra.get("tolerance") or {}).get("name", ""),
                     "reason": worst.reason if worst.status == "incorrect" else "",
@@ -61,7 +62,7 @@ def correctness_table(rows: Iterable[Result]):
                     "max_abs": None,
                     "mean_abs": None,
                     "rel_l2": None,
-                    "ok": None,
+                    "check": NOT_CHECKED,
                     "worst at": "",
                     "tolerance": "",
                     "reason": " | ".join(reasons),
@@ -76,7 +77,7 @@ def correctness_table(rows: Iterable[Result]):
             "max_abs",
             "mean_abs",
             "rel_l2",
-            "ok",
+            "check",
             "worst at",
             "tolerance",
             "reason",

@@ -243,7 +243,12 @@ def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
 
 
 def method_record(
-    provider: str, w: Workload, pass_: str, timed: dict[str, dict], gpu: dict | None = None
+    provider: str,
+    w: Workload,
+    pass_: str,
+    timed: dict[str, dict],
+    gpu: dict | None = None,
+    quantized: bool = False,
 ) -> dict:
     """One line of timing_methods.json: ms by method (what vendor_cudnn reads), and beside it how each
     method was warmed up and the SM clock its calls ran at (`conditions`), what checks the call, and
@@ -251,16 +256,19 @@ def method_record(
     return {"provider": provider, "mask": w.mask, "pass": pass_, "flops": flops.attention_flops(w, pass_),
             "ms": {m: t["ms"] for m, t in timed.items()},
             "conditions": {m: {k: v for k, v in t.items() if k != "ms"} for m, t in timed.items()},
-            "over_peak": over_peaks(w, pass_, timed, gpu or {}),
+            "over_peak": over_peaks(w, pass_, timed, gpu or {}, quantized),
             "correctness": METHODS_CHECK, "workload": w.label()}  # fmt: skip
 
 
-def over_peaks(w: Workload, pass_: str, timed: dict[str, dict], gpu: dict) -> dict[str, str]:
+def over_peaks(
+    w: Workload, pass_: str, timed: dict[str, dict], gpu: dict, quantized: bool = False
+) -> dict[str, str]:
     """{method: why} for each timing method whose TFLOP/s is above a peak of the call's math, a
     measurement error and never a result: the datasheet's, and SMs x FLOP/clk at the SM clock that
     method's calls ran at (a method that idles the GPU runs at its own clock). `gpu`: {"name",
-    "sm_count", "capability"} of the device (empty: no peak known, nothing judged)."""
-    math = flops.row_math(w.dtype)
+    "sm_count", "capability"} of the device (empty: no peak known, nothing judged); a quantised kernel
+    (fp8) has no bf16 peak to be judged against, as in bench.flops.score."""
+    math = flops.row_math(w.dtype, quantized=quantized)
     sheet = flops.datasheet_peak(gpu.get("name"))
     ratio = flops.math_ratio(math, gpu.get("capability")) if sheet and math else None
     verdicts = {}
@@ -308,7 +316,8 @@ def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
             prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
             fn = timing_methods.pass_callable(prepared, pass_)
             timed = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
-            records.append(method_record(provider.name, w, pass_, timed, gpu))
+            quantized = getattr(provider, "quantized", False)
+            records.append(method_record(provider.name, w, pass_, timed, gpu, quantized))
             print(method_line(records[-1]), flush=True)
             del prepared, fn
     return records
