@@ -56,7 +56,7 @@ topology, why = env.nvidia_smi(["topo", "-m"])
 print(f"GPU topology (nvidia-smi topo -m):\n{topology}" if topology else f"GPU topology: {why}")
 info = env.collect_env()
 info["topology"] = topology
-if cuda:  # the bf16 matmul peak every rank scores its rows against, scaled to each row's clock (GPU 0's)
+if cuda:  # measured on GPU 0; every rank scores its rows against it, scaled to the row's clock (the lowest rank's)
     peak = flops.measure_matmul_peak("cuda")
     config.update(measured_matmul_peak_tflops=float(peak), matmul_peak_sm_clock_mhz=flops.clock_of(peak))
     print(f"bf16 matmul peak: {peak:.1f} TFLOP/s at {flops.clock_of(peak) or '?'} MHz "
