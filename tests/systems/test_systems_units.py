@@ -151,7 +151,10 @@ def test_targets_met_or_missed_with_the_gap(ours_fwd, ours_fb, met):
     checks = kernel_tables.target_checks(leaderboard, target, best_public_ms=5.364, ratio=0.8)
     assert [c["met"] for c in checks] == met
     lines = kernel_tables.target_lines(checks)
-    assert lines[0].startswith("MET" if met[0] else "MISSED") and "%" in lines[0]
+    assert lines[0].startswith("met: " if met[0] else "missed: ") and "%" in lines[0]
+    document = kernel_tables.targets_document(checks)["targets"]
+    assert [t["verdict"] for t in document] == ["met" if m else "missed" for m in met]
+    assert document[0]["why"].startswith(f"{1.2 / ours_fwd:.3f} against 0.8 (")  # the page shows the gap too
 
 
 def test_the_leaderboard_target_takes_the_faster_dq_mode_and_names_it():
@@ -209,7 +212,7 @@ def test_targets_are_not_judged_on_cpu_timings_or_missing_rows():
         [], [_result("flash_attn3", "fwd", 1.0, status="unavailable")], best_public_ms=5.364, ratio=0.8
     )
     assert [c["met"] for c in missing] == [None, None]
-    assert kernel_tables.target_lines(missing)[0].startswith("NOT MEASURED")
+    assert kernel_tables.target_lines(missing)[0].startswith("not checked: ")
 
 
 def test_kernel_table_in_the_seed_layout():
