@@ -44,9 +44,7 @@ listing = json.loads((folder / "kernel_profile.json").read_text())
 checks = tables.target_checks(leaderboard, target, best_public_ms=BEST_PUBLIC_MS, ratio=TARGET_RATIO_TO_FA3,
                               target_ms=LEADERBOARD_TARGET_MS)
 with open("targets.json", "w") as f:  # the site's headline shows these (met / missed / not checked)
-    json.dump({"targets": [{"target": c["target"], "provider": "triton_fa2", "why": c["detail"],
-                            "verdict": {True: "met", False: "missed", None: "not checked"}[c["met"]]}
-                           for c in checks]}, f, indent=2)
+    json.dump(tables.targets_document(checks), f, indent=2)
 shape = config["kernel_shapes"]["leaderboard"]
 sections = [f"**{label}**" if label else "",
             "### Targets\n\n" + "\n".join(f"- {line}" for line in tables.target_lines(checks)),
