@@ -79,6 +79,8 @@ def test_targets_met_missed_and_single_verdicts():
     assert [t.subject for t in h.missed] == ["ring · 262144 · causal"] and len(h.met) == 1
     (trust,) = targets_from({"verdict": "holds", "relative_difference": 0.0156}, "trust")
     assert trust.verdict == "met" and trust.detail == "difference 1.56%"
+    (trust,) = targets_from({"verdict": "FAILS", "relative_difference": 0.045, "limit": 0.03}, "trust")
+    assert trust.verdict == "missed" and trust.detail == "difference 4.50% (limit 3%)"
     assert targets_from({"verdict": "skipped", "reason": "needs CUDA"}, "trust")[0].verdict == "not checked"
     assert targets_from({"something": 1}, "x") == []
     assert verdict_of("FAILS") == "missed" and verdict_of("holds") == "met"

@@ -369,6 +369,8 @@ def targets_from(document: Mapping, source: str) -> list[Target]:
         detail = str(document.get("reason") or "")
         if not detail and _number(document.get("relative_difference")) is not None:
             detail = f"difference {document['relative_difference']:.2%}"
+            if _number(document.get("limit")) is not None:  # trust.json of newer code says its limit
+                detail += f" (limit {document['limit']:.0%})"
         return [Target(source, str(document.get("workload") or ""), verdict_of(document["verdict"]), detail,
                        source, said=str(document["verdict"]))]  # fmt: skip
     return []
