@@ -30,23 +30,6 @@ for folder in $(stored); do
     && echo "restored outputs/$folder (written by an earlier call on this machine)" \
     || echo "could not restore outputs/$folder from $store: its cells run again"
 done
-# a label folder that did not travel (outputs/ held aside whole): a run of some cells (--cell) then runs
-# every cell they need again; a whole-label re-run needs none
-label=""; cells=0
-for ((i = 0; i < ${#extra[@]}; i++)); do
-  case "${extra[$i]}" in
-    --label) label=${extra[$((i + 1))]:-} ;; --label=*) label=${extra[$i]#--label=} ;;
-    --cell | --cell=*) cells=1 ;;
-  esac
-done
-if [ "$cells" = 1 ] && [ -z "$label" ]; then  # attnbench's own default: the GPU model's slug
-  label=$(python3 -c 'from attnbench.notebook.run.machine import detect_label; print(detect_label())' 2>/dev/null)
-fi
-for notebook in "${notebooks[@]}"; do
-  name=$(basename "$notebook" .md)
-  [ "$cells" = 1 ] && [ -n "$label" ] && [ ! -d "outputs/$name/$label" ] && echo "note: outputs/$name/$label did not travel:" \
-    "the cells the named ones need run again (scripts/carry/hold_outputs.sh hold $name/$label keeps it)"
-done
 nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)

@@ -14,8 +14,11 @@ action=${1:-}; shift || true
 case "$action" in
   hold)
     [ -e "$hold" ] && { echo "error: $hold exists: a lease is already holding outputs/ (run restore first)" >&2; exit 2; }
+    [ -d outputs ] || { echo "error: $PWD/outputs: no such folder: nothing to hold" >&2; exit 2; }
     for folder in "$@"; do
-      [[ "$folder" =~ ^[^/]+/[^/]+$ ]] || { echo "error: $folder: give NOTEBOOK/LABEL (one label folder)" >&2; exit 2; }
+      # plain names (the project's labels): no '..', and nothing the restore loop would split or expand
+      [[ "$folder" =~ ^[A-Za-z0-9_][A-Za-z0-9._-]*/[A-Za-z0-9_][A-Za-z0-9._+-]*$ ]] \
+        || { echo "error: $folder: give NOTEBOOK/LABEL (one label folder)" >&2; exit 2; }
       [ -d "outputs/$folder" ] || { echo "error: outputs/$folder: no such label folder (NOTEBOOK/LABEL)" >&2; exit 2; }
     done
     [ "$(printf '%s\n' "$@" | sort | uniq -d)" ] && { echo "error: a label folder named twice: $*" >&2; exit 2; }

@@ -204,3 +204,16 @@ def test_a_machine_measures_under_its_own_label_and_is_told_how_to_narrow_a_bigg
             refused = project.run(path, "--force", label="nvidia-h200")
             assert refused.code == 2 and "CUDA_VISIBLE_DEVICES=0 gives it the label's 1" in refused.err
             assert "this machine's own: nvidia-h200-x2" in refused.err
+
+
+def test_a_cell_named_under_a_label_with_no_results_says_its_upstream_runs_first(project):
+    """On a tree without the label's folder (a GPU lease that left outputs/ behind) naming one cell runs
+    every cell it reads too: said before anything starts; not said once the label holds results."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=b needs=a", "print('b')")))
+    first = project.run(path, "--cell", "b")
+    assert first.code == 0, first.err
+    assert "note: outputs/s/t holds no results: a run first, for the cells named" in first.err.replace(
+        str(project.root) + "/", ""
+    )
+    again = project.run(path, "--cell", "b")
+    assert again.code == 0 and "holds no results" not in again.err

@@ -52,16 +52,16 @@ def clean(root: Path, names: list[str], *, results: bool = False, label: str | N
             target = target / label if label else target
             if not _inside(target, outputs):  # a link (or a name) leading out of outputs/<notebook>/
                 raise SetupError(
-                    f"clean: {_shown(target, root)} is not a folder inside {outputs}: not removed"
+                    f"clean: {store.shown(target, root)} is not a folder inside {outputs}: not removed"
                 )
             run_folders = [target] if label else sorted(p for p in target.glob("*") if p.is_dir())
             if target.exists() and not any(_in_use(folder, busy) for folder in run_folders):
                 _remove(target)
                 removed.append(target)
     for folder, holder in busy.items():
-        print(f"kept {_shown(folder, root)}: in use by {holder}", file=sys.stderr)
+        print(f"kept {store.shown(folder, root)}: in use by {holder}", file=sys.stderr)
     for path in removed:
-        print(f"removed {_shown(path, root)}")
+        print(f"removed {store.shown(path, root)}")
     if not removed:
         print("nothing to clean")
     return 1 if busy else 0
@@ -102,10 +102,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
-
-
-def _shown(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)

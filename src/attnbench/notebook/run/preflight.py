@@ -11,9 +11,10 @@ that names the cell, flag or file at fault.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
 
 from attnbench.notebook.run import machine as machine_mod
+from attnbench.notebook.run import store
 from attnbench.notebook.run.graph import NodeId
 from attnbench.notebook.run.launchers import LaunchError, cell_command
 from attnbench.notebook.run.records import RunRecord
@@ -84,7 +85,7 @@ def check_machine(
 
     for name in dict.fromkeys(n[0] for n in order):
         record = previous.get(name)
-        stored = (record.machine or {}) if record else {}
+        stored = record.machine if record else {}
         if "gpu_count" not in stored or (stored.get("gpu"), stored["gpu_count"]) == (
             machine.gpu,
             machine.gpu_count,
@@ -101,7 +102,7 @@ def check_machine(
         )
         raise SetupError(
             f"label {label} of {name}.md holds results measured on a machine with "
-            f"{_gpus(stored.get('gpu'), stored['gpu_count'])} ({_shown(session.run_dir(name) / 'run.json')}); "
+            f"{_gpus(stored.get('gpu'), stored['gpu_count'])} ({store.shown(session.run_dir(name) / 'run.json')}); "
             f"this machine has {_gpus(machine.gpu, machine.gpu_count)}: running {shown} here would replace "
             f"them with this machine's. Run them on that machine{hint}, refresh presenting cells over its results "
             f"with --reuse-elsewhere --cell ID, or run under another --label (this machine's own: "
@@ -110,11 +111,19 @@ def check_machine(
 
 
 def _gpus(gpu: str | None, count: int) -> str:
-    return f"{count} x {gpu}" if count and gpu else "no GPU"
+    if not count:
+        return "no GPU"
+    return f"{count} x {gpu}" if gpu else f"{count} GPU(s) of an unnamed model"
 
 
-def _shown(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return str(path)
+def note_upstream_runs(session: Session, order: list[NodeId], named: set[NodeId], previous) -> None:
+    """With --cell, a label with no results here (no run.json: a first run, or a copy of the tree that
+    left outputs/ behind) runs every cell the named ones read before them: say so, naming them, before
+    anything starts (on a GPU lease they may be minutes, and a re-measured upstream cell stales the
+    label's other results)."""
+    for name in dict.fromkeys(n[0] for n in order):
+        upstream = [node[1] for node in order if node[0] == name and node not in named]
+        if previous.get(name) is None and upstream:
+            print(f"note: {store.shown(session.run_dir(name))} holds no results: {', '.join(upstream)} "
+                  f"run first, for the cells named (bring the label folder along to reuse them)",
+                  file=sys.stderr, flush=True)  # fmt: skip

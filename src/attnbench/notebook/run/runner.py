@@ -78,6 +78,8 @@ class Runner:
         try:
             self.lock_fds = locks.fds
             self._tidy(order)
+            if opts.cells:
+                preflight.note_upstream_runs(self.session, order, self.named, self.previous)
             if not opts.reuse:  # --reuse-* starts only the named cells, over what is stored: asked for
                 preflight.check_machine(self.session, order, forced, self.previous)
             for name in dict.fromkeys(n[0] for n in order):
@@ -228,7 +230,7 @@ class Runner:
         argv, meta["launcher"] = cell_command(opts.env, str(script), cell.gpus, opts.dist, os.environ)
         shown_python = opts.env.shown() if opts.env.kind == "python" else None
         meta["command"] = cell_command(
-            opts.env, _relative(script, session.root), cell.gpus, opts.dist, os.environ, python=shown_python
+            opts.env, store.shown(script, session.root), cell.gpus, opts.dist, os.environ, python=shown_python
         )[0]
         try:
             proc = CellProcess(
@@ -367,10 +369,3 @@ def _restore_signals(previous: dict) -> None:
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.name

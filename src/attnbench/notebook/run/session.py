@@ -289,7 +289,7 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
         raise SetupError(f"--outputs {options.outputs or outputs}: is a file, not a folder")
     machine = machine_mod.detect_machine()
     try:
-        label = store.check_label(options.label or machine_mod.detect_label())
+        label = store.check_label(options.label or machine_mod.label_of(machine))
         if options.label is None:  # -p overrides never land on the machine's default results
             label = store.check_label(override_label(label, changed_params(graph, params)))
     except ValueError as e:

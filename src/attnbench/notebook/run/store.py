@@ -84,6 +84,14 @@ def check_notebook_name(name: str) -> str:
         ) from None
 
 
+def shown(path: Path, root: Path | None = None) -> str:
+    """`path` as a message shows it: relative to `root` (default: the working directory) when inside it."""
+    try:
+        return path.resolve().relative_to((root or Path.cwd()).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def file_kind(path: Path) -> str:
     """'file', 'folder', 'link', or what a cell's artifacts must not be: 'FIFO (named pipe)', 'socket',
     'device', 'missing'. Never opens or follows `path`."""
