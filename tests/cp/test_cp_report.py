@@ -533,7 +533,7 @@ def test_every_row_is_scored_against_the_gpu_cells_measured_peak(tmp_path):
         "from attnbench.studies.context_parallel.sweep import notebook_sweep\n"
         "config = profiles.resolve('smoke', False)\n"
         "config.update(strategies=['zigzag'], strategy_options={}, points=[[64, 'causal']], passes=['fwd'],\n"
-        "              measured_matmul_peak_tflops=1e-9, matmul_peak_sm_clock_mhz=None)\n"
+        "              peak_tflops={'bf16': 1e-9}, peak_sm_clock_mhz={'bf16': None})\n"
         "rank, sweep = notebook_sweep(config, config['kernel'])\n"
         "rows = [(r.provider, r.status, 'measured bf16 matmul peak' in r.reason) for r in sweep.rows]\n"
         "print(rows, json.load(open('sweep.json'))['measured_matmul_peak_tflops'])\n"

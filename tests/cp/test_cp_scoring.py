@@ -82,6 +82,11 @@ def test_bench_table_shows_no_tflops_above_a_peak_and_a_baselines_own_check():
         "not checked: a baseline measured before baselines were checked",
         "incorrect: max |error| beyond: dq",
     ]
+    # a strategy row of older code, without its check and without the correctness results: said as such,
+    # never as a baseline
+    mixed = bench_table([checked, cp_row("ring", 131072, 500.0)])
+    assert list(mixed.correctness) == [
+        "ok", "not checked: measured before rows carried their check (see the correctness table)"]  # fmt: skip
     zig, uly = table.iloc[3], table.iloc[4]
     assert zig.status == "error" and "105%" in zig.reason
     assert pd.isna(zig.tflops_per_gpu) and pd.isna(zig.vs_single_gpu)

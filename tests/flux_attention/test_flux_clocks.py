@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench.bench import clock_windows, timing, timing_methods
+from attnbench.bench import clock_windows, flops, providers, timing, timing_methods
 from attnbench.bench.clocks import ClockReading
 from attnbench.bench.profiles import NOT_GPU
 from attnbench.report import vendor_cudnn
@@ -116,17 +116,17 @@ def test_the_vendor_table_shows_each_methods_clock_and_the_check_of_the_call():
     assert line[vendor_cudnn.CLOCK_COLUMN] == "not recorded" and line["check"] == "not checked"
 
 
-H200 = {"name": "NVIDIA H200", "sm_count": 132, "capability": (9, 0)}
-
-
-def test_a_timing_method_above_a_peak_is_a_measurement_error_never_a_number():
+def test_a_timing_method_above_a_peak_is_a_measurement_error_never_a_number(monkeypatch):
     """Causal 16k forward: 4.4 TFLOP per call. 10 ms is 440 TFLOP/s; 4 ms (1100) is above the datasheet's
     989.5 and above 132 SMs x 4096 FLOP/clk at 1980 MHz; 20 ms (220) at an idle 345 MHz clock is above that
     clock's 187 TFLOP/s even where the datasheet alone would let a wrong clock through."""
+    monkeypatch.setattr(flops, "_gpu_shape", lambda device: (132, (9, 0)))  # an H200's SMs, on this CPU
+    sdpa, fp8 = providers.get("sdpa_cudnn"), providers.get("cudnn_frontend_fp8")
     w = Workload(1, 16384, 16384, 64, 8, 128, "bfloat16", "causal")
     timed = {"events": {"ms": 10.0, "sm_clock_mhz": 1980.0}, "kernels": {"ms": 4.0, "sm_clock_mhz": 1980.0},
              "events_idle": {"ms": 20.0, "sm_clock_mhz": 345.0}}  # fmt: skip
-    record = measure.method_record("sdpa_cudnn", w, "fwd", timed, H200)
+    over = measure.over_peaks(sdpa, w, "fwd", timed, "cuda", 989.5)
+    record = measure.method_record("sdpa_cudnn", w, "fwd", timed, over)
     assert set(record["over_peak"]) == {"kernels", "events_idle"}
     assert "datasheet bf16 peak" in record["over_peak"]["kernels"]
     assert "bf16 peak at 345.0 MHz" in record["over_peak"]["events_idle"]
@@ -138,16 +138,25 @@ def test_a_timing_method_above_a_peak_is_a_measurement_error_never_a_number():
     assert "kernel-only" not in sentence and "idle GPU" not in sentence  # no gap from an impossible number
     assert len(vendor_cudnn.peak_lines([record])) == 2
     # an fp8 kernel on bf16 inputs has no bf16 peak to be judged against (bench.flops.score's rule)
+    assert measure.over_peaks(fp8, w, "fwd", timed, "cuda", 989.5) is None
     assert (
-        measure.method_record("cudnn_frontend_fp8", w, "fwd", timed, H200, quantized=True)["over_peak"] == {}
-    )
-    # without the device's peaks nothing is judged; a record of older code says it was not checked
-    assert measure.method_record("sdpa_cudnn", w, "fwd", timed)["over_peak"] == {}
+        measure.over_peaks(sdpa, w, "fwd", {"events": timed["events"]}, "cuda", 989.5) == {}
+    )  # judged, fine
+    unjudged = measure.method_record("cudnn_frontend_fp8", w, "fwd", timed, None)
+    assert vendor_cudnn.peak_cell(unjudged).startswith(
+        "not checked (no peak known"
+    )  # never "below every peak"
+    assert vendor_cudnn.comparison_table([unjudged]).to_dict("records")[0][
+        "kernels TFLOP/s"
+    ] == pytest.approx(1099.5, rel=1e-3)  # shown, with its peak check saying it was not judged
+    # without the device's peaks (a CPU, no datasheet) nothing is judged; a record of older code says it
+    # was not checked
+    monkeypatch.undo()
+    assert measure.over_peaks(sdpa, w, "fwd", timed, "cpu", None) is None
     old = {k: v for k, v in record.items() if k != "over_peak"}
     (line,) = vendor_cudnn.comparison_table([old]).to_dict("records")
-    assert line["peak check"] == "not checked (records of older code)" and line[
-        "kernels TFLOP/s"
-    ] == pytest.approx(1099.5, rel=1e-3)
+    assert line["peak check"] == "not checked (records of older code)"
+    assert line["kernels TFLOP/s"] == pytest.approx(1099.5, rel=1e-3)
 
 
 def test_the_trust_check_records_both_sides_clock_after_the_protocols_warm_up(gpu_like, monkeypatch, capsys):
@@ -190,9 +199,9 @@ def test_a_gpu_labels_profile_on_a_cpu_machine_is_refused_and_writes_nothing(tmp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr("attnbench.inputs", lambda name: inputs)
-    with pytest.raises(SystemExit, match="resolved for cuda"):
+    with pytest.raises(SystemExit, match="resolved for cuda"):  # the cell's line: refused before it measures
         measure.trust_check(gpu_profile())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu"]  # no trust.json under a GPU label
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu"]  # so no trust.json under a GPU label
 
 
 def test_a_cpu_smoke_run_still_says_it_was_skipped_and_is_not_a_gpu_measurement(tmp_path, monkeypatch):

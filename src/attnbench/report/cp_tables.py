@@ -83,7 +83,11 @@ def _check_text(row: Result, checks: dict | None) -> str:
         return OK
     if found.get("ok") is False:
         return f"{INCORRECT}: {found.get('reason', '')}"
-    why = found.get("reason") or "a baseline measured before baselines were checked"
+    why = found.get("reason") or (
+        "a baseline measured before baselines were checked"
+        if is_reference(row)
+        else "measured before rows carried their check (see the correctness table)"
+    )
     return f"{NOT_CHECKED}: {why}"
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attnbench.report.check_words import INCORRECT, NOT_CHECKED, check_word
+from attnbench.report import check_words
+from attnbench.report.check_words import INCORRECT, NOT_CHECKED, OK, check_word
 from attnbench.rows import Result, usable
 
 GIB = 2**30
@@ -57,7 +58,7 @@ def tokens_per_s(row: Result) -> float | None:
 
 def status_text(row: Result) -> str:
     if row.status == "ok":
-        return "ok" if row.ok is not False else INCORRECT
+        return OK if row.ok is not False else INCORRECT
     return f"{row.status}: {row.reason}"
 
 
@@ -269,7 +270,7 @@ def breakdown_table(entries: Iterable[dict]):
         }
         line.pop("correctness", None)  # last: a long label
         line[BREAKDOWN_CLOCK] = breakdown_clock(e) if e.get("status") == "ok" else ""
-        lines.append({**line, "check": e.get("correctness") or "not checked"})
+        lines.append({**line, "check": e.get("correctness") or NOT_CHECKED})
     return pd.DataFrame(lines)
 
 
@@ -371,15 +372,9 @@ def fused_targets(scaling: list[Result], checks: list[Result], breakdown: Iterab
     return [speed, reach]
 
 
-VERDICTS = {True: "met", False: "missed", None: "not checked"}
-
-
 def targets_document(checks: list[dict], provider: str = FUSED) -> dict:
-    """targets.json for the page's headline: met, missed or not checked, with the detail."""
-    return {"targets": [{"target": c["target"], "provider": provider, "why": c["detail"],
-                         "verdict": VERDICTS[c["met"]]} for c in checks]}  # fmt: skip
+    """targets.json for the page's headline (check_words.targets_document, for the fused kernel)."""
+    return check_words.targets_document(checks, provider)
 
 
-def target_lines(checks: list[dict]) -> list[str]:
-    """'<target>: missed (<detail>)', one per target."""
-    return [f"{c['target']}: {VERDICTS[c['met']]} ({c['detail']})" for c in checks]
+target_lines = check_words.target_lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from attnbench.report.check_words import NOT_CHECKED, OK
 from attnbench.report.dilated import GIB, PASS_NAMES, status_text, tokens_per_s
 from attnbench.rows import Result
 
@@ -47,9 +48,9 @@ def distributed_table(rows: Iterable[Result], checks: dict[tuple[str, int], str]
 def _checked(mask: str, tokens: int, checks: dict[tuple[str, int], str]) -> str:
     verdict = checks.get((mask, tokens))
     if verdict is not None:
-        return "ok" if verdict == "ok" else f"{verdict} (table above)"
+        return OK if verdict == OK else f"{verdict} (table above)"
     where = ", ".join(f"{n:,}" for m, n in sorted(checks) if m == mask)
-    return f"not checked at this length (checked at {where} tokens: table above)" if where else "not checked"
+    return f"{NOT_CHECKED} at this length (checked at {where} tokens: table above)" if where else NOT_CHECKED
 
 
 def check_verdicts(records: Iterable[dict]) -> dict[tuple[str, int], str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from attnbench.report.check_words import INCORRECT, OK
+from attnbench.report.check_words import INCORRECT, NOT_CHECKED, OK
 from attnbench.report.kernel_names import short_kernel_name
 
 PHASES = ("forward", "backward", "optimizer")
@@ -93,7 +93,7 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
             clock = _median_clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
             entry.update(_mfu(row, seconds, clock))
             entry["SM clock MHz"] = "" if clock is None else f"{clock:.0f}"
-            entry["checked"] = STEP_NOT_CHECKED
+            entry["checked"] = NOT_CHECKED
             for phase in PHASES:
                 entry[f"peak GiB {phase}"] = _gib(row["peak_mem_bytes"].get(phase))
         else:
@@ -103,8 +103,7 @@ def step_table(rows: Iterable[dict], precision: str, warmup: int, measured: int,
 
 
 # A model step's outputs are compared with nothing (random weights and tokens, timed for its phases); the
-# attention kernels inside it are checked in the kernel table. Each timed row says so.
-STEP_NOT_CHECKED = "not checked"
+# attention kernels inside it are checked in the kernel table. Each timed row says so (NOT_CHECKED).
 
 # MFU's column names say which peak it is a share of: the measured matmul peak scaled to the clock the
 # measured steps ran at (bench.flops.MeasuredPeak.at_clock, as kernel rows are scored), or, where the
@@ -177,7 +176,7 @@ def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
             window(row.get("sm_clock_mhz") or [], warmup, measured)
         )
         entry[f"_{row['attention']}"] = step[0]
-        entry["checked"] = STEP_NOT_CHECKED
+        entry["checked"] = NOT_CHECKED
     for entry in by_size.values():
         for kernel in ("sdpa", "triton"):
             if f"_{kernel}" in entry and "_eager" in entry:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from attnbench.report import check_words
 from attnbench.report.check_words import INCORRECT, OK
 from attnbench.rows import Result, usable
 
@@ -188,13 +189,6 @@ def gap_lines(profile: dict) -> list[str]:
     return lines
 
 
-VERDICTS = {
-    True: "met",
-    False: "missed",
-    None: "not checked",
-}  # targets.json's words, and the dilated report's
-
-
 def target_why(check: dict) -> str:
     """'0.778 against 0.85 (-8.5%); ours 2.179 ms, FA3 1.695 ms (...)': the measured value beside its goal,
     then the detail (only the detail where nothing was measured)."""
@@ -204,14 +198,13 @@ def target_why(check: dict) -> str:
 
 
 def target_lines(checks: list[dict]) -> list[str]:
-    """'<verdict>: <target>: <why>', one per target."""
-    return [f"{VERDICTS[c['met']]}: {c['target']}: {target_why(c)}" for c in checks]
+    """'<verdict>: <target>: <value against goal; detail>', one per target."""
+    return check_words.target_lines(checks, target_why)
 
 
 def targets_document(checks: list[dict], provider: str = "triton_fa2") -> dict:
-    """targets.json for the page's headline: met, missed or not checked, with the measured value and goal."""
-    return {"targets": [{"target": c["target"], "provider": provider, "why": target_why(c),
-                         "verdict": VERDICTS[c["met"]]} for c in checks]}  # fmt: skip
+    """targets.json for the page's headline: met, missed or not checked, with the value against its goal."""
+    return check_words.targets_document(checks, provider, target_why)
 
 
 def audit_table(rows: list[dict]):

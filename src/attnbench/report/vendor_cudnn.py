@@ -55,6 +55,7 @@ def clock_cell(m: dict) -> str:
 def _tflops(m: dict) -> dict[str, float | None]:
     """TFLOP/s by method, None where not timed or above a peak (a measurement error is never a number)."""
     over = m.get("over_peak") or {}
+    # report code stays free of bench/ (report cells run without torch): FLOPs / ms, in TFLOP/s
     return {k: m["flops"] / ms / 1e9 if (ms := m["ms"].get(k)) and k not in over else None for k in METHODS}
 
 
@@ -62,6 +63,8 @@ def peak_cell(m: dict) -> str:
     """Each method's TFLOP/s against the peaks of its clock: 'below every peak', or the methods above one."""
     if "over_peak" not in m:
         return "not checked (records of older code)"
+    if m["over_peak"] is None:
+        return "not checked (no peak known for this GPU, clock or precision)"
     over = m["over_peak"]
     return f"{', '.join(over)} above peak: a measurement error" if over else "below every peak"
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from attnbench.bench.profiles import measured_peak
 from attnbench.bench.warmup import warm_up
 from attnbench.cp import STRATEGIES, comm, get_strategy
 from attnbench.cp.launch import init_distributed
@@ -223,9 +224,7 @@ def notebook_sweep(
         kernel=kernel,
         env=env.machine_id(gpu),
         # the gpu cell's measured bf16 matmul peak, with its clock (the same on every rank: one verdict)
-        peak_tflops=flops.restore_peak(
-            config.get("measured_matmul_peak_tflops"), config.get("matmul_peak_sm_clock_mhz")
-        ),
+        peak_tflops=measured_peak(config, "bf16"),
         **config["shape"],
         **config["timing"],
     )
@@ -238,8 +237,8 @@ def notebook_sweep(
             "world_size": world,
             "kernel": kernel,
             "datasheet_peak_tflops": flops.datasheet_peak(gpu),
-            "measured_matmul_peak_tflops": config.get("measured_matmul_peak_tflops"),
-            "matmul_peak_sm_clock_mhz": config.get("matmul_peak_sm_clock_mhz"),
+            "measured_matmul_peak_tflops": (config.get("peak_tflops") or {}).get("bf16"),
+            "matmul_peak_sm_clock_mhz": (config.get("peak_sm_clock_mhz") or {}).get("bf16"),
             "sweep_seconds": round(sweep.seconds, 1),
             "estimate": config.get("estimate"),
             "warmup": sweep.warmup,

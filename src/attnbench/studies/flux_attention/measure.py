@@ -13,7 +13,7 @@ from attnbench.bench import env, flops, providers, timing, timing_methods
 from attnbench.bench.inputs import make_inputs
 from attnbench.bench.profiles import write_profile
 from attnbench.bench.sweep import print_progress, run_sweep
-from attnbench.rows import PASSES, Status, Workload, write_jsonl
+from attnbench.rows import PASSES, Result, Status, Workload, write_jsonl
 
 # NVIDIA's published cuDNN 9.19 SDPA configuration on H200: batch 1, 64 query / 8 KV heads, head dim
 # 128, bf16, 16k tokens
@@ -216,9 +216,9 @@ def print_trust(result: dict) -> None:
     ):
         print(f"  {name}  {result[f'{side}_ms']:.4f} ms  rounds {result[f'{side}_rounds_ms']}")
         print(f"  {' ' * len(name)}  {clock_text(result.get(f'{side}_rounds'))}")
-    limit = result.get("limit", TRUST_LIMIT)  # trust.json of older code kept no limit: it was the same 3 %
     print(
-        f"  difference {result['relative_difference']:.2%} (limit {limit:.0%}): the trust check {result['verdict']}"
+        f"  difference {result['relative_difference']:.2%} (limit {result['limit']:.0%}): the trust check "
+        f"{result['verdict']}"
     )
     print(f"  correctness: {result.get('correctness') or TRUST_CHECK}")
 
@@ -246,47 +246,34 @@ def cudnn_h200(config: dict) -> tuple[list, list[dict]]:
 
 
 def method_record(
-    provider: str,
-    w: Workload,
-    pass_: str,
-    timed: dict[str, dict],
-    gpu: dict | None = None,
-    quantized: bool = False,
+    provider: str, w: Workload, pass_: str, timed: dict[str, dict], over_peak: dict | None = None
 ) -> dict:
     """One line of timing_methods.json: ms by method (what vendor_cudnn reads), and beside it how each
     method was warmed up and the SM clock its calls ran at (`conditions`), what checks the call, and
-    `over_peak`: {method: why} for each method whose TFLOP/s is above a peak (`over_peaks`)."""
+    `over_peak`: {method: why} for each method whose TFLOP/s is above a peak (`over_peaks`; None: no
+    peak judged them)."""
     return {"provider": provider, "mask": w.mask, "pass": pass_, "flops": flops.attention_flops(w, pass_),
             "ms": {m: t["ms"] for m, t in timed.items()},
             "conditions": {m: {k: v for k, v in t.items() if k != "ms"} for m, t in timed.items()},
-            "over_peak": over_peaks(w, pass_, timed, gpu or {}, quantized),
-            "correctness": METHODS_CHECK, "workload": w.label()}  # fmt: skip
+            "over_peak": over_peak, "correctness": METHODS_CHECK, "workload": w.label()}  # fmt: skip
 
 
 def over_peaks(
-    w: Workload, pass_: str, timed: dict[str, dict], gpu: dict, quantized: bool = False
-) -> dict[str, str]:
-    """{method: why} for each timing method whose TFLOP/s is above a peak of the call's math, a
-    measurement error and never a result: the datasheet's, and SMs x FLOP/clk at the SM clock that
-    method's calls ran at (a method that idles the GPU runs at its own clock). `gpu`: {"name",
-    "sm_count", "capability"} of the device (empty: no peak known, nothing judged); a quantised kernel
-    (fp8) has no bf16 peak to be judged against, as in bench.flops.score."""
-    math = flops.row_math(w.dtype, quantized=quantized)
-    sheet = flops.datasheet_peak(gpu.get("name"))
-    ratio = flops.math_ratio(math, gpu.get("capability")) if sheet and math else None
-    verdicts = {}
+    provider, w: Workload, pass_: str, timed: dict[str, dict], device, datasheet_tflops
+) -> dict | None:
+    """{method: why} for each timing method whose TFLOP/s is above a peak, a measurement error and never
+    a result: each method is scored as a row is (bench.flops.score: the datasheet's peak of its math and
+    SMs x FLOP/clk at the SM clock that method's calls ran at). None where no peak judged any method (a
+    quantised kernel, an unknown GPU, no clock): nothing checked, never "below every peak"."""
+    verdicts, judged = {}, False
     for method, t in timed.items():
-        clock = t.get("sm_clock_mhz")
-        peaks = {
-            f"datasheet {math} peak": sheet * ratio if ratio else None,
-            f"{math} peak at {clock} MHz": flops.peak_at_clock(
-                math, gpu.get("sm_count"), gpu.get("capability"), clock
-            ),
-        }
-        why = flops.over_peak(flops.tflops(flops.attention_flops(w, pass_), t["ms"]), peaks)
-        if why:
-            verdicts[method] = why
-    return verdicts
+        row = Result(provider.name, provider.family, Status.OK, w, pass_, ms_median=t["ms"],
+                     sm_clock_mhz=t.get("sm_clock_mhz"))  # fmt: skip
+        flops.score(row, provider, None, datasheet_tflops, device)
+        judged = judged or row.mfu_datasheet is not None or row.mfu_at_clock is not None
+        if row.over_peak:
+            verdicts[method] = row.over_peak
+    return verdicts if judged else None
 
 
 def method_line(record: dict) -> str:
@@ -305,12 +292,7 @@ def method_line(record: dict) -> str:
 
 def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
     records = []
-    props = torch.cuda.get_device_properties(0)
-    gpu = {
-        "name": props.name,
-        "sm_count": props.multi_processor_count,
-        "capability": (props.major, props.minor),
-    }
+    datasheet = flops.datasheet_peak(torch.cuda.get_device_name(0))
     q, k, v = make_inputs(w, "cuda")
     for provider in providers.select(TIMING_METHOD_PROVIDERS):
         for pass_ in ("fwd", "bwd"):
@@ -319,8 +301,8 @@ def _timing_methods(w: Workload, timing_options: dict) -> list[dict]:
             prepared = provider.prepare(q, k, v, w, backward=pass_ != "fwd")
             fn = timing_methods.pass_callable(prepared, pass_)
             timed = timing_methods.compare(fn, timing_options=timing_options, grad=pass_ != "fwd")
-            quantized = getattr(provider, "quantized", False)
-            records.append(method_record(provider.name, w, pass_, timed, gpu, quantized))
+            over = over_peaks(provider, w, pass_, timed, "cuda", datasheet)
+            records.append(method_record(provider.name, w, pass_, timed, over))
             print(method_line(records[-1]), flush=True)
             del prepared, fn
     return records
