@@ -58,7 +58,7 @@ info = env.collect_env()
 info["topology"] = topology
 if cuda:  # measured on GPU 0; every rank scores its rows against it, scaled to the row's clock (the lowest rank's)
     peak = flops.measure_matmul_peak("cuda")
-    config.update(measured_matmul_peak_tflops=float(peak), matmul_peak_sm_clock_mhz=flops.clock_of(peak))
+    config.update(peak_tflops={"bf16": float(peak)}, peak_sm_clock_mhz={"bf16": flops.clock_of(peak)})
     print(f"bf16 matmul peak: {peak:.1f} TFLOP/s at {flops.clock_of(peak) or '?'} MHz "
           f"(datasheet {flops.datasheet_peak(info.get('gpu')) or 'unknown'})")
 write_profile(config, info)
