@@ -207,3 +207,20 @@ def test_an_override_reaches_the_notebook_a_command_reads_from(project):
     ).out
     commands = [line.strip() for line in said.splitlines() if line.strip().startswith("attnbench run")]
     assert all("-p n=2" in c for c in commands) and commands
+
+
+def test_the_gpus_a_label_was_measured_on_decide_what_its_plan_leaves_out(project):
+    """The plan counts the GPUs of the machine the label's results came from (run.json), as status and
+    the site do: `gpu-b`, named like a one-GPU label but measured on two, keeps its gpus=2 cell; told
+    one GPU, the same cell and what reads it are left out."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=d gpus=2", "print('d')"),
+                                          cell("id=r needs=d", "print('r')")))  # fmt: skip
+    assert project.run(path, "--cell", "a", label="gpu-b").code == 0
+    run_json = project.root / "outputs" / "s" / "gpu-b" / "run.json"
+    for count, left_out in ((2, False), (1, True)):
+        run = json.loads(run_json.read_text())
+        run["machine"].update(gpu="NVIDIA H200", gpu_count=count)
+        run_json.write_text(json.dumps(run))
+        said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
+        assert ("left out: 2 cells need more GPUs than label gpu-b has (1)" in said) is left_out, said
+        assert ("--cell d" in said) is not left_out, said
