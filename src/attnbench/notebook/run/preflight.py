@@ -70,18 +70,12 @@ def check_machine(
     own = machine_mod.label_of(machine)
     if label.partition("+")[0] == own:  # the label's name says this machine: its results are this one's
         return
-    left_out: dict[NodeId, bool] = {}
 
     def starts(node: NodeId) -> bool:  # as the runner decides: a stored result first, then the GPU rule
         return node in forced or not reusable(session, node)
 
     def leaves_out(node: NodeId) -> bool:  # too few GPUs for it, or it reads a cell the run leaves out
-        if node not in left_out:
-            too_few = machine_mod.too_few_gpus(session.graph.cell(node).gpus, machine.gpu_count, label)
-            left_out[node] = starts(node) and bool(
-                too_few or any(leaves_out(up) for _, up in session.graph.upstream[node])
-            )
-        return left_out[node]
+        return bool(session.too_few_gpus(node, machine.gpu_count, starts, "this machine"))
 
     for name in dict.fromkeys(n[0] for n in order):
         record = previous.get(name)

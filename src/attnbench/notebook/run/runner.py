@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.notebook.run import machine as machine_mod
 from attnbench.notebook.run import preflight, provenance, run_records, store
 from attnbench.notebook.run.execute import INTERRUPTED, KILL_GRACE_S, CellProcess, Finished
 from attnbench.notebook.run.graph import NodeId, node_name
@@ -167,7 +166,7 @@ class Runner:
                     self._set(node, CellState(Status.SKIPPED, why))
                 elif node not in forced and self._reusable(node):
                     self._set(node, CellState(Status.HIT))
-                elif short := self._too_few_gpus(node):
+                elif short := self._too_few_gpus(node, forced):
                     self._set(node, CellState(Status.NEEDS_GPUS, short))  # not a failure: another label's
                 elif len(self.running) >= capacity:
                     break
@@ -185,15 +184,15 @@ class Runner:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
 
-    def _too_few_gpus(self, node: NodeId) -> str:
-        """Why a cell this run would start cannot run on this machine: it runs more processes than the
-        machine has GPUs, or it reads a cell this run left out for that; "" when it can run."""
+    def _too_few_gpus(self, node: NodeId, forced: set[NodeId]) -> str:
+        """Why a cell this run would start cannot run on this machine (Session.too_few_gpus, counting
+        only the cells this run starts); "" when it can run."""
         session = self.session
-        why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, session.machine.gpu_count, session.label)
-        for _, up in self.graph.upstream[node] if not why else ():
-            if self.states[up].state == Status.NEEDS_GPUS:
-                return f"reads {node_name(up, node[0])}, which needs more GPUs than this machine has"
-        return why
+
+        def starts(cell: NodeId) -> bool:  # as the loop decides: a stored result first, then the GPU rule
+            return cell in forced or not self._reusable(cell)
+
+        return session.too_few_gpus(node, session.machine.gpu_count, starts, "this machine")
 
     def _reusable(self, node: NodeId) -> bool:
         return preflight.reusable(self.session, node)

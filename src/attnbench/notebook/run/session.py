@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,7 @@ class Session:
     src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
     _judged: dict[NodeId, Judgment] = field(default_factory=dict)
     _attnbench: dict[NodeId, str] = field(default_factory=dict)
-    _too_few: dict[tuple[NodeId, int], str] = field(default_factory=dict)
+    _too_few: dict[tuple[NodeId, int, str], str] = field(default_factory=dict)
 
     def judge(self, node: NodeId) -> Judgment:
         """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
@@ -180,21 +181,46 @@ class Session:
                 return was
         return now
 
-    def too_few_gpus(self, node: NodeId, have: int) -> str:
-        """Why `node` cannot be measured on the label's machine with `have` GPUs: it runs more processes
-        than that (machine.too_few_gpus), or it reads a cell that does, however far upstream; "" when it
-        can. `status` and the site ask with label_gpus_stored; the runner asks machine.too_few_gpus of the
-        cells it would start (a stored result it takes needs no GPUs)."""
-        if (node, have) not in self._too_few:
-            why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
-            for _, up in self.graph.upstream[node] if not why else ():
-                if self.too_few_gpus(up, have):
-                    why = (
-                        f"reads {node_name(up, node[0])}, which needs more GPUs than the label's machine has"
-                    )
-                    break
-            self._too_few[(node, have)] = why
-        return self._too_few[(node, have)]
+    def too_few_gpus(
+        self,
+        node: NodeId,
+        have: int,
+        starts: Callable[[NodeId], bool] | None = None,
+        machine_words: str = "the label's machine",
+    ) -> str:
+        """Why `node` cannot be measured on a machine with `have` GPUs: it runs more processes than that
+        (machine.too_few_gpus), or it reads a cell left out for that, however far upstream; "" when it
+        can. The one walk for every caller: `status`, the site and the batches ask of the label's stored
+        machine (label_gpus_stored) with every cell counted; the runner and the preflight pass `starts`,
+        which cells this run would start, since a stored result it takes needs no GPUs (a cell that
+        does not start is never left out). `machine_words` names the machine in the reason."""
+        if starts is None:
+            key = (node, have, machine_words)
+            if key not in self._too_few:
+                self._too_few[key] = self._gpu_shortfall(node, have, lambda _: True, machine_words, {})
+            return self._too_few[key]
+        return self._gpu_shortfall(node, have, starts, machine_words, {})
+
+    def _gpu_shortfall(
+        self,
+        node: NodeId,
+        have: int,
+        starts: Callable[[NodeId], bool],
+        machine_words: str,
+        seen: dict[NodeId, str],
+    ) -> str:
+        if node not in seen:
+            why = ""
+            if starts(node):
+                why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
+                for _, up in self.graph.upstream[node] if not why else ():
+                    if self._gpu_shortfall(up, have, starts, machine_words, seen):
+                        why = (
+                            f"reads {node_name(up, node[0])}, which needs more GPUs than {machine_words} has"
+                        )
+                        break
+            seen[node] = why
+        return seen[node]
 
     def label_gpus_stored(self, notebook: str, run: RunRecord | None = None) -> int:
         """The GPUs of the machine the label's results of `notebook` came from: its run.json's (a run under
