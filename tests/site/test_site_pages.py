@@ -217,3 +217,28 @@ def test_key_numbers_show_whole_values_as_integers():
                              Number("c", "lead", 1.18, "×"), Number("d", "time", 6.041, "ms"),
                              Number("e", "MFU", 42.7, "%")])  # fmt: skip
     assert [n["value"] for n in answer_view(head)["numbers"]] == ["132", "4,194,304", "1.18", "6.04", "42.7"]
+
+
+def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_path):
+    """A label measured by code that has changed since, or kept without a re-run, is named above the
+    ratios: they pair two code versions. A label current with the code is not."""
+    from attnbench.notebook.site.render import build_site
+
+    states = {"site_demo": {"gpu-a": {"bench": ("stale", "code changed"), "headline": ("cached", "")}}}
+    kept = {"site_demo": {"gpu-b": "no such machine was lent."}}  # one full stop, not two
+    build_site(demo_project / "outputs", tmp_path / "site", states, kept)
+    compare = page(tmp_path / "site", "site_demo/compare.html")
+    top = compare[: compare.index('id="machines"')]
+    assert (
+        '<strong><a href="gpu-a.html">gpu-a</a></strong>: 1 cell measured by code that has changed since.'
+        in top
+    )
+    assert (
+        '<strong><a href="gpu-b.html">gpu-b</a></strong>: kept, not re-run: no such machine was lent.' in top
+    )
+    assert top.count("measured by older code</span>") == 2 and "pair two code versions" in top
+
+    build_site(
+        demo_project / "outputs", tmp_path / "site2", {"site_demo": {"gpu-a": {"bench": ("cached", "")}}}
+    )
+    assert "measured by older code" not in page(tmp_path / "site2", "site_demo/compare.html")
