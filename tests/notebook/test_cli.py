@@ -146,6 +146,19 @@ def test_status_says_why_cells_are_stale(project):
     assert rows["a"] == "stale: code changed; params changed: n"
 
 
+def test_status_of_a_label_without_results_names_the_labels_that_have_some(project):
+    """A mistyped --label reads "not run" everywhere, as a first run's label does: the note names the
+    labels holding results, and says nothing where the label holds some."""
+    path = project.write("s.md", notebook(cell("id=a", "pass")))
+    out = project.cli("status", path, "--env", "python", "--label", "typo")
+    assert out.code == 0 and "  a                        not run" in out.out
+    assert "note: outputs/s/typo holds no results (no label holds results of it yet)" in out.out
+    project.run(path)
+    out = project.cli("status", path, "--env", "python", "--label", "typo")
+    assert f"note: outputs/s/typo holds no results (labels with results: {LABEL})" in out.out
+    assert "note:" not in project.status(path).out
+
+
 def _status_rows(project, path, *args) -> dict[str, str]:
     out = project.status(path, *args)
     assert out.code == 0, out.err

@@ -271,6 +271,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         for cell_id, state, why in cell_statuses(session, name):
             states[(name, cell_id)] = state
             print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
+        _say_if_label_is_new(session, name)
     if args.batches:
         from attnbench.notebook.run.batches import plan_lines, rerun_plan
 
@@ -280,6 +281,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         plan = rerun_plan(session, states, args.batches)
         print("\n".join(plan_lines(plan, paths, session.label, args.batches, dict(args.params), declared)))
     return 0
+
+
+def _say_if_label_is_new(session, name: str) -> None:
+    """A label that holds no results of `name` yet: every cell reads "not run", which a mistyped
+    --label also gives, so the labels that hold results are named (the label may be meant: a first run)."""
+    from attnbench.notebook.run import store
+
+    folder = session.run_dir(name)
+    if folder.is_dir() and any(folder.iterdir()):
+        return
+    labels = sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) if folder.parent.is_dir() else []
+    held = f"labels with results: {', '.join(labels)}" if labels else "no label holds results of it yet"
+    print(f"  note: {store.shown(folder, session.root)} holds no results ({held})")
 
 
 def _project_root() -> Path:
