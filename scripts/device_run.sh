@@ -9,6 +9,8 @@
 # /tmp/attnbench-outputs, which lives as long as the machine stays warm) and the next call puts them
 # back before it runs. A cell that needs one measured by an earlier call then finds it cached, and the
 # archive of the last call holds every label folder the lease wrote, with no unpacking between calls.
+# The archive is packed again whenever a run.json changes (the engine writes it after every finished
+# cell), so a call cut without warning still returns the cells it finished.
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 store=${ATTNBENCH_DEVICE_STORE:-/tmp/attnbench-outputs}
@@ -32,20 +34,37 @@ for folder in $(stored); do
 done
 nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
+written() { find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sed 's,^outputs/,,; s,/run.json$,,' | sort; }
+# what this run wrote and what earlier calls kept, once each, from outputs/ (where both are now), into
+# $out/outputs.tgz; through a .part file so that a call cut mid-pack still returns the last whole archive
+pack() {
+  local folders=() folder
+  for folder in $( (written; stored) | sort -u); do [ -d "outputs/$folder" ] && folders+=("outputs/$folder"); done
+  [ ${#folders[@]} -gt 0 ] && tar czf "$out/outputs.tgz.part" "${folders[@]}" 2>/dev/null \
+    && mv -f "$out/outputs.tgz.part" "$out/outputs.tgz" && echo "${folders[*]}"
+}
+# The engine writes run.json after every finished cell; packing whenever one changed means a call cut
+# without warning (the lease's device time spent, the machine taken back) still returns the cells it
+# finished: what is under $OUT comes back however a call ends. ATTNBENCH_PACK_EVERY seconds (0: off).
+every=${ATTNBENCH_PACK_EVERY:-20}
+if [ "$every" -gt 0 ]; then
+  (packed=$(mktemp); trap 'kill "$nap" 2>/dev/null; rm -f "$packed"; exit 0' TERM
+   while :; do
+     sleep "$every" & nap=$!; wait "$nap"
+     [ -n "$(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$packed" 2>/dev/null)" ] || continue
+     touch "$packed"; pack
+   done) > /dev/null 2>&1 &
+  packer=$!
+fi
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)
 timeout "${ATTNBENCH_RUN_TIMEOUT:-0}" python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
-written=()
-for run_json in $(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sort); do
-  folder=${run_json#outputs/}; folder=$(dirname "$folder"); written+=("$folder")
+[ -n "${packer:-}" ] && { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
+for folder in $(written); do
   rm -rf "$store/$folder" && mkdir -p "$store/$(dirname "$folder")" && cp -a "outputs/$folder" "$store/$folder" \
     || echo "could not keep outputs/$folder in $store (the next call will not find it; this archive has it)"
 done
+packed=$(pack) && echo "packed: $packed"
 rm -f "$marker"
-# what this run wrote and what earlier calls kept, once each, from outputs/ (where both are now)
-folders=(); for folder in $( (printf '%s\n' "${written[@]}"; stored) | sort -u); do
-  [ -n "$folder" ] && [ -d "outputs/$folder" ] && folders+=("outputs/$folder")
-done
-[ ${#folders[@]} -gt 0 ] && tar czf "$out/outputs.tgz" "${folders[@]}" && echo "packed: ${folders[*]}"
 echo "attnbench exit code: $rc"
 exit "$rc"

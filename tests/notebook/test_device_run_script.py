@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -24,12 +26,17 @@ for arg in "$@"; do
   esac
 done
 [ -f "outputs/first/gpu-label/cell/result.json" ] && echo "sees first: $(cat outputs/first/gpu-label/cell/result.json)"
+# LOSE: the machine is taken back while the run still works (the test kills every process of the call)
+[ -n "${LOSE:-}" ] && { touch "$LOSE"; sleep 60; }
 exit 0
 """
 
 
-def _call(tree: Path, store: Path, out: Path, call: str, notebook: str) -> subprocess.CompletedProcess:
-    """One device call: a fresh copy of the committed tree, the script run in it."""
+def _start(
+    tree: Path, store: Path, out: Path, call: str, notebook: str, **env_extra: str
+) -> subprocess.Popen:
+    """One device call started: a fresh copy of the committed tree, the script run in it, in a session of
+    its own (which a lost machine kills whole)."""
     if tree.exists():
         shutil.rmtree(tree)
     (tree / "scripts").mkdir(parents=True)
@@ -47,9 +54,33 @@ def _call(tree: Path, store: Path, out: Path, call: str, notebook: str) -> subpr
     for old in out.iterdir():
         old.unlink()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALL": call,
-           "ATTNBENCH_DEVICE_STORE": str(store), "ATTNBENCH_WHEELS": str(tree / "no-wheels")}  # fmt: skip
-    return subprocess.run(["bash", "scripts/device_run.sh", f"notebooks/{notebook}.md"], cwd=tree, env=env, check=False,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+           "ATTNBENCH_DEVICE_STORE": str(store), "ATTNBENCH_WHEELS": str(tree / "no-wheels"), **env_extra}  # fmt: skip
+    return subprocess.Popen(["bash", "scripts/device_run.sh", f"notebooks/{notebook}.md"], cwd=tree, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+
+
+def _call(tree: Path, store: Path, out: Path, call: str, notebook: str) -> subprocess.CompletedProcess:
+    """One device call, run to its end."""
+    proc = _start(tree, store, out, call, notebook)
+    stdout, stderr = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` at once, as a machine taken back would end them (`timeout`
+    puts the run in a process group of its own, so killing one group is not enough)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[3]) == sid:  # after the command: state, ppid, pgrp, session
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _packed(out: Path) -> dict[str, str]:
@@ -82,6 +113,24 @@ def test_a_later_call_finds_what_an_earlier_call_measured_and_packs_it_all(tmp_p
     third = _call(tree, store, out, "3", "first")  # a re-run replaces the stored folder
     assert third.returncode == 0, third.stdout + third.stderr
     assert _packed(out)["outputs/first/gpu-label/cell/result.json"] == '{"call": "3"}\n'
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_a_call_lost_whole_still_returns_the_cells_it_finished(tmp_path):
+    """The lease's device time runs out mid-run: every process of the call dies at once, with no chance
+    to pack at the end. What is under $OUT comes back, so the archive is packed as run.json changes."""
+    tree, store, out = tmp_path / "tree", tmp_path / "store", tmp_path / "out"
+    working = tmp_path / "working"  # the stand-in run has written its label folder and works on
+    proc = _start(tree, store, out, "1", "first", LOSE=str(working), ATTNBENCH_PACK_EVERY="1")
+    deadline = time.monotonic() + 30
+    while not working.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2.5)  # past the packer's next turn
+    _kill_session(proc.pid)
+    stdout, _ = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL and "packed:" not in stdout  # it never reached its end
+    assert _packed(out) == {"outputs/first/gpu-label/cell/result.json": '{"call": "1"}\n'}
+    assert not (out / "outputs.tgz.part").exists()
 
 
 def _hold_tree(tmp_path: Path) -> Path:

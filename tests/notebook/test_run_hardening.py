@@ -341,3 +341,18 @@ def test_a_cell_run_alone_writes_into_the_projects_scratch_folder_not_the_curren
     assert (scratch / "made.txt").read_text() == "1"
     assert f"files go to {scratch}" in done.stderr
     assert (project.cell_dir("alone", "make") / "artifacts" / "made.txt").read_text() == "1"  # the engine's
+
+
+def test_run_json_records_each_cell_as_it_finishes_not_only_at_the_end(project):
+    """A run lost whole (its machine taken back, SIGKILL) must keep the records of the cells it finished:
+    the engine writes run.json after every finished cell, so the next cell already finds the first in it."""
+    reader = f"""
+import json, os, pathlib
+run = pathlib.Path(os.environ["ATTNBENCH_ROOT"]) / "outputs" / "r" / {LABEL!r} / "run.json"
+cells = json.loads(run.read_text())["cells"] if run.exists() else {{}}
+print("recorded before me:", sorted(cells), cells.get("a", {{}}).get("state"))
+"""
+    path = project.write("r.md", notebook(cell("id=a", "print('first')"), cell("id=b needs=a", reader)))
+    assert project.run(path).code == 0
+    assert "recorded before me: ['a'] ran" in project.stdout("r", "b")
+    assert set(project.run_json("r")["cells"]) == {"a", "b"}  # and the end of the run records both

@@ -180,6 +180,9 @@ class Runner:
                     meta["env_setup_s"] = proc.setup_s
                     del self.running[node]
                     self._finish(node, staged, meta, finished)
+                    # run.json after every finished cell, not only at the end: a run lost whole (the
+                    # machine taken back, SIGKILL) keeps the records of the cells it finished
+                    run_records.write_runs(self.session, self.states, self.previous, order, self.started)
             if len(self.running) > 1:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
