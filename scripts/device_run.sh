@@ -36,35 +36,45 @@ nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
 written() { find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sed 's,^outputs/,,; s,/run.json$,,' | sort; }
 # what this run wrote and what earlier calls kept, once each, from outputs/ (where both are now), into
-# $out/outputs.tgz; through a .part file so that a call cut mid-pack still returns the last whole archive
+# $out/outputs.tgz; through a .part file so that a call cut mid-pack still returns the last whole archive.
+# A running cell's staging folder and a lock are left out: they change while tar reads them (merge
+# ignores dot entries anyway). Non-zero (tar's message on stderr) when nothing whole was packed.
 pack() {
   local folders=() folder
   for folder in $( (written; stored) | sort -u); do [ -d "outputs/$folder" ] && folders+=("outputs/$folder"); done
-  [ ${#folders[@]} -gt 0 ] && tar czf "$out/outputs.tgz.part" "${folders[@]}" 2>/dev/null \
+  [ ${#folders[@]} -gt 0 ] || return 0
+  tar czf "$out/outputs.tgz.part" --exclude='.tmp-*' --exclude='.run.lock' "${folders[@]}" \
     && mv -f "$out/outputs.tgz.part" "$out/outputs.tgz" && echo "${folders[*]}"
 }
 # The engine writes run.json after every finished cell; packing whenever one changed means a call cut
 # without warning (the lease's device time spent, the machine taken back) still returns the cells it
 # finished: what is under $OUT comes back however a call ends. ATTNBENCH_PACK_EVERY seconds (0: off).
 every=${ATTNBENCH_PACK_EVERY:-20}
+packer=
 if [ "$every" -gt 0 ]; then
-  (packed=$(mktemp); trap 'kill "$nap" 2>/dev/null; rm -f "$packed"; exit 0' TERM
+  packed=$(mktemp); touch -r "$marker" "$packed"  # before the run starts: its first run.json is newer
+  (nap=; trap '[ -n "$nap" ] && kill "$nap" 2>/dev/null; exit 0' TERM
    while :; do
      sleep "$every" & nap=$!; wait "$nap"
      [ -n "$(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$packed" 2>/dev/null)" ] || continue
-     touch "$packed"; pack
+     touch "$packed"; pack || touch -d @0 "$packed"  # a failed pack is tried again next turn
    done) > /dev/null 2>&1 &
   packer=$!
+  trap 'kill "$packer" 2>/dev/null' EXIT  # never an orphan packer, however this script ends
 fi
 # ATTNBENCH_RUN_TIMEOUT (seconds; 0 = none): stop the run in time to pack what finished (a device call ends at 600 s)
 timeout "${ATTNBENCH_RUN_TIMEOUT:-0}" python3 -m attnbench run "${notebooks[@]}" --env python "${extra[@]}" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
-[ -n "${packer:-}" ] && { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
+[ -n "$packer" ] && { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; rm -f "$packed"; }
 for folder in $(written); do
   rm -rf "$store/$folder" && mkdir -p "$store/$(dirname "$folder")" && cp -a "outputs/$folder" "$store/$folder" \
     || echo "could not keep outputs/$folder in $store (the next call will not find it; this archive has it)"
 done
-packed=$(pack) && echo "packed: $packed"
+if folders=$(pack); then
+  [ -n "$folders" ] && echo "packed: $folders"
+else
+  echo "could not pack the label folders into $out/outputs.tgz (tar's message above); an outputs.tgz there is an earlier pack of this call, without its last cells"
+fi
 rm -f "$marker"
 echo "attnbench exit code: $rc"
 exit "$rc"

@@ -157,6 +157,9 @@ def test_status_of_a_label_without_results_names_the_labels_that_have_some(proje
     out = project.cli("status", path, "--env", "python", "--label", "typo")
     assert f"note: outputs/s/typo holds no results (labels with results: {LABEL})" in out.out
     assert "note:" not in project.status(path).out
+    (project.root / "outputs" / "s" / "stopped" / ".tmp-a-x").mkdir(parents=True)  # what a killed run leaves
+    out = project.cli("status", path, "--env", "python", "--label", "stopped")
+    assert f"note: outputs/s/stopped holds no results (labels with results: {LABEL})" in out.out
 
 
 def _status_rows(project, path, *args) -> dict[str, str]:

@@ -123,9 +123,8 @@ def test_a_call_lost_whole_still_returns_the_cells_it_finished(tmp_path):
     working = tmp_path / "working"  # the stand-in run has written its label folder and works on
     proc = _start(tree, store, out, "1", "first", LOSE=str(working), ATTNBENCH_PACK_EVERY="1")
     deadline = time.monotonic() + 30
-    while not working.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(2.5)  # past the packer's next turn
+    while not (working.exists() and (out / "outputs.tgz").exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the packer's turn comes after the stand-in wrote its run.json
     _kill_session(proc.pid)
     stdout, _ = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL and "packed:" not in stdout  # it never reached its end

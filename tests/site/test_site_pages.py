@@ -221,11 +221,11 @@ def test_key_numbers_show_whole_values_as_integers():
 
 def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_path):
     """A label measured by code that has changed since, or kept without a re-run, is named above the
-    ratios: they pair two code versions. A label current with the code is not."""
+    ratios: they set results of older code beside current ones. A label current with the code is not."""
     from attnbench.notebook.site.render import build_site
 
     states = {"site_demo": {"gpu-a": {"bench": ("stale", "code changed"), "headline": ("cached", "")}}}
-    kept = {"site_demo": {"gpu-b": "no such machine was lent."}}  # one full stop, not two
+    kept = {"site_demo": {"gpu-b": "no such machine was lent"}}  # a full stop added, one only
     build_site(demo_project / "outputs", tmp_path / "site", states, kept)
     compare = page(tmp_path / "site", "site_demo/compare.html")
     top = compare[: compare.index('id="machines"')]
@@ -236,7 +236,8 @@ def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_p
     assert (
         '<strong><a href="gpu-b.html">gpu-b</a></strong>: kept, not re-run: no such machine was lent.' in top
     )
-    assert top.count("measured by older code</span>") == 2 and "pair two code versions" in top
+    assert top.count("measured by older code</span>") == 2 and "lent.." not in top
+    assert top.count("Read its ratios as results of older code beside current ones.") == 2
 
     build_site(
         demo_project / "outputs", tmp_path / "site2", {"site_demo": {"gpu-a": {"bench": ("cached", "")}}}

@@ -289,11 +289,19 @@ def _say_if_label_is_new(session, name: str) -> None:
     from attnbench.notebook.run import store
 
     folder = session.run_dir(name)
-    if folder.is_dir() and any(folder.iterdir()):
+    if _holds_results(folder):
         return
-    labels = sorted(p.name for p in folder.parent.iterdir() if p.is_dir()) if folder.parent.is_dir() else []
-    held = f"labels with results: {', '.join(labels)}" if labels else "no label holds results of it yet"
+    others = sorted(p.name for p in folder.parent.iterdir() if p != folder and _holds_results(p)) if folder.parent.is_dir() else []  # fmt: skip
+    held = f"labels with results: {', '.join(others)}" if others else "no label holds results of it yet"
     print(f"  note: {store.shown(folder, session.root)} holds no results ({held})")
+
+
+def _holds_results(folder: Path) -> bool:
+    """A run's record or a cell's result in it; a folder a stopped or killed run left holds neither
+    (an empty one, a lock, a cell's staging folder)."""
+    return (folder / "run.json").is_file() or any(
+        (cell / "result.json").is_file() for cell in folder.glob("[!.]*") if cell.is_dir()
+    )
 
 
 def _project_root() -> Path:

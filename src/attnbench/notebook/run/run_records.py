@@ -1,7 +1,7 @@
 """What a run leaves in each run folder besides the cells' own results: run.json (every cell's state of
 this run, and the entry of each cell it did not reach, marked stale where it is no longer current), the
-notebook snapshot the site renders, and copies of the scripts cells name with script=. The runner's
-last step (runner.py)."""
+notebook snapshot the site renders, and copies of the scripts cells name with script=. The runner
+writes them after every finished cell and once more at a run's end (runner.py)."""
 
 from __future__ import annotations
 

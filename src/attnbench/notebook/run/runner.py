@@ -180,9 +180,7 @@ class Runner:
                     meta["env_setup_s"] = proc.setup_s
                     del self.running[node]
                     self._finish(node, staged, meta, finished)
-                    # run.json after every finished cell, not only at the end: a run lost whole (the
-                    # machine taken back, SIGKILL) keeps the records of the cells it finished
-                    run_records.write_runs(self.session, self.states, self.previous, order, self.started)
+                    self._checkpoint(order)
             if len(self.running) > 1:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
@@ -301,6 +299,15 @@ class Runner:
                 f" (the last good result{when} is kept; this failure is in {cell.id}/{store.FAILURE_DIR}/)"
             )
         self._set(node, CellState(state, reason, finished.duration_s))
+
+    def _checkpoint(self, order: list[NodeId]) -> None:
+        """run.json after every finished cell, not only at the end: a run lost whole (the machine taken
+        back, SIGKILL) keeps the records of the cells it finished. Best effort: the run's last write is
+        the one that must succeed, so a failed checkpoint (a full disk) is said and the cells go on."""
+        try:
+            run_records.write_runs(self.session, self.states, self.previous, order, self.started)
+        except OSError as e:
+            print(f"warning: run.json not updated after this cell ({e}); the run goes on", file=sys.stderr)
 
     def _stop_all(self, reason: str) -> None:
         """End every running cell (Ctrl-C, a stop signal, an engine error); each is stored as

@@ -113,7 +113,7 @@ class Session:
     src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
     _judged: dict[NodeId, Judgment] = field(default_factory=dict)
     _attnbench: dict[NodeId, str] = field(default_factory=dict)
-    _too_few: dict[tuple[NodeId, int, str], str] = field(default_factory=dict)
+    _too_few: dict[tuple[int, str], dict[NodeId, str]] = field(default_factory=dict)
 
     def judge(self, node: NodeId) -> Judgment:
         """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
@@ -194,11 +194,9 @@ class Session:
         machine (label_gpus_stored) with every cell counted; the runner and the preflight pass `starts`,
         which cells this run would start, since a stored result it takes needs no GPUs (a cell that
         does not start is never left out). `machine_words` names the machine in the reason."""
-        if starts is None:
-            key = (node, have, machine_words)
-            if key not in self._too_few:
-                self._too_few[key] = self._gpu_shortfall(node, have, lambda _: True, machine_words, {})
-            return self._too_few[key]
+        if starts is None:  # every cell counts: one memo per machine, shared by every question
+            seen = self._too_few.setdefault((have, machine_words), {})
+            return self._gpu_shortfall(node, have, lambda _: True, machine_words, seen)
         return self._gpu_shortfall(node, have, starts, machine_words, {})
 
     def _gpu_shortfall(

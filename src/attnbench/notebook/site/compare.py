@@ -90,7 +90,7 @@ def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) ->
         "others": others,
         "left_out": left_out,
         "machines": [_machine(label, views[label]) for label in _sorted_labels(views)],
-        "older_code": _older_code(labels, views),
+        "older_code": _older_code(labels, views) if len(labels) > 1 else [],
         "facts": _facts(views),
         "numbers": numbers,
         "table": entries,
@@ -204,10 +204,11 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
 def _older_code(labels: list[str], views: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """The compared labels whose results the code of now would not measure the same way (the stale cells
     the site judged, grouped by reason) and why they were kept (the front matter's not_rerun): a ratio
-    against such a label pairs two code versions, which the reader must see before the ratios."""
+    against such a label sets results of older code beside the others, which the reader must see
+    before the ratios."""
     older = []
     for label in labels:
-        stale, kept = views[label].get("stale") or [], (views[label].get("not_rerun") or "").rstrip(". ")
+        stale, kept = views[label].get("stale") or [], (views[label].get("not_rerun") or "").strip()
         if stale or kept:
             cells = sum(len(ids) for _, ids in stale)
             said = (
@@ -215,7 +216,8 @@ def _older_code(labels: list[str], views: Mapping[str, Mapping[str, Any]]) -> li
                 if cells
                 else ""
             )
-            older.append({"label": label, "stale": said, "kept": kept})
+            ends = "" if kept.endswith((".", "!", "?")) or not kept else "."
+            older.append({"label": label, "stale": said, "kept": kept + ends})
     return older
 
 
