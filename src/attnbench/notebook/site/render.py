@@ -19,24 +19,23 @@ from typing import Any
 from urllib.parse import quote
 
 from attnbench.notebook.run import provenance
-from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, RecordError, Status
+from attnbench.notebook.run.records import RecordError
 from attnbench.notebook.run.store import RUN_FILE, file_kind, load_result, load_run
 from attnbench.notebook.site import artifacts as show
-from attnbench.notebook.site import compare, history, prose, sitedata, summary
+from attnbench.notebook.site import compare, history, prose, sitedata, statuses, summary
 from attnbench.notebook.site.artifacts import (
     MAX_TEXT_CHARS,
     artifact_view,
     split_tail,
     terminal_text,
 )
+from attnbench.notebook.site.statuses import NEEDS_GPUS
 from attnbench.notebook.site.tables import human_size
 
 log = logging.getLogger(__name__)
 
 MAX_COPY_BYTES = 8 * 2**20  # artifacts and logs above this are linked in outputs/, not copied
 SITE_MARKER = ".attnbench-site"  # marks a folder build_site may replace wholesale
-STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
-NEEDS_GPUS = str(Status.NEEDS_GPUS)
 ARTIFACT_ORDER = ("image", "results", "markdown", "table", "text", "file")  # figures first
 
 
@@ -191,7 +190,7 @@ class _Renderer:
                 blocks.append(cell)
                 page_env["toc"].append({"cell": cell["id"], "status": cell["status"], "css": cell["css"]})
         cells = [b for b in blocks if b["kind"] == "cell"] or [
-            {"status": _status_of(entry, None)[0]} for entry in cell_states.values()
+            {"status": statuses.status_of(entry, None)[0]} for entry in cell_states.values()
         ]
         if judged:  # the engine judged every result against the code of now: that decides
             for c in (c for c in cells if c.get("id") in judged):  # a cell the notebook no longer has
@@ -217,8 +216,8 @@ class _Renderer:
             "software": show.software(machine),
             "gpu": show.gpu_text(machine), "machine": machine,
             "env": run.get("env") or {}, "params": run.get("params") or {},
-            "counts": [(s, counts[s], _css(s)) for s in _ordered(counts)],
-            "stale": _stale_groups([(c["id"], c["stale"]) for c in cells if c.get("stale")]),
+            "counts": [(s, counts[s], statuses.css_class(s)) for s in statuses.ordered(counts)],
+            "stale": statuses.stale_groups([(c["id"], c["stale"]) for c in cells if c.get("stale")]),
             "href": f"{quote(name)}/{quote(run_dir.name)}.html", "missing": False,
             "raw": raw, "data": data, "compare_href": "", **page,
             "not_rerun": self.not_rerun.get(name, {}).get(run_dir.name, ""),
@@ -231,7 +230,7 @@ class _Renderer:
         cell_dir, label = run_dir / cell.id, run_dir.name
         files = (page_dir, PurePosixPath(label, "files", cell.id))  # copies go beside the page
         result = None if hide else _read_record(load_result, cell_dir, problems)
-        status, reason = _status_of(entry, result)
+        status, reason = statuses.status_of(entry, result)
         failed = status not in ("ok", "not run", "skipped", NEEDS_GPUS)
         # A skipped cell leaves an earlier run's result in place: show it, saying where it came from.
         earlier = bool(
@@ -242,8 +241,8 @@ class _Renderer:
         shown = result is not None
         # fmt: off
         return {
-            "kind": "cell", "id": cell.id, "line": cell.line, "status": status, "css": _css(status),
-            "reason": reason, "failed": failed, "stale": _stale_note(entry),
+            "kind": "cell", "id": cell.id, "line": cell.line, "status": status, "css": statuses.css_class(status),
+            "reason": reason, "failed": failed, "stale": statuses.stale_note(entry),
             "cache": entry.get("state") if entry.get("state") in ("hit", "ran") else None,
             "earlier": show.when(result.get("finished")) if earlier else "",
             "duration": show.duration(result.get("duration_s")) if result else "",
@@ -371,38 +370,6 @@ def _is_run_dir(path: Path) -> bool:
     )
 
 
-def _status_of(entry: dict, result: dict | None) -> tuple[str, str]:
-    """The cell's status on this machine: run.json's state for this run, else the stored result."""
-    state = entry.get("state")
-    if state in BAD_STATES or state == NEEDS_GPUS:
-        return state, entry.get("reason") or (result or {}).get("reason") or ""
-    if result is not None:
-        return result.get("status") or "unknown", result.get("reason") or ""
-    if state in ("hit", "ran"):
-        return "not run", f"run.json records {state!r} but the cell's result.json is missing"
-    return "not run", "not run on this machine"
-
-
-def _stale_note(entry: dict) -> str:
-    if entry.get("stale") or entry.get("state") == "stale":
-        stale = entry.get("stale")
-        return stale if isinstance(stale, str) else entry.get("reason") or "inputs changed since this result"
-    return ""
-
-
-def _stale_groups(stale: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
-    """[(reason, cells)]: the stale cells grouped by their own reasons ("attnbench sources changed"),
-    an "upstream X changed" left out where a cell has its own; cells stale only through what they read
-    are grouped under that."""
-    groups: dict[str, list[str]] = {}
-    for cell_id, why in stale:
-        reasons = [r.strip() for r in why.split(";") if r.strip()]
-        own = [r for r in reasons if not (r.startswith("upstream ") and r.endswith(" changed"))]
-        key = "; ".join(own) if own else "what it reads was measured again or changed"
-        groups.setdefault(key, []).append(cell_id)
-    return list(groups.items())
-
-
 def _need_link(need, label: str) -> dict[str, str]:
     if need.notebook:  # the other notebook's page on the same machine label
         return {
@@ -425,12 +392,3 @@ def _read_record(load, folder: Path, problems: list[str], missing: str = "") -> 
             problems.append(missing)
         return None
     return record.to_json()
-
-
-def _ordered(counts: Counter) -> list[str]:
-    """The statuses present, in STATUS_ORDER, then any unexpected ones."""
-    return [s for s in (*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))) if counts[s]]
-
-
-def _css(status: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in status.lower())
