@@ -224,7 +224,12 @@ def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_p
     ratios: they set results of older code beside current ones. A label current with the code is not."""
     from attnbench.notebook.site.render import build_site
 
-    states = {"site_demo": {"gpu-a": {"bench": ("stale", "code changed"), "headline": ("cached", "")}}}
+    states = {
+        "site_demo": {
+            "gpu-a": {"bench": ("stale", "code changed"), "headline": ("cached", "")},
+            "gpu-b": {"bench": ("cached", "")},
+        }
+    }
     kept = {"site_demo": {"gpu-b": "no such machine was lent"}}  # a full stop added, one only
     build_site(demo_project / "outputs", tmp_path / "site", states, kept)
     compare = page(tmp_path / "site", "site_demo/compare.html")
@@ -239,7 +244,15 @@ def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_p
     assert top.count("measured by older code</span>") == 2 and "lent.." not in top
     assert top.count("Read its ratios as results of older code beside current ones.") == 2
 
+    machines = compare[compare.index('id="machines"') :]
+    assert '<th scope="row">with the code of now</th>' in machines
+    assert '<td class="stale-cell">1 cell stale</td><td>current</td></tr>' in machines  # gpu-a, gpu-b
+
     build_site(
         demo_project / "outputs", tmp_path / "site2", {"site_demo": {"gpu-a": {"bench": ("cached", "")}}}
     )
     assert "measured by older code" not in page(tmp_path / "site2", "site_demo/compare.html")
+    build_site(demo_project / "outputs", tmp_path / "site3")  # no judgement handed in: none claimed
+    assert "<td>not judged (built with --no-status)</td>" in page(
+        tmp_path / "site3", "site_demo/compare.html"
+    )

@@ -198,7 +198,17 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
         "software": show.software(machine),
         "finished": view.get("finished") or "",
         "commit": commits or "not recorded",
+        "currency": _currency(view),
     }
+
+
+def _currency(view: Mapping[str, Any]) -> str:
+    """Whether the label's results are those the code of now would measure: its stale cells counted;
+    a site built without the engine's judgement says so rather than calling them current."""
+    cells = sum(len(ids) for _, ids in view.get("stale") or [])
+    if cells:
+        return f"{cells} cell{'s' if cells != 1 else ''} stale"
+    return "current" if view.get("judged") else "not judged (built with --no-status)"
 
 
 def _older_code(labels: list[str], views: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:

@@ -221,6 +221,7 @@ class _Renderer:
             "href": f"{quote(name)}/{quote(run_dir.name)}.html", "missing": False,
             "raw": raw, "data": data, "compare_href": "", **page,
             "not_rerun": self.not_rerun.get(name, {}).get(run_dir.name, ""),
+            "judged": bool(judged),  # its results were judged against the code of now (attnbench build)
         }
         # fmt: on
 
