@@ -2,7 +2,7 @@
 (correctness.py), the environment (env.py), providers (providers/), the sweep that ties them together
 (sweep.py), and what several studies share: profile resolution and the resolved profile.json
 (profiles.py), agreement and timing across ranks (distributed.py). Row types and their JSONL files are
-`attnbench.rows` (results.py only re-exports it).
+`attnbench.rows`.
 
 Nothing is imported here, so env, profiles and the rows work without torch.
 """
