@@ -14,6 +14,8 @@
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 store=${ATTNBENCH_DEVICE_STORE:-/tmp/attnbench-outputs}
+every=${ATTNBENCH_PACK_EVERY:-20}  # seconds between packs while the run goes (below)
+case "$every" in ''|*[!0-9]*) echo "ATTNBENCH_PACK_EVERY=$every: expected whole seconds (0: no packing while the run goes)" >&2; exit 2;; esac
 source "$(dirname "$0")/device_env.sh" || exit 3
 # The commit the results come from (result.json "code"): a copy without .git names it through
 # ATTNBENCH_CODE_COMMIT, or a .code-commit file made before copying (git rev-parse HEAD > .code-commit).
@@ -49,7 +51,6 @@ pack() {
 # The engine writes run.json after every finished cell; packing whenever one changed means a call cut
 # without warning (the lease's device time spent, the machine taken back) still returns the cells it
 # finished: what is under $OUT comes back however a call ends. ATTNBENCH_PACK_EVERY seconds (0: off).
-every=${ATTNBENCH_PACK_EVERY:-20}
 packer=
 if [ "$every" -gt 0 ]; then
   packed=$(mktemp); touch -r "$marker" "$packed"  # before the run starts: its first run.json is newer

@@ -132,6 +132,15 @@ def test_a_call_lost_whole_still_returns_the_cells_it_finished(tmp_path):
     assert not (out / "outputs.tgz.part").exists()
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_pack_interval_that_is_not_whole_seconds_is_refused_by_name(tmp_path):
+    proc = _start(
+        tmp_path / "tree", tmp_path / "store", tmp_path / "out", "1", "first", ATTNBENCH_PACK_EVERY="2.5"
+    )
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "ATTNBENCH_PACK_EVERY=2.5: expected whole seconds" in stderr
+
+
 def _hold_tree(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
     (tree / "scripts" / "carry").mkdir(parents=True)
