@@ -36,7 +36,9 @@ for folder in $(stored); do
 done
 nvidia-smi -L || true
 marker=$(mktemp); sleep 1  # run.json files newer than this: the label folders this run wrote
-written() { find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$marker" | sed 's,^outputs/,,; s,/run.json$,,' | sort; }
+# the label folders whose run.json is newer than file $1 (this run's: newer than $marker)
+newer() { find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$1" 2>/dev/null | sed 's,^outputs/,,; s,/run.json$,,' | sort; }
+written() { newer "$marker"; }
 # what this run wrote and what earlier calls kept, once each, from outputs/ (where both are now), into
 # $out/outputs.tgz; through a .part file so that a call cut mid-pack still returns the last whole archive.
 # A running cell's staging folder and a lock are left out: they change while tar reads them (merge
@@ -57,7 +59,7 @@ if [ "$every" -gt 0 ]; then
   (nap=; trap '[ -n "$nap" ] && kill "$nap" 2>/dev/null; exit 0' TERM
    while :; do
      sleep "$every" & nap=$!; wait "$nap"
-     [ -n "$(find outputs -mindepth 3 -maxdepth 3 -name run.json -newer "$packed" 2>/dev/null)" ] || continue
+     [ -n "$(newer "$packed")" ] || continue
      touch "$packed"; pack || touch -d @0 "$packed"  # a failed pack is tried again next turn
    done) > /dev/null 2>&1 &
   packer=$!

@@ -25,6 +25,18 @@ def reusable(session: Session, node: NodeId) -> bool:
     return session.judge(node).reusable(session.options.reuse)
 
 
+def left_out_for_gpus(session: Session, node: NodeId, forced: set[NodeId]) -> str:
+    """Why a cell this run would start cannot run on this machine: too few GPUs for it, or it reads a
+    cell this run starts and leaves out for that (Session.too_few_gpus); "" when it can run. The
+    runner and check_machine ask the same question, so a run is judged the same before and during it."""
+    return session.too_few_gpus(node, session.machine.gpu_count, lambda cell: _starts(session, cell, forced))
+
+
+def _starts(session: Session, node: NodeId, forced: set[NodeId]) -> bool:
+    """As the runner decides: a stored result it may take first, then the GPU rule."""
+    return node in forced or not reusable(session, node)
+
+
 def check_reusable(session: Session, order: list[NodeId], forced: set[NodeId]) -> None:
     """--reuse-elsewhere / --reuse-stale run only the named cells: every cell they need must be stored
     and good (and, for --reuse-elsewhere, of the code of now)."""
@@ -70,13 +82,6 @@ def check_machine(
     own = machine_mod.label_of(machine)
     if label.partition("+")[0] == own:  # the label's name says this machine: its results are this one's
         return
-
-    def starts(node: NodeId) -> bool:  # as the runner decides: a stored result first, then the GPU rule
-        return node in forced or not reusable(session, node)
-
-    def leaves_out(node: NodeId) -> bool:  # too few GPUs for it, or it reads a cell the run leaves out
-        return bool(session.too_few_gpus(node, machine.gpu_count, starts, "this machine"))
-
     for name in dict.fromkeys(n[0] for n in order):
         record = previous.get(name)
         stored = record.machine if record else {}
@@ -85,7 +90,13 @@ def check_machine(
             machine.gpu_count,
         ):
             continue
-        starting = [node[1] for node in order if node[0] == name and starts(node) and not leaves_out(node)]
+        starting = [
+            node[1]
+            for node in order
+            if node[0] == name
+            and _starts(session, node, forced)
+            and not left_out_for_gpus(session, node, forced)
+        ]
         if not starting:
             continue
         shown = ", ".join(starting[:6]) + (f" and {len(starting) - 6} more" if len(starting) > 6 else "")

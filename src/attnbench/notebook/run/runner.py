@@ -166,7 +166,7 @@ class Runner:
                     self._set(node, CellState(Status.SKIPPED, why))
                 elif node not in forced and self._reusable(node):
                     self._set(node, CellState(Status.HIT))
-                elif short := self._too_few_gpus(node, forced):
+                elif short := preflight.left_out_for_gpus(self.session, node, forced):
                     self._set(node, CellState(Status.NEEDS_GPUS, short))  # not a failure: another label's
                 elif len(self.running) >= capacity:
                     break
@@ -184,16 +184,6 @@ class Runner:
             if len(self.running) > 1:
                 time.sleep(0.05)
             self.progress.tick({n: (p.elapsed, p.latest_line()) for n, (p, _, _) in self.running.items()})
-
-    def _too_few_gpus(self, node: NodeId, forced: set[NodeId]) -> str:
-        """Why a cell this run would start cannot run on this machine (Session.too_few_gpus, counting
-        only the cells this run starts); "" when it can run."""
-        session = self.session
-
-        def starts(cell: NodeId) -> bool:  # as the loop decides: a stored result first, then the GPU rule
-            return cell in forced or not self._reusable(cell)
-
-        return session.too_few_gpus(node, session.machine.gpu_count, starts, "this machine")
 
     def _reusable(self, node: NodeId) -> bool:
         return preflight.reusable(self.session, node)

@@ -113,7 +113,7 @@ class Session:
     src_dir: Path | None  # the checkout's src/ (prepended to PYTHONPATH in python mode); None if installed
     _judged: dict[NodeId, Judgment] = field(default_factory=dict)
     _attnbench: dict[NodeId, str] = field(default_factory=dict)
-    _too_few: dict[tuple[int, str], dict[NodeId, str]] = field(default_factory=dict)
+    _too_few: dict[int, dict[NodeId, str]] = field(default_factory=dict)  # GPU count -> {cell: why}
 
     def judge(self, node: NodeId) -> Judgment:
         """The cell's key from its upstream cells' effective keys and stored artifacts, and whether
@@ -181,41 +181,28 @@ class Session:
                 return was
         return now
 
-    def too_few_gpus(
-        self,
-        node: NodeId,
-        have: int,
-        starts: Callable[[NodeId], bool] | None = None,
-        machine_words: str = "the label's machine",
-    ) -> str:
+    def too_few_gpus(self, node: NodeId, have: int, starts: Callable[[NodeId], bool] | None = None) -> str:
         """Why `node` cannot be measured on a machine with `have` GPUs: it runs more processes than that
         (machine.too_few_gpus), or it reads a cell left out for that, however far upstream; "" when it
         can. The one walk for every caller: `status`, the site and the batches ask of the label's stored
-        machine (label_gpus_stored) with every cell counted; the runner and the preflight pass `starts`,
-        which cells this run would start, since a stored result it takes needs no GPUs (a cell that
-        does not start is never left out). `machine_words` names the machine in the reason."""
-        if starts is None:  # every cell counts: one memo per machine, shared by every question
-            seen = self._too_few.setdefault((have, machine_words), {})
-            return self._gpu_shortfall(node, have, lambda _: True, machine_words, seen)
-        return self._gpu_shortfall(node, have, starts, machine_words, {})
+        machine (label_gpus_stored) with every cell counted; a run asks of this machine, passing
+        `starts` (which cells it would start: a stored result it takes needs no GPUs, so a cell that
+        does not start is never left out; preflight.left_out_for_gpus)."""
+        if starts is None:  # every cell counts: one memo per GPU count, shared by every question
+            seen = self._too_few.setdefault(have, {})
+            return self._gpu_shortfall(node, have, lambda _: True, "the label's machine", seen)
+        return self._gpu_shortfall(node, have, starts, "this machine", {})
 
     def _gpu_shortfall(
-        self,
-        node: NodeId,
-        have: int,
-        starts: Callable[[NodeId], bool],
-        machine_words: str,
-        seen: dict[NodeId, str],
+        self, node: NodeId, have: int, starts: Callable[[NodeId], bool], machine: str, seen: dict[NodeId, str]
     ) -> str:
         if node not in seen:
             why = ""
             if starts(node):
                 why = machine_mod.too_few_gpus(self.graph.cell(node).gpus, have, self.label)
                 for _, up in self.graph.upstream[node] if not why else ():
-                    if self._gpu_shortfall(up, have, starts, machine_words, seen):
-                        why = (
-                            f"reads {node_name(up, node[0])}, which needs more GPUs than {machine_words} has"
-                        )
+                    if self._gpu_shortfall(up, have, starts, machine, seen):
+                        why = f"reads {node_name(up, node[0])}, which needs more GPUs than {machine} has"
                         break
             seen[node] = why
         return seen[node]

@@ -202,30 +202,29 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def _stale_cells(view: Mapping[str, Any]) -> str:
+    """The label's cells the site judged stale, counted ("" when none)."""
+    cells = sum(len(ids) for _, ids in view.get("stale") or [])
+    return f"{cells} cell{'s' if cells != 1 else ''}" if cells else ""
+
+
 def _currency(view: Mapping[str, Any]) -> str:
     """Whether the label's results are those the code of now would measure: its stale cells counted;
     a site built without the engine's judgement says so rather than calling them current."""
-    cells = sum(len(ids) for _, ids in view.get("stale") or [])
-    if cells:
-        return f"{cells} cell{'s' if cells != 1 else ''} stale"
+    if stale := _stale_cells(view):
+        return f"{stale} stale"
     return "current" if view.get("judged") else "not judged (built with --no-status)"
 
 
 def _older_code(labels: list[str], views: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
     """The compared labels whose results the code of now would not measure the same way (the stale cells
-    the site judged, grouped by reason) and why they were kept (the front matter's not_rerun): a ratio
-    against such a label sets results of older code beside the others, which the reader must see
-    before the ratios."""
+    the site judged) and why they were kept (the front matter's not_rerun): a ratio against such a label
+    sets results of older code beside the others, which the reader must see before the ratios."""
     older = []
     for label in labels:
-        stale, kept = views[label].get("stale") or [], (views[label].get("not_rerun") or "").strip()
+        stale, kept = _stale_cells(views[label]), (views[label].get("not_rerun") or "").strip()
         if stale or kept:
-            cells = sum(len(ids) for _, ids in stale)
-            said = (
-                f"{cells} cell{'s' if cells != 1 else ''} measured by code that has changed since"
-                if cells
-                else ""
-            )
+            said = f"{stale} measured by code that has changed since" if stale else ""
             ends = "" if kept.endswith((".", "!", "?")) or not kept else "."
             older.append({"label": label, "stale": said, "kept": kept + ends})
     return older
