@@ -224,7 +224,7 @@ def notebook_sweep(
         kernel=kernel,
         env=env.machine_id(gpu),
         # the gpu cell's measured bf16 matmul peak, with its clock (the same on every rank: one verdict)
-        peak_tflops=measured_peak(config, "bf16"),
+        peak_tflops=(peak := measured_peak(config, "bf16")),
         **config["shape"],
         **config["timing"],
     )
@@ -237,8 +237,8 @@ def notebook_sweep(
             "world_size": world,
             "kernel": kernel,
             "datasheet_peak_tflops": flops.datasheet_peak(gpu),
-            "measured_matmul_peak_tflops": (config.get("peak_tflops") or {}).get("bf16"),
-            "matmul_peak_sm_clock_mhz": (config.get("peak_sm_clock_mhz") or {}).get("bf16"),
+            "measured_matmul_peak_tflops": None if peak is None else float(peak),
+            "matmul_peak_sm_clock_mhz": flops.clock_of(peak),
             "sweep_seconds": round(sweep.seconds, 1),
             "estimate": config.get("estimate"),
             "warmup": sweep.warmup,
