@@ -132,3 +132,11 @@ def test_a_stored_key_of_another_shape_is_stale_not_a_crash():
 
     new = {"upstream": {"bench": "k2"}, "inputs": {"bench": "d2"}}
     assert _upstream_reasons({"upstream": "x", "inputs": []}, new) == ["new need bench"]
+
+
+def test_needs_added_and_dropped_are_named_once_each():
+    from attnbench.notebook.run.plan import _upstream_reasons
+
+    old = {"upstream": {"bench": "k1", "bench_long": "k2"}, "inputs": {"bench": "d1", "bench_long": "d2"}}
+    new = {"upstream": {"bench": "k1", "part_1": "k3", "part_2": "k4"}, "inputs": {"bench": "d1"}}
+    assert _upstream_reasons(old, new) == ["new needs part_1, part_2", "no longer needs bench_long"]

@@ -128,18 +128,18 @@ def _upstream_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     old_up = old.get("upstream") if isinstance(old.get("upstream"), dict) else {}
     old_in = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
     new_up, new_in = new["upstream"], new.get("inputs") or {}
-    reasons = []
-    for need in new_up:
-        if need not in old_up:
-            reasons.append(f"new need {need}")
-        elif old_up[need] != new_up[need]:
+    added = [need for need in new_up if need not in old_up]
+    dropped = sorted(set(old_up) - set(new_up))
+    reasons = [f"new need{'s' * (len(added) > 1)} {', '.join(added)}"] if added else []
+    for need in (need for need in new_up if need in old_up):
+        if old_up[need] != new_up[need]:
             reasons.append(f"upstream {need} changed")
         elif "inputs" in new and new_in.get(need) is None:
             reasons.append(f"upstream {need} has no stored result")
         elif "inputs" in old and old_in.get(need) != new_in.get(need):
             reasons.append(f"upstream {need} wrote different artifacts (it ran again)")
-    if set(old_up) - set(new_up):
-        reasons.append("needs changed")
+    if dropped:
+        reasons.append(f"no longer needs {', '.join(dropped)}")
     return reasons
 
 
