@@ -162,6 +162,17 @@ def test_status_of_a_label_without_results_names_the_labels_that_have_some(proje
     assert f"note: outputs/s/stopped holds no results (labels with results: {LABEL})" in out.out
 
 
+def test_status_names_results_of_cells_the_notebook_no_longer_has(project):
+    """A renamed or split cell leaves its old result behind; status names it and how to remove it."""
+    path = project.write("s.md", notebook(cell("id=a", "pass"), cell("id=old", "pass")))
+    project.run(path)
+    assert "no longer has" not in project.status(path).out
+    path.write_text(notebook(cell("id=a", "pass"), cell("id=new", "pass")))
+    out = project.status(path).out
+    assert f"note: outputs/s/{LABEL} holds results of cells the notebook no longer has: old " in out
+    assert f"git rm -r outputs/s/{LABEL}/old`" in out
+
+
 def _status_rows(project, path, *args) -> dict[str, str]:
     out = project.status(path, *args)
     assert out.code == 0, out.err

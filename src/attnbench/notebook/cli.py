@@ -118,6 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             states[(name, cell_id)] = state
             print(f"  {cell_id:<24} {state.value}{': ' + why if why else ''}")
         _say_if_label_is_new(session, name)
+        _say_if_cells_left_behind(session, name)
     if args.batches:
         from attnbench.notebook.run.batches import plan_lines, rerun_plan
 
@@ -140,6 +141,20 @@ def _say_if_label_is_new(session, name: str) -> None:
     others = sorted(p.name for p in folder.parent.iterdir() if p != folder and _holds_results(p)) if folder.parent.is_dir() else []  # fmt: skip
     held = f"labels with results: {', '.join(others)}" if others else "no label holds results of it yet"
     print(f"  note: {store.shown(folder, session.root)} holds no results ({held})")
+
+
+def _say_if_cells_left_behind(session, name: str) -> None:
+    """Results of cells the notebook no longer has (renamed or split): the engine neither reads nor
+    judges them, so they would sit in outputs/ unnoticed; named here, for the user to remove."""
+    from attnbench.notebook.run import store
+
+    folder = session.run_dir(name)
+    ids = {cell.id for cell in session.graph.notebooks[name].cells}
+    left = sorted(c.name for c in folder.glob("[!.]*") if c.is_dir() and c.name not in ids and (c / "result.json").is_file())  # fmt: skip
+    if left:
+        shown = store.shown(folder, session.root)
+        print(f"  note: {shown} holds results of cells the notebook no longer has: {', '.join(left)} "
+              f"(no longer run or judged; the label's page shows them while its last run lists them; remove them: `git rm -r {' '.join(f'{shown}/{c}' for c in left)}`)")  # fmt: skip
 
 
 def _holds_results(folder: Path) -> bool:
