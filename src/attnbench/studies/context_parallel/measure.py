@@ -152,29 +152,72 @@ def measure(
     )
     workload = Workload(batch, seq_len, seq_len, heads, heads, head_dim, dtype, mask)
     provider = f"cp_{strategy_label(strategy, kernel)}"
-    extra = {
-        "world_size": world,
-        "seq_per_gpu": seq_len // world,
-        "kernel": kernel or ("cudnn" if device.type == "cuda" else "cpu_math"),
-        "options": options,
-        "backend": dist.get_backend(group),
-        "rehearsal": spec.rehearsable,
-        "timing": "per repetition, max over ranks (slowest rank)",
-        "peak_mem": "max over ranks of max_memory_allocated, inputs included",
-    }
+    extra = _strategy_extra(world, seq_len, kernel, device, options, group, spec.rehearsable)
     if refused:
         return row(provider, workload, pass_, *refused, env=env, extra=extra)
 
     options = resolved_options(strategy, group, heads, options)
     extra["options"] = options
     fn = cp_function(strategy, mask=mask, group=group, kernel=kernel, options=options)
+    shape = (batch, heads, seq_len // world, head_dim)
+    state, failed = _first_calls(fn, pass_, shape, dtype, device, seed * 1000 + rank, group, spec.rehearsable)
+    if failed:
+        return row(provider, workload, pass_, *failed, env=env, extra=extra)
+    call = state["call"]
+    rule = {"min_reps": min_reps, "max_reps": max_reps, "min_time_s": min_time_s, "max_time_s": max_time_s}
+    try:
+        for _ in range(max(warmup, 1) - 1):
+            call.before(False)
+            call(False)
+        warm_s = timing.WARMUP_MIN_S if device.type == "cuda" else 0.0
+        timed = _timed_phase(call, group, device, state["setup_start"], warm_s, rule)
+    except Exception as exc:
+        if is_oom(exc):
+            raise RuntimeError(
+                f"{strategy}: out of memory on rank {rank} in the real run after the "
+                f"rehearsal passed; peers may be blocked in communication"
+            ) from exc
+        raise
+    finally:
+        call = None
+        state.clear()
+        release(device)
+    # TFLOP/s per GPU: the whole mask's FLOPs over the slowest rank's time x world
+    return measured_row(
+        provider,
+        workload,
+        pass_,
+        device=device,
+        world=world,
+        peak_tflops=peak_tflops,
+        env=env,
+        extra=extra,
+        **timed,
+    )
 
+
+def _strategy_extra(world, seq_len, kernel, device, options, group, rehearsable) -> dict:
+    """What a strategy's row records beside its numbers: the run's shape over ranks and its method."""
+    return {
+        "world_size": world,
+        "seq_per_gpu": seq_len // world,
+        "kernel": kernel or ("cudnn" if device.type == "cuda" else "cpu_math"),
+        "options": options,
+        "backend": dist.get_backend(group),
+        "rehearsal": rehearsable,
+        "timing": "per repetition, max over ranks (slowest rank)",
+        "peak_mem": "max over ranks of max_memory_allocated, inputs included",
+    }
+
+
+def _first_calls(fn, pass_, shape, dtype, device, seed, group, rehearsable) -> tuple[dict, tuple | None]:
+    """Protocol steps 1-3 up to the first real call: inputs, the communication-free rehearsal (when the
+    strategy can) and the first real call, each ended by an agreement so that no rank runs ahead into a
+    collective. Returns (state with the call and `setup_start`, None) or (state, (status, reason))."""
     state: dict = {}
 
     def make_inputs():
-        state["call"] = random_call(
-            fn, pass_, (batch, heads, seq_len // world, head_dim), dtype, device, seed * 1000 + rank
-        )
+        state["call"] = random_call(fn, pass_, shape, dtype, device, seed)
 
     def rehearse():
         with comm.rehearsal():
@@ -188,67 +231,37 @@ def measure(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    steps = [make_inputs] + ([rehearse] if spec.rehearsable else []) + [first_real_call]
-    # each step ends with an agreement, so no rank runs ahead into a collective
+    steps = [make_inputs] + ([rehearse] if rehearsable else []) + [first_real_call]
     failed = attempt_steps(steps, group, state, device)
-    if failed:
-        status, message, step = failed
-        where = (
-            {
-                rehearse: " (in the communication-free rehearsal)",
-                first_real_call: " (in the first real call)",
-            }.get(step, "")
-            if status == Status.OOM
-            else ""
-        )
-        return row(provider, workload, pass_, status, f"{message}{where}", env=env, extra=extra)
-    call = state["call"]
-    try:
-        for _ in range(max(warmup, 1) - 1):
-            call.before(False)
-            call(False)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
-        warmup_s = steady_state(call, group, device, timing.WARMUP_MIN_S if device.type == "cuda" else 0.0)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        samples, conditions = timed_with_clock(
-            call,
-            group,
-            device,
-            min_reps=min_reps,
-            max_reps=max_reps,
-            min_time_s=min_time_s,
-            max_time_s=max_time_s,
-        )
-        peak = agreed_peak_memory(device, group)
-    except Exception as exc:
-        if is_oom(exc):
-            raise RuntimeError(
-                f"{strategy}: out of memory on rank {rank} in the real run after the "
-                f"rehearsal passed; peers may be blocked in communication"
-            ) from exc
-        raise
-    finally:
-        call = None
-        state.clear()
-        release(device)
-    return measured_row(
-        provider,
-        workload,
-        pass_,
-        samples,
-        device=device,
-        world=world,  # TFLOP/s per GPU
-        peak_tflops=peak_tflops,
-        peak_mem_bytes=peak,
-        setup_ms=setup_ms,
-        warmup_s=warmup_s,
+    if not failed:
+        return state, None
+    status, message, step = failed
+    where = {rehearse: " (in the communication-free rehearsal)", first_real_call: " (in the first real call)"}
+    return state, (status, message + (where.get(step, "") if status == Status.OOM else ""))
+
+
+def _timed_phase(
+    call, group, device, setup_start: float, warm_s: float, rule: dict, agree_failures=False
+) -> dict:
+    """Protocol steps 3-4 after the first call, the same for strategies and references: setup time (the
+    slowest rank's, from `setup_start`), the steady-state warm-up of at least `warm_s`, then the timed
+    repetitions with the clock sampled and the peak memory over ranks. `agree_failures`: a call with no
+    communication inside, whose failure on one rank is agreed after every call. measured_row's fields."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    setup_ms = agree_max((time.perf_counter() - setup_start) * 1e3, group)
+    warmup_s = steady_state(call, group, device, warm_s, agree_failures=agree_failures)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    samples, conditions = timed_with_clock(call, group, device, agree_failures=agree_failures, **rule)
+    peak = agreed_peak_memory(device, group)
+    return {
+        "samples": samples,
+        "setup_ms": setup_ms,
+        "warmup_s": warmup_s,
+        "peak_mem_bytes": peak,
         **conditions,
-        env=env,
-        extra=extra,
-    )
+    }
 
 
 def reference_fn(kernel: str, device, mask: str):
@@ -322,13 +335,9 @@ def measure_reference(
     if device.type != "cuda":
         kernel = "math"  # SDPA's math backend: the CPU smoke runs
     provider = f"single_gpu_{kernel}"
-    extra = {
-        "world_size": 1,
-        "ran_on": "every GPU of the job at once, slowest reported",
-        "kernel": kernel,
-        "timing": "steady-state warm-up, then timed calls with the clock sampled (as the strategies)",
-        "baseline": True,
-    }
+    extra = {"world_size": 1, "ran_on": "every GPU of the job at once, slowest reported", "kernel": kernel,
+             "timing": "steady-state warm-up, then timed calls with the clock sampled (as the strategies)",
+             "baseline": True}  # fmt: skip
     if kernel == "flash_attn3":
         why = get_kernel(kernel, device).unavailable(device, torch_dtype(dtype), head_dim)
         if why:
@@ -349,21 +358,12 @@ def measure_reference(
     failed = attempt_steps([first_call], group, state, device)
     if failed:
         return row(provider, workload, pass_, *failed[:2], env=env, extra=extra)
+    rule = {"min_reps": min_reps, "max_reps": max_reps, "min_time_s": min_time_s, "max_time_s": max_time_s}
     try:
-        setup_ms = agree_max((time.perf_counter() - state["setup_start"]) * 1e3, group)
         # no communication inside the call: a failure on one rank is agreed after every call
-        warmup_s = steady_state(state["call"], group, device, warm_s, agree_failures=True)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        rule = {
-            "min_reps": min_reps,
-            "max_reps": max_reps,
-            "min_time_s": min_time_s,
-            "max_time_s": max_time_s,
-        }
-        # no communication inside the call: a failure on one rank is agreed with the sample
-        samples, conditions = timed_with_clock(state["call"], group, device, agree_failures=True, **rule)
-        peak = agreed_peak_memory(device, group)
+        timed = _timed_phase(
+            state["call"], group, device, state["setup_start"], warm_s, rule, agree_failures=True
+        )
     except AgreedFailure as failure:
         where = "" if "warm-up" in failure.message else " (in the timed repetitions)"
         return row(
@@ -372,18 +372,15 @@ def measure_reference(
     finally:
         state.clear()
         release(device)
+    # world=1: every rank ran the whole workload alone
     return measured_row(
         provider,
         workload,
         pass_,
-        samples,
         device=device,
-        world=1,  # every rank ran the whole workload alone
+        world=1,
         peak_tflops=peak_tflops,
-        peak_mem_bytes=peak,
-        setup_ms=setup_ms,
-        warmup_s=warmup_s,
-        **conditions,
         env=env,
         extra=extra,
+        **timed,
     )

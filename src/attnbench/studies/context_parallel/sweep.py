@@ -141,16 +141,11 @@ def run_sweep(
                     )
                 )
             for name in strategies:
-                why = (
-                    None
-                    if STRATEGIES[name].rehearsable
-                    else predicted_oom(
-                        history,
-                        (f"cp_{strategy_label(name, measure_kwargs.get('kernel'))}", mask, pass_),
-                        seq_len,
-                        device_bytes,
-                    )
-                )
+                provider = f"cp_{strategy_label(name, measure_kwargs.get('kernel'))}"
+                # a strategy that can rehearse finds its own out-of-memory; one that cannot is predicted
+                why = None
+                if not STRATEGIES[name].rehearsable:
+                    why = predicted_oom(history, (provider, mask, pass_), seq_len, device_bytes)
                 if why:
                     emit(_skipped(name, seq_len, mask, pass_, why, world, measure_kwargs))
                     continue
@@ -181,7 +176,7 @@ def notebook_sweep(
     another cell of the run times it); rows to `out_path` (rank 0, appended as measured), a progress line
     per row and `sweep.json` (rank 0). Returns (rank, sweep); every rank gets the rows.
     """
-    from attnbench.bench import env, flops
+    from attnbench.bench import env
 
     rank, world, device = init_distributed(timeout_s=600)
     if (device.type == "cuda") != (config["device"] == "cuda"):
@@ -196,17 +191,6 @@ def notebook_sweep(
         banner = f"*** {config['label']} ***" if config.get("label") else f"{gpu} x {world}"
         print(f"{banner}; local kernel {kernel}", flush=True)
 
-    def progress(r: Result) -> None:
-        if rank == 0:
-            ms = f"{r.ms_median:10.2f} ms" if r.ms_median else f"{'-':>13}"
-            tf = f"{r.tflops:7.3g} TFLOP/s/GPU" if r.tflops else f"{'':19}"
-            mem = f"{r.peak_mem_bytes / 2**30:6.1f} GiB" if r.peak_mem_bytes else f"{'':10}"
-            print(
-                f"{r.provider:<24} {r.workload.seqlen_q:>8} {r.workload.mask:<6} {r.pass_:<8} {r.status:<12} "
-                f"{ms} {tf} {mem} {r.reason[:90]}",
-                flush=True,
-            )
-
     # the reference runs the same kernel family alone; on CPU SDPA's math backend, once (default kernel)
     reference_kernel = (
         kernel if device.type == "cuda" else ("cudnn" if kernel in ("cpu_math", "cudnn") else None)
@@ -219,7 +203,7 @@ def notebook_sweep(
         reference_kernel=reference_kernel if reference else None,
         strategy_options=config["strategy_options"],
         warmup_s=config["warmup_s"],
-        progress=progress,
+        progress=_progress_line if rank == 0 else None,
         checks=checks,
         kernel=kernel,
         env=env.machine_id(gpu),
@@ -229,26 +213,45 @@ def notebook_sweep(
         **config["timing"],
     )
     if rank == 0:
-        counts = {s: sum(r.status == s for r in sweep.rows) for s in {r.status for r in sweep.rows}}
-        summary = {
-            "profile": config["profile"],
-            "label": config.get("label"),
-            "gpu": gpu,
-            "world_size": world,
-            "kernel": kernel,
-            "datasheet_peak_tflops": flops.datasheet_peak(gpu),
-            "measured_matmul_peak_tflops": None if peak is None else float(peak),
-            "matmul_peak_sm_clock_mhz": flops.clock_of(peak),
-            "sweep_seconds": round(sweep.seconds, 1),
-            "estimate": config.get("estimate"),
-            "warmup": sweep.warmup,
-            "status_counts": counts,
-        }
-        with open("sweep.json", "w") as f:
-            json.dump(summary, f, indent=2, default=str)
-        print(f"\nwarm-up: {sweep.warmup.get('report')}")
-        print(f"{len(sweep.rows)} rows in {sweep.seconds:.0f} s: {counts}\n")
+        _write_summary(config, sweep, gpu=gpu, world=world, kernel=kernel, peak=peak)
     return rank, sweep
+
+
+def _progress_line(r: Result) -> None:
+    """One row as it is measured (rank 0): provider, length, mask, pass, status, time, TFLOP/s, memory."""
+    ms = f"{r.ms_median:10.2f} ms" if r.ms_median else f"{'-':>13}"
+    tf = f"{r.tflops:7.3g} TFLOP/s/GPU" if r.tflops else f"{'':19}"
+    mem = f"{r.peak_mem_bytes / 2**30:6.1f} GiB" if r.peak_mem_bytes else f"{'':10}"
+    print(
+        f"{r.provider:<24} {r.workload.seqlen_q:>8} {r.workload.mask:<6} {r.pass_:<8} {r.status:<12} "
+        f"{ms} {tf} {mem} {r.reason[:90]}",
+        flush=True,
+    )
+
+
+def _write_summary(config: dict, sweep: Sweep, *, gpu, world: int, kernel: str, peak) -> None:
+    """sweep.json (rank 0): the profile, the machine, the peaks scored against, seconds and status counts."""
+    from attnbench.bench import flops
+
+    counts = {s: sum(r.status == s for r in sweep.rows) for s in {r.status for r in sweep.rows}}
+    summary = {
+        "profile": config["profile"],
+        "label": config.get("label"),
+        "gpu": gpu,
+        "world_size": world,
+        "kernel": kernel,
+        "datasheet_peak_tflops": flops.datasheet_peak(gpu),
+        "measured_matmul_peak_tflops": None if peak is None else float(peak),
+        "matmul_peak_sm_clock_mhz": flops.clock_of(peak),
+        "sweep_seconds": round(sweep.seconds, 1),
+        "estimate": config.get("estimate"),
+        "warmup": sweep.warmup,
+        "status_counts": counts,
+    }
+    with open("sweep.json", "w") as f:
+        json.dump(summary, f, indent=2, default=str)
+    print(f"\nwarm-up: {sweep.warmup.get('report')}")
+    print(f"{len(sweep.rows)} rows in {sweep.seconds:.0f} s: {counts}\n")
 
 
 def _skipped(name, seq_len, mask, pass_, reason, world, kwargs) -> Result:
