@@ -503,3 +503,30 @@ def test_a_need_in_another_folder_links_to_that_notebooks_page():
     link = _need_link(Need("gpu", notebook="sub/other"), "nvidia-h200")
     assert link == {"text": "sub/other.md:gpu", "href": "../other/nvidia-h200.html#cell-gpu"}
     assert _need_link(Need("bench"), "cpu")["href"] == "#cell-bench"
+
+
+def test_columns_empty_in_every_row_are_left_out_and_named():
+    from attnbench.notebook.site.tables import shown, table
+
+    rows = [[shown("a"), shown(None), shown(1)], [shown("b"), shown(""), shown(2)]]
+    got = table(["provider", "window", "ms"], rows, total=2)
+    assert [c["name"] for c in got["columns"]] == ["provider", "ms"]
+    assert [[c.text for c in row] for row in got["rows"]] == [["a", "1"], ["b", "2"]]
+    assert got["empty"] == ["window"] and got["columns"][1]["css"] == "num"
+
+
+def test_svg_figure_title_becomes_its_alt_text():
+    from attnbench.notebook.site.artifacts import svg_title
+
+    def text(size, y, words, anchor="middle", turn="-0"):
+        return (f'<text style="font-size: {size}px; text-anchor: {anchor}" x="1" y="{y}" '
+                f'transform="rotate({turn} 1 {y})">{words}</text>')  # fmt: skip
+
+    ticks = text(9, 280, "0") + text(9, 280, "100") + text(10, 290, "TFLOP/s per GPU")
+    svg = (
+        f'<svg height="300pt"><metadata><dc:title>Matplotlib v3</dc:title></metadata>{ticks}'
+        f"{text(10, 150, 'seconds', turn='-90')}{text(12, 33, 'forward')}{text(11, 15.5, 'Flux &amp; co')}</svg>"
+    )
+    assert svg_title(svg.encode(), 300) == "Flux & co"
+    assert svg_title(f"<svg>{ticks}</svg>".encode(), 300) == ""  # only ticks and an axis label: no title
+    assert svg_title(b"<svg><title>Latency by length</title></svg>", None) == "Latency by length"

@@ -93,3 +93,44 @@ def test_a_line_where_a_reference_won_on_one_label_is_listed_apart():
         ("fwd|S 2", False),
         ("fwd|S 1", True),
     ]
+
+
+def test_shares_and_ratios_are_compared_by_their_difference_not_a_ratio():
+    """9.08 % against 7.76 % is 1.32 points less (better, lower being better), never "1.17×"; a lead of
+    1.18× against 1.17× is a difference of 0.01 in the lead."""
+    a = _view(numbers=[Number("behind", "behind the best", 9.08, "%", "wall time", higher_is_better=False),
+                       Number("lead", "lead over SDPA", 1.18, "×", "wall time")])  # fmt: skip
+    b = _view(numbers=[Number("behind", "behind the best", 7.76, "%", "wall time", higher_is_better=False),
+                       Number("lead", "lead over SDPA", 1.17, "×", "wall time")])  # fmt: skip
+    behind, lead = comparison("nb", "T", {"a": a, "b": b})["numbers"]
+    assert behind["ratios"][0]["text"] == "−1.32 pp" and behind["ratios"][0]["css"] == "up"
+    assert "percentage points" in behind["ratios"][0]["title"]
+    assert lead["ratios"][0]["text"] == "−0.01" and lead["ratios"][0]["css"] == ""
+    assert "×" not in lead["ratios"][0]["text"]
+
+
+def test_one_gpu_pairs_get_one_ratio_column_and_one_summary_part_per_group():
+    """On one GPU each, per-GPU throughput there / base is base time / time there: one column, one median."""
+    one = _view(
+        Entry("fwd|S 1", "k", 100.0, "TFLOP/s", group="forward", label="S 1", per="per GPU", ms=2.0),
+        Entry("fwd|S 2", "k", 100.0, "TFLOP/s", group="forward", label="S 2", per="per GPU", ms=4.0),
+    )
+    other = _view(Entry("fwd|S 1", "k", 110.0, "TFLOP/s", group="forward", label="S 1", per="per GPU",
+                        ms=2.0 / 1.1),
+                  Entry("fwd|S 2", "k", 120.0, "TFLOP/s", group="forward", label="S 2", per="per GPU",
+                        ms=4.0 / 1.2))  # fmt: skip
+    page = comparison("nb", "T", {"h100": one, "h200": other})
+    assert page["columns"] == [{"label": "h200", "one": True, "value": "TFLOP/s, per GPU"}]
+    assert all(line["ratios"][0]["one"] for line in page["table"])
+    (sentence,) = page["sentences"]
+    assert "give one ratio" in sentence and sentence.count("forward: ") == 1
+    assert "wall time forward" not in sentence and "TFLOP/s, per GPU forward" not in sentence
+
+
+def test_multi_gpu_pairs_keep_the_wall_time_and_per_gpu_columns_apart():
+    one = _view(Entry("fwd|S 1M", "single", 187.0, "TFLOP/s", group="forward", per="per GPU", ms=103.0))
+    two = _view(Entry("fwd|S 1M", "dist", 172.0, "TFLOP/s", group="forward", per="per GPU", ms=56.0, gpus=2),
+                gpus=2)  # fmt: skip
+    page = comparison("nb", "T", {"x2": two, "x1": one})
+    assert page["columns"] == [{"label": "x2", "one": False, "value": "TFLOP/s, per GPU"}]
+    assert "give one ratio" not in page["sentences"][0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import json
 import re
 from datetime import datetime
@@ -40,6 +41,8 @@ def artifact_view(src: Path, rel: str, href: str) -> dict[str, Any]:
         view.update(kind="image", src=f"data:{IMAGE_TYPES[suffix]};base64,{data}")
         # width and height reserve the image's box before it loads (no jump while a lazy image arrives)
         view["width"], view["height"] = image_size(raw, suffix) or (None, None)
+        title = svg_title(raw, view["height"]) if suffix == ".svg" else ""  # figures of a run share one
+        view["alt"] = f"{rel}: {title}" if title else rel  # title, so the file name stays in front
     elif suffix in (".csv", ".tsv"):
         view.update(kind="table", **_csvtable(src, "\t" if suffix == ".tsv" else ","))
     elif suffix == ".jsonl":
@@ -101,6 +104,34 @@ def _svg_size(head: str) -> tuple[int, int] | None:
     if None in sizes:
         return None
     return round(sizes[0]), round(sizes[1])
+
+
+SVG_TEXT = re.compile(r"<text\b([^>]*)>([^<]+)</text>")
+
+
+def svg_title(data: bytes, height: float | None) -> str:
+    """What an SVG figure shows, for its alt text: its own <title>, else the centred, unrotated line(s)
+    of text nearest its top in a font larger than its smallest (the tick labels): matplotlib writes a
+    figure's or its axes' titles so. "" when neither is there (text drawn as paths, only tick labels)."""
+    body = re.sub(r"<metadata\b.*?</metadata>", "", data.decode("utf-8", errors="replace"), flags=re.DOTALL)
+    if own := re.search(r"<title\b[^>]*>([^<]+)</title>", body):  # matplotlib's own dc:title is gone above
+        return html.unescape(own.group(1)).strip()
+    texts = []
+    for attrs, words in SVG_TEXT.findall(body):
+        size, y = re.search(r"font-size:\s*([0-9.]+)", attrs), re.search(r'\sy="([-0-9.]+)"', attrs)
+        if size and y:
+            centred = "text-anchor: middle" in attrs and not re.search(r"rotate\((?!-?0[ )])", attrs)
+            texts.append((float(size.group(1)), float(y.group(1)), html.unescape(words).strip(), centred))
+    if not texts:
+        return ""
+    smallest = min(size for size, *_ in texts)
+    top = (height or 0) * 0.15  # a title sits at the top; a larger label lower down is an axis's
+    titles = [(y, words) for size, y, words, centred in texts if centred and size > smallest
+              and y <= top and re.search(r"[A-Za-z]", words)]  # fmt: skip
+    if not titles:
+        return ""
+    first = min(y for y, _ in titles)
+    return "; ".join(words for y, words in titles if y - first < 1)
 
 
 def read_head(path: Path, chars: int) -> tuple[str, str]:

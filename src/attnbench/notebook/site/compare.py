@@ -8,7 +8,11 @@ pairs what the runs' headline.json files (headline.py) say, comparing only like 
   time) agree; a pair that differs is listed as not compared, with both bases named;
 - ranking entries (`entries`) pair by key on two bases, each named: the winner's wall time
   (`ms`: base time / time there, so 1.7× is 1.7 times as fast there, whatever the GPU count) and
-  the entry's own value where unit and `per` agree (per-GPU throughput beside per-GPU throughput).
+  the entry's own value where unit and `per` agree (per-GPU throughput beside per-GPU throughput);
+  where each winner ran on the same GPU count on both labels the two are one number, shown once.
+
+A quantity that is itself a share or a ratio (unit % or ×) is compared by its difference (percentage
+points, or the ratio's own difference), never by a ratio of the two.
 
 Every ratio reads "above 1 is better there" (inverted where lower is better). The first comparable
 label (by GPU count, then name) is the base. A CPU smoke label (headline not_gpu, or a cpu profile) is
@@ -31,6 +35,8 @@ PAGE = "compare.html"
 NOT_GPU = "a CPU smoke run: not a GPU measurement, so never compared with a GPU run"
 NO_HEADLINE = "no headline.json: the run predates headline data (re-run its report cell)"
 NO_NUMBERS = "its headline holds no numbers to compare"
+# Units that are a share or a ratio already: two of them are compared by their difference, not a ratio.
+RELATIVE_UNITS = {"%", "×", "x"}
 FACTS = ("gpu", "gpu_count", "driver", "cuda", "torch", "python", "cpu", "platform")
 
 
@@ -46,6 +52,35 @@ def _ratio_cell(value: float | None, why: str = "") -> dict[str, str]:
         return {"text": "", "css": "", "title": why}
     css = "up" if value >= 1.03 else "down" if value <= 0.97 else ""
     return {"text": f"{value:.2f}×", "css": css, "title": why}
+
+
+def _difference_cell(there: float | None, here: float | None, unit: str, higher_is_better: bool,
+                     label: str) -> dict[str, str]:  # fmt: skip
+    """There minus the base, for a quantity that is itself a share or a ratio: 7.76 % against 9.08 %
+    is 1.3 points less, and "1.17×" of it would read as a speed-up that nobody measured."""
+    if there is None or here is None:
+        return _ratio_cell(None, "not measured on both")
+    delta = there - here
+    text = (f"{delta:+.2f}" if round(delta, 2) else "0.00").replace("-", "−") + (" pp" if unit == "%" else "")
+    better = delta > 0 if higher_is_better else delta < 0
+    moved = abs(delta) >= 0.03 * abs(here)  # the same 3 % a ratio cell needs before it is coloured
+    css = ("up" if better else "down") if moved and delta else ""
+    points = "percentage points" if unit == "%" else f"the {unit} itself"
+    way = "higher" if higher_is_better else "lower"
+    why = (
+        f"difference in {points}: {label} minus the base ({way} is better); a ratio of a {unit} means nothing"
+    )
+    return {"text": text, "css": css, "title": why}
+
+
+def _versus(there: float | None, here: float | None, unit: str, higher_is_better: bool,
+            label: str, why: str) -> tuple[dict[str, str], float | None]:  # fmt: skip
+    """The cell comparing two values of one unit, and the ratio if the cell is one (None for a
+    difference: it has no place in a median of ratios)."""
+    if unit in RELATIVE_UNITS:
+        return _difference_cell(there, here, unit, higher_is_better, label), None
+    ratio = _ratio(there, here, higher_is_better)
+    return _ratio_cell(ratio, why), ratio
 
 
 def _basis(unit: str, per: str) -> str:
@@ -80,7 +115,7 @@ def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) ->
     labels = list(heads)
     base, others = (labels[0], labels[1:]) if labels else ("", [])
     numbers = _numbers(heads, base, others) if len(labels) > 1 else []
-    entries, medians = _entries(heads, base, others, views) if len(labels) > 1 else ([], {})
+    entries, columns, medians = _entries(heads, base, others, views) if len(labels) > 1 else ([], [], {})
     return {
         "name": name,
         "title": title,
@@ -94,7 +129,8 @@ def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) ->
         "facts": _facts(views),
         "numbers": numbers,
         "table": entries,
-        "sentences": _sentences(base, others, medians, views, numbers),
+        "columns": columns,
+        "sentences": _sentences(base, columns, medians, views, numbers),
     }
 
 
@@ -121,8 +157,10 @@ def _numbers(heads: Mapping[str, Headline], base: str, others: list[str]) -> lis
                 why = f"not compared: {_basis(there.unit, there.per)} against {_basis(here.unit, here.per)}"
                 ratios.append({"text": "not like with like", "css": "muted", "title": why})
             else:
-                ratios.append(_ratio_cell(_ratio(there.value, here.value, here.higher_is_better),
-                                          f"{_basis(here.unit, here.per)}: above 1 is better on {label}"))  # fmt: skip
+                why = f"{_basis(here.unit, here.per)}: above 1 is better on {label}"
+                ratios.append(
+                    _versus(there.value, here.value, here.unit, here.higher_is_better, label, why)[0]
+                )
         cells = [{"text": "—" if n is None else f"{key_number_text(n.value)} {n.unit}".strip(),
                   "per": "" if n is None else n.per, "title": "" if n is None else n.detail}
                  for n in found.values()]  # fmt: skip
@@ -132,12 +170,13 @@ def _numbers(heads: Mapping[str, Headline], base: str, others: list[str]) -> lis
     return lines
 
 
-def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], dict]:
-    """Ranking entries paired by key: the winner and value on each label, and two ratios per other label,
-    each on its own basis: wall time (the winners' `ms`) and the entry's value (same unit and per only)."""
+def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], list[dict], dict]:
+    """Ranking entries paired by key: the winner and value on each label, and two comparisons per other
+    label, each on its own basis: wall time (the winners' `ms`) and the entry's value (same unit and per
+    only). Then the columns (one per other label where the two agree by construction) and the medians."""
     by_label = {label: {e.key: e for e in h.entries} for label, h in heads.items()}
     keys = list(dict.fromkeys(k for label in heads for k in by_label[label]))
-    table, medians = [], defaultdict(list)
+    table = []
     for key in keys:
         found = {label: by_label[label].get(key) for label in heads}
         if sum(e is not None for e in found.values()) < 2:
@@ -150,21 +189,51 @@ def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], di
         for label in others:
             there = found[label]
             wall = _ratio(there.ms, here.ms, False) if there and here else None
-            value = None
-            if there and here and (there.unit, there.per) == (here.unit, here.per):
-                value = _ratio(there.value, here.value, here.higher_is_better)
+            value, value_cell = None, _ratio_cell(None)
             basis = _basis(here.unit, here.per) if here else ""
+            if there and here and (there.unit, there.per) == (here.unit, here.per):
+                why = f"{basis}: above 1 is better there"
+                value_cell, value = _versus(
+                    there.value, here.value, here.unit, here.higher_is_better, label, why
+                )
+            gpus = [(e.gpus or _gpus(views[x])) if e else None for x, e in ((base, here), (label, there))]
             line["ratios"].append({"wall": _ratio_cell(wall, "wall time: base time / time there"),
-                                   "value": _ratio_cell(value, f"{basis}: above 1 is better there")})  # fmt: skip
-            group = first.group or "all"
-            if wall is not None:
-                medians[(label, "wall time", group)].append(wall)
-            if value is not None:
-                medians[(label, basis, group)].append(value)
+                                   "value": value_cell, "wall_x": wall, "value_x": value, "basis": basis,
+                                   "same_gpus": gpus[0] == gpus[1]})  # fmt: skip
         table.append(line)
     table.sort(key=lambda line: line["baseline"])  # references last
     _drop_common_parts(table)
-    return table, medians
+    columns = _columns(table, others)
+    return table, columns, _medians(table, columns)
+
+
+def _columns(table: list[dict], others: list[str]) -> list[dict]:
+    """One ratio column per other label where every winner ran on the same GPU count on both labels and
+    the value is a throughput of the same work: then value there / base value is base time / time there,
+    the same number twice. Two columns, each named by its basis, where the GPU counts differ."""
+    columns = []
+    for i, label in enumerate(others):
+        ratios = [line["ratios"][i] for line in table]
+        one = bool(ratios) and all(r["same_gpus"] and r["wall"]["text"] == r["value"]["text"] for r in ratios)
+        bases = {r["basis"] for r in ratios if r["value_x"] is not None} or {"own unit"}
+        value = bases.pop() if len(bases) == 1 else "own unit"
+        columns.append({"label": label, "one": one, "value": value})
+        for r in ratios:
+            r["one"] = one
+    return columns
+
+
+def _medians(table: list[dict], columns: list[dict]) -> dict:
+    """The ratios of each other label by basis and group ("" basis: the one column of both)."""
+    medians = defaultdict(list)
+    for i, column in enumerate(columns):
+        for line in table:
+            r, group = line["ratios"][i], line["group"] or "all"
+            if r["wall_x"] is not None:
+                medians[(column["label"], "" if column["one"] else "wall time", group)].append(r["wall_x"])
+            if r["value_x"] is not None and not column["one"]:
+                medians[(column["label"], r["basis"], group)].append(r["value_x"])
+    return medians
 
 
 def _drop_common_parts(table: list[dict]) -> None:
@@ -245,23 +314,25 @@ def _facts(views: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _sentences(base, others, medians, views, numbers) -> list[str]:
-    """One line per other label: the median ratio per basis and group, the basis named first."""
+def _sentences(base, columns, medians, views, numbers) -> list[str]:
+    """One line per other label: the median ratio per basis and group, the basis named first (once, in
+    the lead, where wall time and the value give one ratio)."""
     sentences = []
-    for label in others:
-        parts = []
+    gpus = lambda x: f"{_gpus(views[x])} GPU{'s' if _gpus(views[x]) > 1 else ''}"
+    for column in columns:
+        label, parts = column["label"], []
         for (there, basis, group), values in medians.items():
             if there != label:
                 continue
             low, high = f"{min(values):.2f}", f"{max(values):.2f}"
             spread = f"all {low}×" if low == high else f"{low}–{high}×"
-            parts.append(
-                f"{basis} {group}: {statistics.median(values):.2f}× (median of {len(values)}; {spread})"
-            )
+            name = f"{basis} {group}" if basis else group
+            parts.append(f"{name}: {statistics.median(values):.2f}× (median of {len(values)}; {spread})")
         if parts:
-            gpus = lambda x: f"{_gpus(views[x])} GPU{'s' if _gpus(views[x]) > 1 else ''}"
-            sentences.append(f"{label} ({gpus(label)}) against {base} ({gpus(base)}), the same ranking entries, "
-                             "above 1 better there: " + "; ".join(parts) + ".")  # fmt: skip
+            one = (f", each winner on the same GPU count on both, so wall time and {column['value']} give "
+                   "one ratio") if column["one"] else ""  # fmt: skip
+            sentences.append(f"{label} ({gpus(label)}) against {base} ({gpus(base)}), the same ranking entries"
+                             f"{one}, above 1 better there: " + "; ".join(parts) + ".")  # fmt: skip
     if numbers:
         sentences.insert(0, f"{len(numbers)} key number{'s' if len(numbers) > 1 else ''} of the answer paired by "
                             "name below, each compared only on its own basis (per GPU, total or wall time).")  # fmt: skip

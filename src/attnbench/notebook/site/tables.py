@@ -43,19 +43,23 @@ def shown(value: Any) -> Shown:
 
 
 def table(columns: list[str], rows: list[list[Shown]], total: int, note: str = "", titles=None) -> dict:
-    """A table for the template; a column of numbers is right-aligned, its header too."""
-    numeric = [
-        any(row[i].text for row in rows) and all(row[i].css == "num" for row in rows if row[i].text)
-        for i in range(len(columns))
-    ]
+    """A table for the template; a column of numbers is right-aligned, its header too. A column empty in
+    every row shown is left out and named in `empty`, so the page says what it dropped."""
     titles = titles or [""] * len(columns)
+    rows = [row + [Shown("")] * (len(columns) - len(row)) for row in rows]  # a short CSV row
+    keep = [i for i in range(len(columns)) if not rows or any(row[i].text for row in rows)]
+    numeric = {
+        i: any(row[i].text for row in rows) and all(row[i].css == "num" for row in rows if row[i].text)
+        for i in keep
+    }
     return {
         "columns": [
-            {"name": c, "title": t, "css": "num" if n else ""} for c, t, n in zip(columns, titles, numeric)
+            {"name": columns[i], "title": titles[i], "css": "num" if numeric[i] else ""} for i in keep
         ],
-        "rows": rows,
+        "rows": [[row[i] for i in keep] + row[len(columns) :] for row in rows],
         "total": total,
         "note": note,
+        "empty": [columns[i] for i in range(len(columns)) if i not in keep],
     }
 
 
