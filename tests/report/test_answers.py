@@ -362,8 +362,12 @@ def test_the_environment_answer_names_the_gpu_and_what_bounds_its_speed():
                                 "power limit 700 W.")  # fmt: skip
     assert "cuDNN 9.19.0" in answer.answer[1] and "torch 2.11.0" in answer.answer[1]
     numbers = {n.key: (n.value, n.unit, n.spread) for n in answer.numbers}
-    assert numbers == {"gpu|sm_count": (132, "SMs", None), "gpu|memory": (79.2, "GiB", None),
+    # a count has no unit beside its name (not "SMs 132 SMs"); each number is of one GPU
+    assert numbers == {"gpu|sm_count": (132, "", None), "gpu|memory": (79.2, "GiB", None),
                        "gpu|max_sm_clock": (1980, "MHz", None), "gpu|power_limit": (700, "W", None)}  # fmt: skip
+    assert {n.per for n in answer.numbers} == {"per GPU"}
+    Data.documents = {"environment": {**env, "gpus": [{}, {}]}}
+    assert answer_for("environment", Data).answer[0].startswith("2× NVIDIA H100 80GB HBM3, each: 132 SMs,")
 
     Data.documents = {"environment": {**env, "gpu": None, "gpus": [], "reasons": {"gpu": "no CUDA device"}}}
     answer = answer_for("environment", Data)

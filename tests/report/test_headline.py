@@ -166,3 +166,39 @@ def test_a_row_above_a_peak_is_never_ranked_and_is_named_as_a_measurement_error(
     )
     flagged = row("fa", 8192, 0.4, over_peak="763.5 TFLOP/s is 112% of the measured bf16 matmul peak")
     assert [b.provider for b in headline([flagged, row("cudnn", 8192, 1.0)]).bests] == ["cudnn"]
+
+
+def test_share_of_peak_only_against_a_peak_of_the_rows_math():
+    """An fp32 row without its own share has none: the run's single measured peak is a bf16 one."""
+    fp32 = row("gather_eff", 8192, 4.0, mfu=None, dtype="float32", math="fp32", mfu_at_clock=0.446)
+    (best,) = headline([fp32], peaks={"measured": 694.0, "datasheet": 989.5}).bests
+    assert best.peak_share is None and best.peak == ""
+    bf16 = row("gather_cudnn", 8192, 0.5, mfu=None, math="bf16")
+    (best,) = headline([bf16], peaks={"measured": 400.0}).bests
+    assert best.peak_share == 0.5 and best.peak == "measured"
+
+
+def test_a_share_scaled_to_the_rows_clock_says_so():
+    """Rows scored at their own SM clock are shares of the matmul peak scaled to it, not of the peak
+    as measured: the sentence and the ranking's detail name that denominator."""
+    from attnbench.report.headline_data import index_lines, page_headline
+
+    scaled = {"peak_tflops": 883.5, "matmul_peak_measured": {"tflops": 700.0, "sm_clock_mhz": 1545.0}}
+    h = headline([row("te", 4224, 0.131, mfu=0.86, extra=scaled)], peaks={"measured": 663.2})
+    assert h.bests[0].peak == "measured at clock"
+    assert "(86% of the measured matmul peak at the row's SM clock)" in h.sentences[0]
+    assert page_headline(h).entries[0].detail == "86% of the measured matmul peak at the row's SM clock"
+    assert index_lines(h)[0].endswith("(86% of the measured matmul peak at the row's SM clock)")
+
+
+def test_untimed_correctness_rows_vouch_for_the_same_workload():
+    """A correctness cell's rows (checked, not timed) vouch for the timed rows of their provider at the
+    same workload, in every pass a forward + backward check covers; not at another length."""
+    check = {"ms_median": None, "tflops": None, "mfu": None, "ok": True}
+    rows = [row("fused", 32768, 1.0, ok=None), row("gather", 32768, 2.0, ok=None),
+            row("fused", 65536, 2.0, ok=None), row("fused", 32768, 1.0, "fwd_bwd", **check),
+            row("gather", 32768, 1.0, "fwd_bwd", **{**check, "ok": False, "status": "incorrect"})]  # fmt: skip
+    by_shape = {b.shape: b for b in headline(rows).bests}
+    assert by_shape["S 32768"].provider == "fused" and by_shape["S 32768"].checked
+    assert by_shape["S 32768"].runner_up == ""  # the wrong one is never ranked
+    assert not by_shape["S 65536"].checked

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attnbench.report.headline import above_peak
+from attnbench.report.peak_share import above_peak
 from attnbench.rows import Result
 
 
@@ -42,7 +42,7 @@ def reference_for(row: Result, rows: Iterable[Result]) -> Result | None:
 def over_peak(row: Result, datasheet_tflops: float | None = None) -> str | None:
     """Why the row's TFLOP/s per GPU is a measurement error, not a result: above 100 % of a peak. Rows
     scored when measured carry the reason (`over_peak`, status error); rows measured before CP rows were
-    scored are judged here on what they carry (report.headline.above_peak) and against one GPU's
+    scored are judged here on what they carry (report.peak_share.above_peak) and against one GPU's
     `datasheet_tflops` when the caller has it (sweep.json), so old rows obey the same rule."""
     reason = above_peak(row.to_dict())
     if reason or not datasheet_tflops or not row.tflops or row.tflops <= datasheet_tflops:

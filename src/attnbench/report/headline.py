@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnbench.report.peak_share import above_peak, peak_of, peak_words
+
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 PASS_ORDER = tuple(PASS_NAMES)
 SHAPE_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "dtype", "mask",
@@ -111,25 +113,6 @@ def is_baseline(row: Mapping, sparse_report: bool = False, multi_gpu_report: boo
     return sparse_report and not (row.get("extra") or {}).get("pattern")
 
 
-SHARE_FIELDS = ("mfu", "mfu_datasheet", "mfu_at_clock")
-
-
-def above_peak(row: Mapping) -> str | None:
-    """Why a row is a measurement error for claiming more than 100 % of a peak, else None. Rows measured
-    since the timing protocol carry `over_peak` and status error; older committed rows only carry their
-    shares, so the same rule is applied here when they are read: such a row is never ranked or shown as
-    a result, whenever it was measured."""
-    if row.get("over_peak"):
-        return str(row["over_peak"])
-    extra = row.get("extra") or {}
-    over = [(name, value) for name in SHARE_FIELDS
-            for value in (_number(row.get(name)), _number(extra.get(name))) if value is not None and value > 1.0]  # fmt: skip
-    if not over:
-        return None
-    name, value = max(over, key=lambda item: item[1])
-    return f"above peak, a measurement error: {value:.0%} of the peak ({name})"
-
-
 def is_quantised(row: Mapping) -> bool:
     extra = row.get("extra") or {}
     if extra.get("quantized"):
@@ -141,12 +124,44 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _verdict(row: Mapping, checks: Mapping[tuple[str, str], str]) -> bool | None:
+# A correctness row checked the passes it ran: forward + backward compares the output and the gradients
+CHECK_COVERS = {"fwd": {"fwd"}, "bwd": {"bwd"}, "fwd_bwd": {"fwd", "bwd", "fwd_bwd"}}
+
+
+def _workload_key(row: Mapping) -> str:
+    extra = row.get("extra") or {}
+    fields = [row.get(f) for f in SHAPE_FIELDS] + [extra.get("pattern"), extra.get("branches")]
+    return json.dumps(fields, default=str)
+
+
+def untimed_checks(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], bool]:
+    """(provider, pass, workload) -> verdict of correctness rows that were checked but not timed (a
+    correctness cell's rows: ms_median null). They vouch for the timed rows of that provider at exactly
+    that workload, in every pass the checked pass covers; one wrong check makes it wrong."""
+    found: dict[tuple[str, str, str], bool] = {}
+    for row in rows:
+        if _number(row.get("ms_median")) is not None or not isinstance(row.get("ok"), bool):
+            continue
+        good = row["ok"] and row.get("status") != "incorrect"
+        for pass_ in CHECK_COVERS.get(str(row.get("pass")), {str(row.get("pass"))}):
+            key = (str(row.get("provider")), pass_, _workload_key(row))
+            found[key] = found.get(key, True) and good
+    return found
+
+
+def _verdict(
+    row: Mapping,
+    checks: Mapping[tuple[str, str], str],
+    untimed: Mapping[tuple[str, str, str], bool] | None = None,
+) -> bool | None:
     """True: checked and correct; False: known wrong; None: nobody checked."""
     if row.get("status") == "incorrect" or row.get("ok") is False:
         return False
     if row.get("ok") is True:
         return True
+    checked = (untimed or {}).get((str(row.get("provider")), str(row.get("pass")), _workload_key(row)))
+    if checked is not None:
+        return checked
     provider, mask = str(row.get("provider")), str(row.get("mask"))
     # A check may name the provider without its family prefix (strategy "ring" for row "cp_ring").
     bare = provider.removeprefix(f"{row.get('family')}_")
@@ -187,23 +202,6 @@ def shape_label(row: Mapping, fields: list[str]) -> str:
     return " · ".join(parts) or "one shape"
 
 
-def _peak(row: Mapping, peaks: Mapping[str, float | None]) -> tuple[float | None, str]:
-    extra = row.get("extra") or {}
-    tflops = _number(row.get("tflops"))
-    mfu = _number(row.get("mfu"))
-    if mfu is not None:
-        return mfu, "measured"
-    measured = _number(extra.get("peak_tflops")) or _number(peaks.get("measured"))
-    if tflops is not None and measured:
-        return tflops / measured, "measured"
-    if _number(extra.get("mfu_datasheet")) is not None:
-        return _number(extra.get("mfu_datasheet")), "datasheet"
-    datasheet = _number(peaks.get("datasheet"))
-    if tflops is not None and datasheet:
-        return tflops / datasheet, "datasheet"
-    return None, ""
-
-
 def headline(
     rows: Iterable[Mapping],
     *,
@@ -224,8 +222,9 @@ def headline(
     result.cpu = any(r.get("timer") == "perf_counter" for r in measured)
     sparse = any((r.get("extra") or {}).get("pattern") for r in measured)
     multi_gpu = any((_world(r) or 1) > 1 for r in measured)
+    untimed = untimed_checks(rows)
     for (pass_, shape), group in groups.items():
-        best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu)
+        best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu, untimed)
         if best is not None:
             result.bests.append(best)
     order = {s: i for i, s in enumerate(dict.fromkeys(shape_label(r, fields) for r in _by_shape(measured)))}
@@ -245,9 +244,9 @@ def _by_shape(rows: list[Mapping]) -> list[Mapping]:
                                             else f"{r.get(f):020}" for f in SHAPE_FIELDS))  # fmt: skip
 
 
-def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False) -> Best | None:
+def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, untimed=None) -> Best | None:
     contenders = [r for r in group if not is_baseline(r, sparse, multi_gpu)]
-    verdicts = [(r, _verdict(r, checks)) for r in contenders or group]
+    verdicts = [(r, _verdict(r, checks, untimed)) for r in contenders or group]
     correct = [r for r, v in verdicts if v is True]
     checked = bool(correct)
     pool = correct or [r for r, v in verdicts if v is None]  # nothing checked ran: rank the unchecked
@@ -257,7 +256,7 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False) -> 
     if not ranked:
         return None
     top = ranked[0]
-    share, peak = _peak(top, peaks)
+    share, peak = peak_of(top, peaks)
     best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
                 tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
                 candidates=len(ranked), baseline=not contenders, gpus=_world(top),
@@ -303,7 +302,7 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
         shares = [b.peak_share for b in bests if b.peak_share is not None]
         kinds = {b.peak for b in bests if b.peak_share is not None}
         if shares:
-            text += f" ({_range(shares, _percent)} of the {'/'.join(sorted(kinds))} peak)"
+            text += f" ({_range(shares, _percent)} of {peak_words(kinds)})"
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
     if gaps:
         text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"

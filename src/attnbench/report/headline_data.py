@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnbench.notebook.site import headline as page
-from attnbench.report.headline import PASS_NAMES, Headline, Target, headline, targets_from, tflops_text
+from attnbench.report.headline import (
+    PASS_NAMES,
+    Headline,
+    Target,
+    headline,
+    targets_from,
+    tflops_text,
+)
+from attnbench.report.peak_share import peak_words
 from attnbench.report.repeatability import protocol_of, spread_for
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
@@ -113,7 +121,7 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
             key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
             unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
-            detail=f"{_percent(b.peak_share)} of the {b.peak} peak" if b.peak_share is not None else "",
+            detail=f"{_percent(b.peak_share)} of {peak_words([b.peak])}" if b.peak_share is not None else "",
             runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
             margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
             baseline=b.baseline, per=PER_GPU if b.tflops is not None else "wall time", ms=b.ms, gpus=b.gpus,
@@ -197,7 +205,9 @@ def index_lines(h: Headline) -> list[str]:
         if top.tflops is not None:
             text += f", up to {tflops_text(top.tflops)} TFLOP/s"
             if top.peak_share is not None:
-                text += f" ({_percent(top.peak_share)} of {top.peak} peak)"
+                # older rows' share: "of measured peak", as the index always said it
+                words = peak_words([top.peak]) if top.peak == "measured at clock" else f"{top.peak} peak"
+                text += f" ({_percent(top.peak_share)} of {words})"
         lines.append(text)
     return lines
 

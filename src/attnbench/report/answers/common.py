@@ -13,7 +13,7 @@ def _num(value: Any) -> float | None:
 
 
 def _good(row: Mapping) -> bool:
-    from attnbench.report.headline import above_peak
+    from attnbench.report.peak_share import above_peak
 
     return (row.get("status") == "ok" and row.get("ok") is not False and _num(row.get("ms_median")) is not None
             and not above_peak(row))  # fmt: skip

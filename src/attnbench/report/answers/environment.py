@@ -29,7 +29,8 @@ def environment(data) -> page.Answer:
     reasons = env.get("reasons") if isinstance(env.get("reasons"), Mapping) else {}
     gpus = env.get("gpus") if isinstance(env.get("gpus"), list) else []
     facts = [
-        (_num(env.get("sm_count")), "{:.0f} SMs", "sm_count", "SMs", "SMs"),
+        # a count has no unit: its name says what is counted (not "SMs 132 SMs")
+        (_num(env.get("sm_count")), "{:.0f} SMs", "sm_count", "SMs", ""),
         (_num(env.get("memory_bytes")), "{:.1f} GiB of GPU memory", "memory", "GPU memory", "GiB"),
         (
             _num(env.get("max_sm_clock_mhz")),
@@ -41,15 +42,18 @@ def environment(data) -> page.Answer:
         (_num(env.get("power_limit_w")), "power limit {:.0f} W", "power_limit", "power limit", "W"),
     ]
     if env.get("gpu"):
-        said = []
+        # each fact is of one GPU (env.json describes one), on one GPU and on several alike, so that
+        # the comparison page pairs them across labels
+        said, per = [], "per GPU"
         for value, form, key, name, unit in facts:
             if value is None:
                 continue
             value = value / 2**30 if unit == "GiB" else value
             said.append(form.format(value))
-            answer.numbers.append(_number(f"gpu|{key}", name, round(value, 1), unit))
-        count = f"{len(gpus)}× " if len(gpus) > 1 else ""
-        answer.answer.append(f"{count}{env['gpu']}" + (f": {', '.join(said)}." if said else "."))
+            answer.numbers.append(_number(f"gpu|{key}", name, round(value, 1), unit, per))
+        # several GPUs: the facts are of each one (env.json describes one GPU), not their sum
+        count, each = (f"{len(gpus)}× ", ", each") if len(gpus) > 1 else ("", "")
+        answer.answer.append(f"{count}{env['gpu']}" + (f"{each}: {', '.join(said)}." if said else "."))
     else:
         why = reasons.get("gpu") or "no CUDA device was found"
         answer.answer.append(
