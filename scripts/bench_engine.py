@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Engine speed (issue 2, item 14): prints a table of medians against their budgets.
+"""Engine speed: prints a table of medians against their budgets.
 
     uv run python scripts/bench_engine.py [--env python] [--repeats 5] [--scratch] [notebooks/*.md]
 

@@ -35,7 +35,9 @@ except ImportError as exc:  # a machine without torch has no GPU to check either
     sys.exit(0)
 
 M = 1 << 20
-GATHER_FWD_BWD_GIB_PER_M = 84.0  # the gather path's forward + backward peak at 1M tokens (issue 21, H200)
+GATHER_FWD_BWD_GIB_PER_M = (
+    84.0  # the gather path's forward + backward peak at 1M tokens (measured on an H200)
+)
 
 
 def show(row, started: float) -> None:

@@ -7,4 +7,6 @@ sys.path.insert(0, str(Path(__file__).parent))  # cp_worker / cp_harness, also f
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "cp8: context-parallel tests at 8 gloo ranks (issue 5, CPU part)")
+    config.addinivalue_line(
+        "markers", "cp8: context-parallel tests at 8 gloo ranks (the CPU part of the 8-GPU strategies)"
+    )

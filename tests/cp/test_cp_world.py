@@ -1,4 +1,4 @@
-"""Context-parallel strategies at 2 and 4 gloo ranks against single-process attention (issue 4).
+"""Context-parallel strategies at 2 and 4 gloo ranks against single-process attention.
 
 One spawned group per world size runs every case (cp_worker.py states inputs and tolerances);
 each test reads its case's records. A group that hangs is killed at its timeout and fails.

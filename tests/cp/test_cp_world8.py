@@ -1,4 +1,4 @@
-"""Context-parallel strategies at 8 gloo ranks (issue 5, CPU part): USP 2x4 and 4x2, double ring and
+"""Context-parallel strategies at 8 gloo ranks (the CPU part of the 8-GPU checks): USP 2x4 and 4x2, double ring and
 burst with windows 2 and 4. Select with `-m cp8`, skip with `-m "not cp8"`."""
 
 import pytest

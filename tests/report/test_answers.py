@@ -525,3 +525,18 @@ def test_cs336_names_a_copy_kernel_as_a_copy_not_math():
     data = Artifacts(rows=[], records={"steps_bf16": [step]}, documents={"breakdown": breakdown})
     sink = answer_for("cs336_systems", data).answer[-1]
     assert "13% of it; a copy kernel: dtype casts or .contiguous() copies, not math)" in sink
+
+
+def test_a_lead_within_the_run_to_run_spread_is_said_to_be_one():
+    """Two kernels 0.5 % apart on a machine whose rows repeat within 6 %: the entry says the lead is within
+    the spread, and the index line counts how many wins lead by more (none here, one at the long shape)."""
+    rows = [row("a", 4096, 1.000), row("b", 4096, 1.005), row("a", 8192, 1.0), row("b", 8192, 1.2)]
+    page = page_headline(headline(rows), spread=0.061)
+    notes = {e.label: e.notes for e in page.entries}
+    assert [n for n in notes.values() if "lead within the 6.1% run-to-run spread" in n] == [
+        ["lead within the 6.1% run-to-run spread"]
+    ]
+    (line,) = page.index_lines
+    assert "a (2/2 shapes, 1 by more than the 6.1% run-to-run spread)" in line
+    (line,) = page_headline(headline(rows)).index_lines  # no spread known: no claim either way
+    assert "a (2/2 shapes)" in line

@@ -5,7 +5,7 @@ bench_table      one line per (strategy, length, mask, pass): slowest-rank ms, T
                  (given the checks) each row's correctness, the single-GPU baselines' included.
 overlap_table    per rank: total, kernel, communication-alone and exchange ms, work share, SM clock.
 overlap_findings one sentence per (strategy, length): what sets the slowest rank's time, from numbers.
-targets          issue 4's two targets: pass/fail, measured value, shortfall and the measured why
+targets          the report's two targets: pass/fail, measured value, shortfall and the measured why
                  (target_text: one line of it for stdout).
 published_table  our TFLOP/s per GPU beside the write-up's published 32x A800 figures.
 A row above 100 % of a peak (cp_rows.over_peak) is a measurement error: no table shows its TFLOP/s.
@@ -25,7 +25,7 @@ from attnbench.rows import Result
 GIB = 2**30
 RATIO_TARGET = 0.90  # zigzag and Ulysses forward+backward vs single-GPU cuDNN at equal per-GPU tokens
 TFLOPS_TARGET = 400.0  # every strategy, forward+backward, causal, at the target length (256k)
-# higher bars for strategies over a faster local kernel (zigzag+fa3: 560, issue 8's target on 2x H200)
+# higher bars for strategies over a faster local kernel (zigzag+fa3: 560, its own target on 2x H200)
 STRATEGY_TFLOPS_TARGETS = {"zigzag+fa3": 560.0}
 RATIO_STRATEGIES = ("zigzag", "ulysses")
 
@@ -247,7 +247,7 @@ def targets(
     correctness: Iterable[dict] = (),
     target_seq: int = 262144,
 ) -> list[dict]:
-    """Issue 4's targets, one line per (target, strategy, length): measured, needed, verdict, why."""
+    """The report's two targets, one line per (target, strategy, length): measured, needed, verdict, why."""
     checks, findings = verdicts(correctness), _groups(overlap)
     lines = []
     strategies = list(dict.fromkeys(strategy_of(r) for r in rows if not is_reference(r)))

@@ -106,8 +106,9 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
 
 
-def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
-    """The engine's headline of an attention report's headline (report.headline)."""
+def page_headline(h: Headline, result_files: list[str] = (), spread: float | None = None) -> page.Headline:
+    """The engine's headline of an attention report's headline (report.headline). `spread`: the machine's
+    run-to-run spread of one timed row (report.repeatability); a lead below it is not a measured lead."""
     if h.cpu:  # a CPU smoke run cannot meet or miss a GPU target: not applicable, never red
         for t in h.targets:
             if t.verdict != "not applicable":
@@ -117,6 +118,8 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
         notes = [] if b.checked else ["not checked"]
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
+        if _within(b, spread):
+            notes.append(f"lead within the {_percent(spread)} run-to-run spread")
         entries.append(page.Entry(
             key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
@@ -137,7 +140,7 @@ def page_headline(h: Headline, result_files: list[str] = ()) -> page.Headline:
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
     return page.Headline(
         sentences=h.sentences,
-        index_lines=index_lines(h),
+        index_lines=index_lines(h, spread),
         badges=verdict_badges(h),
         not_gpu=h.cpu,
         failures=h.incorrect,
@@ -187,9 +190,16 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     return badges
 
 
-def index_lines(h: Headline) -> list[str]:
-    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak). Baselines
-    (single-GPU references, dense rows of a sparse report) never lead it while anything else ran."""
+def _within(b, spread: float | None) -> bool:
+    """Does the winner lead its runner-up by less than the run-to-run spread of one row? Two equally fast
+    kernels differ by that much from run to run, so such a lead is not a measured one."""
+    return bool(spread and b.runner_up_slower and b.runner_up_slower - 1 < spread)
+
+
+def index_lines(h: Headline, spread: float | None = None) -> list[str]:
+    """Per pass: the provider that wins most shapes and its best TFLOP/s (share of the peak); with the
+    machine's run-to-run `spread`, how many of its wins lead by more. Baselines (single-GPU references,
+    dense rows of a sparse report) never lead it while anything else ran."""
     lines = []
     ranked = [b for b in h.bests if not b.baseline] or h.bests
     for pass_ in dict.fromkeys(b.pass_ for b in ranked):
@@ -201,7 +211,12 @@ def index_lines(h: Headline) -> list[str]:
         top = max(wins, key=lambda b: b.tflops or 0)
         text = f"{PASS_NAMES.get(pass_, pass_)}: {leader}"
         if len(contested) > 1:
-            text += f" ({len(wins)}/{len(contested)} shapes)"
+            text += f" ({len(wins)}/{len(contested)} shapes"
+            led = [b for b in wins if b.runner_up_slower]
+            if spread and led:
+                clear = sum(not _within(b, spread) for b in led)
+                text += f", {clear or 'none'} by more than the {_percent(spread)} run-to-run spread"
+            text += ")"
         if top.tflops is not None:
             text += f", up to {tflops_text(top.tflops)} TFLOP/s"
             if top.peak_share is not None:
@@ -227,10 +242,10 @@ def headline_of(
     ("<cell>/<artifact>") the figure shown under them."""
     data = read_artifacts(folders)
     h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
-    result = page_headline(h, data.result_files)
     spread = spread_for(
         {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
     )
+    result = page_headline(h, data.result_files, spread)
     for entry in result.entries:  # a timed value moves run to run by the machine's measured spread
         if spread and entry.unit in ("TFLOP/s", "ms"):
             entry.spread = spread
