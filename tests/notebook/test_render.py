@@ -515,6 +515,20 @@ def test_columns_empty_in_every_row_are_left_out_and_named():
     assert got["empty"] == ["window"] and got["columns"][1]["css"] == "num"
 
 
+def test_a_long_value_repeated_down_a_column_is_said_once_as_a_note():
+    from attnbench.notebook.site.tables import REPEATED, shown, table
+
+    why = "not installed: flash-attn 2 builds from source for hours; pip install flash-attn on a CUDA machine"
+    rows = [[shown(f"p{i}"), shown(why)] for i in range(REPEATED)] + [[shown("q"), shown("x" * 70)]]
+    got = table(["provider", "reason"], rows, total=len(rows))
+    assert got["repeated"] == [why]
+    cells = [row[1] for row in got["rows"]]
+    assert [c.text for c in cells[:REPEATED]] == ["note 1"] * REPEATED and cells[0].title == why
+    assert cells[-1].text == "x" * 70 and cells[-1].css == "long"  # once: shown where it stands
+    fewer = table(["provider", "reason"], rows[: REPEATED - 1], total=REPEATED - 1)
+    assert fewer["repeated"] == [] and fewer["rows"][0][1].text == why
+
+
 def test_svg_figure_title_becomes_its_alt_text():
     from attnbench.notebook.site.artifacts import svg_title
 

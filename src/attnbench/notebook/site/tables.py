@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 MAX_TABLE_ROWS = 200  # rows shown per table; the full file is a download link
 MAX_RECORDS = 20_000  # JSONL lines read for the curated view (beyond: counted, not read)
 LONG_VALUE = 60  # table values longer than this are cut with an ellipsis (whole value in the tooltip)
+REPEATED = 3  # a long value in this many rows of a column is said once, under the table, as a note
 NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MEASURE = re.compile(r"[+-]?(\d[\d,]*\.?\d*|\.\d+)([eE][+-]?\d+)?\s*(%|x|×|ms|s|[KMGT]i?B)?")  # 95.2%, 1.82x
 
@@ -52,15 +53,35 @@ def table(columns: list[str], rows: list[list[Shown]], total: int, note: str = "
         i: any(row[i].text for row in rows) and all(row[i].css == "num" for row in rows if row[i].text)
         for i in keep
     }
+    rows = [[row[i] for i in keep] + row[len(columns) :] for row in rows]
     return {
         "columns": [
             {"name": columns[i], "title": titles[i], "css": "num" if numeric[i] else ""} for i in keep
         ],
-        "rows": [[row[i] for i in keep] + row[len(columns) :] for row in rows],
+        "rows": rows,
         "total": total,
         "note": note,
         "empty": [columns[i] for i in range(len(columns)) if i not in keep],
+        "repeated": _notes_for_repeats(rows),
     }
+
+
+def _notes_for_repeats(rows: list[list[Shown]]) -> list[str]:
+    """Long values that stand in REPEATED or more rows (an unavailable provider's reason, once per length
+    and pass) become "note N" in their cells, the whole text once under the table (returned in order):
+    the same paragraph fifty times hides the rows it explains."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for cell in row:
+            if cell.css == "long":
+                counts[cell.text] = counts.get(cell.text, 0) + 1
+    notes = [text for text, n in counts.items() if n >= REPEATED]
+    number = {text: i + 1 for i, text in enumerate(notes)}
+    for row in rows:
+        for j, cell in enumerate(row):
+            if cell.css == "long" and cell.text in number:
+                row[j] = Shown(f"note {number[cell.text]}", cell.text, "ref")
+    return notes
 
 
 def human_size(n: int) -> str:
