@@ -169,6 +169,18 @@ def test_masks_are_answered_where_the_peers_ran_not_where_one_kernel_reached():
     assert "causal at 128k: sdpa_flash, magi_ffa did not run" in alone.answer[0]
 
 
+def test_masks_say_how_many_rows_the_time_budget_left_out():
+    skipped = {"status": "skipped", "ms_median": None, "reason": "not attempted: predicted 9 s"}
+    rows = [row("flash_attn3", 4096, 1.0), row("flex", 4096, 2.0),
+            row("flash_attn4", 4096, 1.0, **skipped), row("flash_attn4", 4096, 1.0, "bwd", **skipped)]  # fmt: skip
+    said = answer_for("attention_masks", Artifacts(rows=rows)).answer
+    assert said[-1] == ("2 kernel × length rows were not attempted within the profile's time budget (forward 1, "
+                        "backward 1); a winner is the fastest of the kernels that ran at that length.")  # fmt: skip
+    assert not any(
+        "not attempted" in s for s in answer_for("attention_masks", Artifacts(rows=rows[:2])).answer
+    )
+
+
 def test_smoke_run_targets_are_not_applicable_never_red(tmp_path):
     cell = tmp_path / "bench"
     cell.mkdir()
@@ -311,8 +323,9 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
 
     answer = dilated_distributed(Data)
     said = (
-        "forward: 2097152 tokens split over 2 GPUs run 1.93× as fast as one GPU running dilated_gather_cudnn on "
-        "all of them (wall time 108.6 vs 209.9 ms; strong-scaling efficiency 97%); the split run reaches 4194304 "
+        "forward: 2097152 tokens split over 2 GPUs run 1.93× as fast as the same path on one GPU "
+        "(dilated_gather_cudnn on all of them; wall time 108.6 vs 209.9 ms; strong-scaling efficiency 97%); "
+        "the split run reaches 4194304 "
         "tokens (212.9 ms)."
     )
     assert answer.answer == [said]  # the one-GPU run is named: it is the same path, not the fastest kernel
@@ -533,10 +546,15 @@ def test_a_lead_within_the_run_to_run_spread_is_said_to_be_one():
     rows = [row("a", 4096, 1.000), row("b", 4096, 1.005), row("a", 8192, 1.0), row("b", 8192, 1.2)]
     page = page_headline(headline(rows), spread=0.061)
     notes = {e.label: e.notes for e in page.entries}
-    assert [n for n in notes.values() if "lead within the 6.1% run-to-run spread" in n] == [
-        ["lead within the 6.1% run-to-run spread"]
-    ]
+    assert [n for n in notes.values() if "lead within spread" in n] == [["lead within spread"]]
+    assert "runner-up is less than 6.1% slower" in page.entries_note  # the words defined once
     (line,) = page.index_lines
     assert "a (2/2 shapes, 1 by more than the 6.1% run-to-run spread)" in line
     (line,) = page_headline(headline(rows)).index_lines  # no spread known: no claim either way
     assert "a (2/2 shapes)" in line
+
+
+def test_no_failure_badge_counts_the_winners_nothing_checked():
+    rows = [row("a", 4096, 1.0), row("a", 8192, 2.0, ok=None)]  # checked at 4k only
+    (badge,) = [b for b in page_headline(headline(rows)).badges if "correctness" in b.text]
+    assert badge.text == "no correctness failure (1 of 2 winners not checked)" and badge.tone.value != "good"

@@ -187,7 +187,9 @@ def test_a_share_scaled_to_the_rows_clock_says_so():
     h = headline([row("te", 4224, 0.131, mfu=0.86, extra=scaled)], peaks={"measured": 663.2})
     assert h.bests[0].peak == "measured at clock"
     assert "(86% of the measured matmul peak at the row's SM clock)" in h.sentences[0]
-    assert page_headline(h).entries[0].detail == "86% of the measured matmul peak at the row's SM clock"
+    shown = page_headline(h)
+    assert shown.entries[0].detail == "86% of peak at its clock"
+    assert "scaled to the SM clock the row ran at" in shown.entries_note
     assert index_lines(h)[0].endswith("(86% of the measured matmul peak at the row's SM clock)")
 
 

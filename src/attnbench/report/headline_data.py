@@ -119,12 +119,12 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
         if _within(b, spread):
-            notes.append(f"lead within the {_percent(spread)} run-to-run spread")
+            notes.append("lead within spread")
         entries.append(page.Entry(
             key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
             unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
-            detail=f"{_percent(b.peak_share)} of {peak_words([b.peak])}" if b.peak_share is not None else "",
+            detail=f"{_percent(b.peak_share)} {PEAK_SHORT.get(b.peak, b.peak)}" if b.peak_share is not None else "",
             runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
             margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
             baseline=b.baseline, per=PER_GPU if b.tflops is not None else "wall time", ms=b.ms, gpus=b.gpus,
@@ -138,6 +138,7 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
                 + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
         + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
+    note = (note + _definitions(h, spread)).strip()
     return page.Headline(
         sentences=h.sentences,
         index_lines=index_lines(h, spread),
@@ -183,11 +184,34 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     elif h.bests and not any(b.checked for b in h.bests):  # nothing failed because nothing was checked
         badges.append(page.Badge("not correctness-checked", page.Tone.quiet,
                                  "no correctness check covers the ranked rows"))  # fmt: skip
-    elif h.bests:
-        badges.append(page.Badge("no correctness failure", page.Tone.good))
+    elif h.bests:  # said with how many winners nothing checked: "no failure" is not "all checked"
+        unchecked = sum(not b.checked for b in h.bests)
+        text = (
+            f"no correctness failure ({unchecked} of {len(h.bests)} winners not checked)" if unchecked else ""
+        )
+        badges.append(
+            page.Badge(text or "no correctness failure", page.Tone.quiet if unchecked else page.Tone.good)
+        )
     if h.cpu and h.bests:
         badges.append(page.Badge(CPU_WARNING, page.Tone.quiet, "timed with perf_counter"))
     return badges
+
+
+# A ranked entry's share of a peak, short (the entries' note says once what each means)
+PEAK_SHORT = {"measured at clock": "of peak at its clock", "measured": "of measured peak",
+              "datasheet": "of datasheet peak"}  # fmt: skip
+
+
+def _definitions(h: Headline, spread: float | None) -> str:
+    """The entries' note: what the short words in their cells mean, said once."""
+    text = ""
+    if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
+        text += (' "Of peak at its clock": of the bf16 matmul peak measured on this machine, scaled to the SM clock'
+                 " the row ran at.")  # fmt: skip
+    if any(_within(b, spread) for b in h.bests):
+        text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
+                 " of how much one row moves from run to run on this machine, so the two are not told apart.")  # fmt: skip
+    return text
 
 
 def _within(b, spread: float | None) -> bool:

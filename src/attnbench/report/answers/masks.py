@@ -65,7 +65,23 @@ def masks(data) -> page.Answer:
     ffa = _ffa_flexibility(rows, wins, behind)
     if ffa:
         answer.answer.append(ffa)
+    budget = _not_attempted(data.rows)
+    if budget:
+        answer.answer.append(budget)
     return answer
+
+
+def _not_attempted(rows: list[Mapping]) -> str:
+    """The rows the profile's time budget left out, per pass: a kernel not timed at a length cannot win
+    there, so a winner is the fastest of those that ran (the tables list each skipped row's reason)."""
+    skipped = [r for r in rows if r.get("status") == "skipped"]
+    if not skipped:
+        return ""
+    per_pass = {p: sum(r.get("pass") == p for r in skipped) for p in ("fwd", "bwd", "fwd_bwd")}
+    names = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
+    said = ", ".join(f"{names[p]} {n}" for p, n in per_pass.items() if n)
+    return (f"{len(skipped)} kernel × length rows were not attempted within the profile's time budget ({said}); "
+            "a winner is the fastest of the kernels that ran at that length.")  # fmt: skip
 
 
 def _span(values: list[float]) -> str:
