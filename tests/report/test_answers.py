@@ -525,7 +525,7 @@ def test_index_line_never_leads_with_a_baseline_only_shape():
 def test_nothing_checked_is_never_a_green_no_failure_badge():
     rows = [row("dil", 4096, 1.0, ok=None, extra={"pattern": "dilated"})]
     badges = [b.text for b in page_headline(headline(rows)).badges]
-    assert "not correctness-checked" in badges and "no correctness failure" not in badges
+    assert "winners not correctness-checked" in badges and "no correctness failure" not in badges
     checked = [b.text for b in page_headline(headline([row("dil", 4096, 1.0)])).badges]
     assert "no correctness failure" in checked
 
