@@ -558,3 +558,10 @@ def test_no_failure_badge_counts_the_winners_nothing_checked():
     rows = [row("a", 4096, 1.0), row("a", 8192, 2.0, ok=None)]  # checked at 4k only
     (badge,) = [b for b in page_headline(headline(rows)).badges if "correctness" in b.text]
     assert badge.text == "no correctness failure (1 of 2 winners not checked)" and badge.tone.value != "good"
+
+
+def test_a_winner_whose_calls_spread_widely_is_marked_unsteady():
+    steady = row("a", 4096, 1.0, ms_p20=0.99, ms_p80=1.01)
+    shaky = row("a", 8192, 1.0, ms_p20=0.6, ms_p80=1.5)
+    notes = {e.label: e.notes for e in page_headline(headline([steady, shaky])).entries}
+    assert notes == {"S 4096": [], "S 8192": ["unsteady: p20–p80 90% of its median"]}

@@ -57,6 +57,7 @@ class Best:
     baseline: bool = False  # only references ran here (single GPU, dense on a sparse report, eager)
     gpus: int | None = None  # the GPUs the winner ran on (extra.world_size); its TFLOP/s are per GPU
     workload: str = ""  # every workload field: the same on every machine, whatever varies in one run
+    band: float | None = None  # the winner's own p20-p80 band over its median: how steady its calls timed
 
 
 @dataclass
@@ -260,7 +261,7 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, unt
     best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
                 tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
                 candidates=len(ranked), baseline=not contenders, gpus=_world(top),
-                workload=shape_label(top, list(SHAPE_FIELDS)))  # fmt: skip
+                workload=shape_label(top, list(SHAPE_FIELDS)), band=_band(top))  # fmt: skip
     if len(ranked) > 1:
         second = ranked[1]
         best.runner_up = str(second.get("provider"))
@@ -271,6 +272,11 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, unt
         tflops = _number(fast.get("tflops"))
         best.quantised = f"{fast.get('provider')}" + (f" ({tflops:.4g} TFLOP/s)" if tflops else "")
     return best
+
+
+def _band(row: Mapping) -> float | None:
+    low, high, median = (_number(row.get(k)) for k in ("ms_p20", "ms_p80", "ms_median"))
+    return (high - low) / median if low is not None and high is not None and median else None
 
 
 def _world(row: Mapping) -> int | None:

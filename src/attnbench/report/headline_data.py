@@ -120,6 +120,8 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
             notes.append(f"quantised {b.quantised} faster")
         if _within(b, spread):
             notes.append("lead within spread")
+        if b.band is not None and b.band > UNSTEADY_BAND:
+            notes.append(f"unsteady: p20–p80 {_percent(b.band)} of its median")
         entries.append(page.Entry(
             key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
@@ -198,6 +200,9 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     return badges
 
 
+# A winner whose own calls spread this much (p20-p80 over the median) did not time steadily: its rank
+# rests on a median of calls that disagree (the protocol's rows sit near 1 %; a gather path's at 90 %)
+UNSTEADY_BAND = 0.10
 # A ranked entry's share of a peak, short (the entries' note says once what each means)
 PEAK_SHORT = {"measured at clock": "of peak at its clock", "measured": "of measured peak",
               "datasheet": "of datasheet peak"}  # fmt: skip
