@@ -171,6 +171,7 @@ def test_status_names_results_of_cells_the_notebook_no_longer_has(project):
     out = project.status(path).out
     assert f"note: outputs/s/{LABEL} holds results of cells the notebook no longer has: old " in out
     assert f"git rm -r outputs/s/{LABEL}/old`" in out
+    assert "remove them now" in out
 
 
 def _status_rows(project, path, *args) -> dict[str, str]:

@@ -527,6 +527,12 @@ def test_a_long_value_repeated_down_a_column_is_said_once_as_a_note():
     assert cells[-1].text == "x" * 70 and cells[-1].css == "long"  # once: shown where it stands
     fewer = table(["provider", "reason"], rows[: REPEATED - 1], total=REPEATED - 1)
     assert fewer["repeated"] == [] and fewer["rows"][0][1].text == why
+    across = [
+        [shown(why), shown("p")],
+        [shown("q"), shown(why)],
+        [shown(why), shown("r")],
+    ]  # 2 + 1: no column has 3
+    assert table(["a", "b"], across, total=3)["repeated"] == []
 
 
 def test_svg_figure_title_becomes_its_alt_text():

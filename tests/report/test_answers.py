@@ -565,3 +565,22 @@ def test_a_winner_whose_calls_spread_widely_is_marked_unsteady():
     shaky = row("a", 8192, 1.0, ms_p20=0.6, ms_p80=1.5)
     notes = {e.label: e.notes for e in page_headline(headline([steady, shaky])).entries}
     assert notes == {"S 4096": [], "S 8192": ["unsteady: p20–p80 90% of its median"]}
+
+
+def test_masks_budget_count_leaves_out_stand_ins_that_gave_way():
+    budget = {"status": "skipped", "ms_median": None, "reason": "not attempted: predicted 9 s, 1 s left"}
+    gave_way = {
+        "status": "skipped",
+        "ms_median": None,
+        "reason": "not attempted: sdpa_cudnn measured this row",
+    }
+    rows = [row("flash_attn3", 4096, 1.0), row("flex", 4096, 2.0),
+            row("flash_attn4", 4096, 1.0, **budget), row("sdpa_cudnn_kv_repeated", 4096, 1.0, **gave_way)]  # fmt: skip
+    said = answer_for("attention_masks", Artifacts(rows=rows)).answer
+    assert said[-1].startswith("1 kernel × length rows were not attempted within the profile's time budget")
+
+
+def test_a_faster_unchecked_row_is_named_beside_the_checked_winner():
+    rows = [row("fused", 4096, 2.0), row("gather", 4096, 1.0, ok=None)]  # only fused was checked here
+    (entry,) = page_headline(headline(rows)).entries
+    assert entry.winner == "fused" and entry.notes == ["faster but not checked: gather (1 ms)"]

@@ -134,3 +134,13 @@ def test_multi_gpu_pairs_keep_the_wall_time_and_per_gpu_columns_apart():
     page = comparison("nb", "T", {"x2": two, "x1": one})
     assert page["columns"] == [{"label": "x2", "one": False, "value": "TFLOP/s, per GPU"}]
     assert "give one ratio" not in page["sentences"][0]
+
+
+def test_a_difference_is_coloured_only_when_it_moved_more_than_a_fraction_of_a_point():
+    from attnbench.notebook.site.compare import _difference_cell
+
+    small = _difference_cell(0.3, 0.1, "%", False, "x")  # 0.2 pp on a base of 0.1 %: 200 % of it, yet noise
+    assert small["text"] == "+0.20 pp" and small["css"] == ""
+    assert _difference_cell(10.0, 8.0, "%", False, "x")["css"] == "down"  # 2 pp more behind: worse
+    same = _difference_cell(1.0, 1.0, "×", True, "x")
+    assert same["text"] == "0.00" and same["css"] == ""

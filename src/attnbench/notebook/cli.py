@@ -153,8 +153,17 @@ def _say_if_cells_left_behind(session, name: str) -> None:
     left = sorted(c.name for c in folder.glob("[!.]*") if c.is_dir() and c.name not in ids and (c / "result.json").is_file())  # fmt: skip
     if left:
         shown = store.shown(folder, session.root)
+        remove = f"`git rm -r {' '.join(f'{shown}/{c}' for c in left)}`"
+        kept = session.label in (session.graph.notebooks[name].front_matter.get("not_rerun") or {})
+        # a label kept by a not_rerun note shows its last results, these among them, until its re-run
+        when = (
+            "after the label's re-run replaces them (its not_rerun note keeps them until then)"
+            if kept
+            else "now"
+        )
         print(f"  note: {shown} holds results of cells the notebook no longer has: {', '.join(left)} "
-              f"(no longer run or judged; the label's page shows them while its last run lists them; remove them: `git rm -r {' '.join(f'{shown}/{c}' for c in left)}`)")  # fmt: skip
+              f"(no longer run or judged; the label's page shows them while its last run lists them; remove "
+              f"them {when}: {remove})")  # fmt: skip
 
 
 def _holds_results(folder: Path) -> bool:

@@ -58,6 +58,7 @@ class Best:
     gpus: int | None = None  # the GPUs the winner ran on (extra.world_size); its TFLOP/s are per GPU
     workload: str = ""  # every workload field: the same on every machine, whatever varies in one run
     band: float | None = None  # the winner's own p20-p80 band over its median: how steady its calls timed
+    unchecked_faster: str = ""  # a faster row nothing checked, left out because checked rows ran here
 
 
 @dataclass
@@ -267,6 +268,10 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, unt
         best.runner_up = str(second.get("provider"))
         best.runner_up_tflops = _number(second.get("tflops"))
         best.runner_up_slower = second["ms_median"] / top["ms_median"]
+    faster = [r for r, v in verdicts if v is None and checked and r["ms_median"] < top["ms_median"]]
+    if faster:  # ranked only among the checked: the faster unchecked row is named, not dropped silently
+        fast = min(faster, key=lambda r: r["ms_median"])
+        best.unchecked_faster = f"{fast.get('provider')} ({fast['ms_median']:.4g} ms)"
     if exact and quantised and quantised[0]["ms_median"] < top["ms_median"]:
         fast = quantised[0]
         tflops = _number(fast.get("tflops"))

@@ -118,6 +118,8 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
         notes = [] if b.checked else ["not checked"]
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
+        if b.unchecked_faster:
+            notes.append(f"faster but not checked: {b.unchecked_faster}")
         if _within(b, spread):
             notes.append("lead within spread")
         if b.band is not None and b.band > UNSTEADY_BAND:
@@ -212,8 +214,8 @@ def _definitions(h: Headline, spread: float | None) -> str:
     """The entries' note: what the short words in their cells mean, said once."""
     text = ""
     if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
-        text += (' "Of peak at its clock": of the bf16 matmul peak measured on this machine, scaled to the SM clock'
-                 " the row ran at.")  # fmt: skip
+        text += (' "Of peak at its clock": of the matmul peak of the row\'s own math (bf16, tf32, fp32) measured on'
+                 " this machine, scaled to the SM clock the row ran at.")  # fmt: skip
     if any(_within(b, spread) for b in h.bests):
         text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
                  " of how much one row moves from run to run on this machine, so the two are not told apart.")  # fmt: skip
@@ -221,8 +223,10 @@ def _definitions(h: Headline, spread: float | None) -> str:
 
 
 def _within(b, spread: float | None) -> bool:
-    """Does the winner lead its runner-up by less than the run-to-run spread of one row? Two equally fast
-    kernels differ by that much from run to run, so such a lead is not a measured one."""
+    """Does the winner lead its runner-up by less than the run-to-run spread of one row? That spread is the
+    95th percentile of |a - b| / mean for one row timed in two runs: the gap two equally fast rows show,
+    each with its own noise, which is what two kernels timed in one run are (a ratio compared across runs,
+    as history does, moves by twice it: four timings, not two)."""
     return bool(spread and b.runner_up_slower and b.runner_up_slower - 1 < spread)
 
 

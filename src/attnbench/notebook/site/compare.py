@@ -63,7 +63,9 @@ def _difference_cell(there: float | None, here: float | None, unit: str, higher_
     delta = there - here
     text = (f"{delta:+.2f}" if round(delta, 2) else "0.00").replace("-", "−") + (" pp" if unit == "%" else "")
     better = delta > 0 if higher_is_better else delta < 0
-    moved = abs(delta) >= 0.03 * abs(here)  # the same 3 % a ratio cell needs before it is coloured
+    # coloured as a ratio cell is, from 3 % of the base, and never for a change the text rounds away or a
+    # fraction of a point (a base near 0 would colour any change)
+    moved = round(delta, 2) != 0 and abs(delta) >= max(0.03 * abs(here), 0.5 if unit == "%" else 0.01)
     css = ("up" if better else "down") if moved and delta else ""
     points = "percentage points" if unit == "%" else f"the {unit} itself"
     way = "higher" if higher_is_better else "lower"

@@ -70,16 +70,16 @@ def _notes_for_repeats(rows: list[list[Shown]]) -> list[str]:
     """Long values that stand in REPEATED or more rows (an unavailable provider's reason, once per length
     and pass) become "note N" in their cells, the whole text once under the table (returned in order):
     the same paragraph fifty times hides the rows it explains."""
-    counts: dict[str, int] = {}
+    counts: dict[tuple[int, str], int] = {}  # (column, text): a value repeated down one column
     for row in rows:
-        for cell in row:
+        for j, cell in enumerate(row):
             if cell.css == "long":
-                counts[cell.text] = counts.get(cell.text, 0) + 1
-    notes = [text for text, n in counts.items() if n >= REPEATED]
+                counts[(j, cell.text)] = counts.get((j, cell.text), 0) + 1
+    notes = list(dict.fromkeys(text for (_, text), n in counts.items() if n >= REPEATED))
     number = {text: i + 1 for i, text in enumerate(notes)}
     for row in rows:
         for j, cell in enumerate(row):
-            if cell.css == "long" and cell.text in number:
+            if cell.css == "long" and counts.get((j, cell.text), 0) >= REPEATED:
                 row[j] = Shown(f"note {number[cell.text]}", cell.text, "ref")
     return notes
 

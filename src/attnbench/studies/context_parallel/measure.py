@@ -243,8 +243,9 @@ def _first_calls(fn, pass_, shape, dtype, device, seed, group, rehearsable) -> t
 def _timed_phase(
     call, group, device, setup_start: float, warm_s: float, rule: dict, agree_failures=False
 ) -> dict:
-    """Protocol steps 3-4 after the first call, the same for strategies and references: setup time (the
-    slowest rank's, from `setup_start`), the steady-state warm-up of at least `warm_s`, then the timed
+    """Protocol steps 3 (after the first call) and 4, the same for strategies and references: setup time
+    (the slowest rank's, from `setup_start`: a strategy's starts at its first real call, a reference's
+    before its inputs are made, as each always did), the steady-state warm-up of at least `warm_s`, then the timed
     repetitions with the clock sampled and the peak memory over ranks. `agree_failures`: a call with no
     communication inside, whose failure on one rank is agreed after every call. measured_row's fields."""
     if device.type == "cuda":
