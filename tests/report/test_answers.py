@@ -584,3 +584,8 @@ def test_a_faster_unchecked_row_is_named_beside_the_checked_winner():
     rows = [row("fused", 4096, 2.0), row("gather", 4096, 1.0, ok=None)]  # only fused was checked here
     (entry,) = page_headline(headline(rows)).entries
     assert entry.winner == "fused" and entry.notes == ["faster but not checked: gather (1 ms)"]
+
+
+def test_a_ranked_entry_shows_the_clock_its_winner_ran_at():
+    shown = page_headline(headline([row("a", 4096, 1.0, sm_clock_mhz=1830.0), row("b", 4096, 1.2)]))
+    assert shown.entries[0].detail.endswith("1830 MHz") and "MHz: the median SM clock" in shown.entries_note

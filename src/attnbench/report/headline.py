@@ -59,6 +59,7 @@ class Best:
     workload: str = ""  # every workload field: the same on every machine, whatever varies in one run
     band: float | None = None  # the winner's own p20-p80 band over its median: how steady its calls timed
     unchecked_faster: str = ""  # a faster row nothing checked, left out because checked rows ran here
+    clock_mhz: float | None = None  # the winner's median SM clock over its timed calls (the row records it)
 
 
 @dataclass
@@ -262,7 +263,8 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, unt
     best = Best(pass_=pass_, shape=shape, provider=str(top.get("provider")), ms=top["ms_median"],
                 tflops=_number(top.get("tflops")), peak_share=share, peak=peak, checked=checked,
                 candidates=len(ranked), baseline=not contenders, gpus=_world(top),
-                workload=shape_label(top, list(SHAPE_FIELDS)), band=_band(top))  # fmt: skip
+                workload=shape_label(top, list(SHAPE_FIELDS)), band=_band(top),
+                clock_mhz=_number(top.get("sm_clock_mhz")))  # fmt: skip
     if len(ranked) > 1:
         second = ranked[1]
         best.runner_up = str(second.get("provider"))

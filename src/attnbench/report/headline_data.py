@@ -128,7 +128,7 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
             key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
             unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
-            detail=f"{_percent(b.peak_share)} {PEAK_SHORT.get(b.peak, b.peak)}" if b.peak_share is not None else "",
+            detail=_detail(b),
             runner_up=b.runner_up, runner_up_value=b.runner_up_tflops,
             margin=f"+{_percent(b.runner_up_slower - 1)}" if b.runner_up_slower else "", notes=notes,
             baseline=b.baseline, per=PER_GPU if b.tflops is not None else "wall time", ms=b.ms, gpus=b.gpus,
@@ -210,12 +210,22 @@ PEAK_SHORT = {"measured at clock": "of peak at its clock", "measured": "of measu
               "datasheet": "of datasheet peak"}  # fmt: skip
 
 
+def _detail(b) -> str:
+    """A ranked entry's share of its peak and the SM clock its calls ran at: kernels compared at one shape
+    run at different clocks under the power limit (1575-1980 MHz on an H200), which a reader must see."""
+    share = f"{_percent(b.peak_share)} {PEAK_SHORT.get(b.peak, b.peak)}" if b.peak_share is not None else ""
+    clock = f"{b.clock_mhz:.0f} MHz" if b.clock_mhz else ""
+    return ", ".join(x for x in (share, clock) if x)
+
+
 def _definitions(h: Headline, spread: float | None) -> str:
     """The entries' note: what the short words in their cells mean, said once."""
     text = ""
     if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
         text += (' "Of peak at its clock": of the matmul peak of the row\'s own math (bf16, tf32, fp32) measured on'
                  " this machine, scaled to the SM clock the row ran at.")  # fmt: skip
+    if any(b.clock_mhz for b in h.bests):
+        text += " MHz: the median SM clock of the winner's timed calls."
     if any(_within(b, spread) for b in h.bests):
         text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
                  " of how much one row moves from run to run on this machine, so the two are not told apart.")  # fmt: skip
