@@ -78,6 +78,8 @@ def test_answer_and_key_figure_first_and_units_labelled(demo_site):
     assert "Question:</span> Which made-up kernel is fastest, and by how much?" in top
     assert "forward time at S 512</span> <strong>" in top and "(wall time)" in top
     assert '<figure class="key-figure"><img src="gpu-a/files/plot/tflops.svg"' in top
+    assert 'alt="key figure: Site demo (made-up rows)"' in top  # the figure's own title, not its path
+    assert "key figure: Site demo (made-up rows) (plot/tflops.svg)</figcaption>" in top
     assert (demo_site / "site_demo" / "gpu-a" / "files" / "plot" / "tflops.svg").is_file()
     ranking = a[a.index('id="headline"') : a.index('<figure class="artifact')]
     assert '<th class="num">TFLOP/s per GPU</th>' in ranking and "wall time per call" in ranking

@@ -29,6 +29,7 @@ class RunData:
     profile: dict[str, Any] | None = None
     profile_source: str = ""
     raw: list[Path] = field(default_factory=list)  # files for the raw-data download
+    key_figure_title: str = ""  # the key figure's own title (an SVG's), for its alt text and caption
     problems: list[str] = field(default_factory=list)
 
 
@@ -66,7 +67,22 @@ def read_run(run_dir: Path, cells: list[str], left_out: set[str] | frozenset[str
     for path in (run_dir / "run.json", *(run_dir / c / "result.json" for c in order)):
         if file_kind(path) == "file":  # never a link to elsewhere
             data.raw.append(path)
+    if data.headline is not None and data.headline.key_figure:
+        data.key_figure_title = _figure_title(run_dir, data.headline.key_figure)
     return data
+
+
+def _figure_title(run_dir: Path, key_figure: str) -> str:
+    """The title an SVG key figure ("<cell>/<artifact>") carries, "" for another image or none."""
+    from attnbench.notebook.site.artifacts import image_size, svg_title
+
+    cell, _, name = key_figure.partition("/")
+    path = run_dir / cell / "artifacts" / name
+    if path.suffix.lower() != ".svg" or file_kind(path) != "file" or path.stat().st_size > MAX_READ_BYTES:
+        return ""
+    raw = path.read_bytes()
+    size = image_size(raw, ".svg")
+    return svg_title(raw, size[1] if size else None)
 
 
 def _read_headline(data: RunData, path: Path, rel: str) -> None:

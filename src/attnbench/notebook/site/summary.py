@@ -142,6 +142,7 @@ def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict
         "baselines": _ranking([e for e in h.entries if e.baseline]),
         "files": data.headline_files,
         **answer_view(h),
+        "key_figure_title": data.key_figure_title,
     }
 
 
