@@ -32,8 +32,13 @@ def _figure(ncols: int, title: str, note: str, width: float = 5.5, height: float
 
 
 def _save(fig, path) -> None:
+    import matplotlib
+
     fig.tight_layout()
-    save_svg(fig, path, bbox_inches=None)
+    # text kept as text, as every other report's figures (figures.style_rc): smaller files, and the site
+    # reads the title for the figure's alt text
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        save_svg(fig, path, bbox_inches=None)
 
 
 def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str = "") -> None:
@@ -96,7 +101,7 @@ def plot_steps(rows: list[dict], path, *, warmup: int, measured: int, note: str 
                 ax.set_ylabel("ms per step")
             if i == len(precisions) - 1:
                 ax.set_xlabel("context", fontsize=8)
-    axes[0][-1].legend(fontsize=7)
+    axes[0][-1].legend(fontsize=8)
     _save(fig, path)
 
 
@@ -153,7 +158,7 @@ def plot_scan(
             ax_t.plot([r["seq"] for r in mine], [r["forward_ms"]["mean"] + r["backward_ms"]["mean"] for r in mine],
                       style, marker="o", markersize=3, label=f"{name} d={d}")  # fmt: skip
     ax_t.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="forward + backward ms")
-    ax_t.legend(fontsize=7, ncol=2)
+    ax_t.legend(fontsize=8, ncol=2)
     d_max = max((r["d_model"] for r in eager), default=0)
     widest = sorted((r for r in eager if r["d_model"] == d_max), key=lambda r: r["seq"])
     ax_m.plot(
@@ -179,11 +184,11 @@ def plot_scan(
         )
     for r in eager:
         if r["status"] == "oom":
-            ax_m.annotate("OOM", (r["seq"], r["model"]["before_backward"] / MIB), fontsize=7, color="red")
+            ax_m.annotate("OOM", (r["seq"], r["model"]["before_backward"] / MIB), fontsize=8, color="red")
     if device_bytes:
         ax_m.axhline(device_bytes / MIB, color="red", linewidth=0.8, label="GPU memory")
     ax_m.set(xscale="log", yscale="log", xlabel="sequence length", ylabel="MiB before the backward")
-    ax_m.legend(fontsize=7)
+    ax_m.legend(fontsize=8)
     _save(fig, path)
 
 
@@ -193,9 +198,20 @@ def plot_kernels(
     """TFLOP/s (exact causal FLOPs) against sequence length, one panel per head dim."""
     mine = [r for r in rows if r.workload.dtype == dtype and r.pass_ == pass_]
     dims = sorted({r.workload.head_dim for r in mine})
-    fig, axes = _figure(
-        max(len(dims), 1), f"Causal attention, batch 1, one head, {dtype}, {pass_}: TFLOP/s", note, 4.2
-    )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # two panels a row: four head dims side by side shrank the text below what a page can show
+    cols = min(max(len(dims), 1), 2)
+    rows_n = -(-max(len(dims), 1) // cols)
+    fig, grid = plt.subplots(rows_n, cols, figsize=(4.8 * cols, 3.4 * rows_n), squeeze=False)
+    fig.suptitle(f"Causal attention, batch 1, one head, {dtype}, {pass_}: TFLOP/s" + (f"\n{note}" if note else ""),
+                 fontsize=11)  # fmt: skip
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(dims) :]:
+        ax.set_visible(False)
     for ax, d in zip(axes, dims):
         for provider, (color, label) in PROVIDER_STYLE.items():
             points = sorted(
@@ -206,7 +222,7 @@ def plot_kernels(
             if points:
                 ax.plot(*zip(*points), marker="o", markersize=3, color=color, label=label)
         ax.set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s", title=f"head dim {d}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     _save(fig, path)
 
 
