@@ -157,7 +157,7 @@ def _say_if_cells_left_behind(session, name: str) -> None:
         kept = session.label in (session.graph.notebooks[name].front_matter.get("not_rerun") or {})
         # a label kept by a not_rerun note shows its last results, these among them, until its re-run
         when = (
-            "after the label's re-run replaces them (its not_rerun note keeps them until then)"
+            "once the label's re-run replaces them, as its not_rerun note keeps them until then"
             if kept
             else "now"
         )
