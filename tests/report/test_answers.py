@@ -153,6 +153,10 @@ def test_masks_best_and_gaps_of_ffa_and_flex():
     a = answer_for("attention_masks", Artifacts(rows=rows))
     assert numbers(a) == {"causal|4096|magi_ffa": 50.0, "causal|4096|flex": 100.0}  # the length keys it
     assert "causal at 4k: flash_attn3, magi_ffa +50%, flex +100%" in a.answer[0]
+    assert [n.detail for n in a.numbers] == [
+        "magi_ffa takes 1.50× flash_attn3's time",
+        "flex takes 2.00× flash_attn3's time",
+    ]
 
 
 def test_masks_are_answered_where_the_peers_ran_not_where_one_kernel_reached():

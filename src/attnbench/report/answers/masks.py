@@ -46,8 +46,10 @@ def masks(data) -> page.Answer:
             elif other is not best:
                 gap = other["ms_median"] / best["ms_median"] - 1
                 text += f", {name} +{_pct(gap)}"
+                # the name pairs labels (compare, history); the detail says what the share means
                 answer.numbers.append(_number(f"{mask}|{L}|{name}", f"{where}: {name} behind the best", gap * 100,
-                                              "%", "wall time", higher=False))  # fmt: skip
+                                              "%", "wall time", f"{name} takes {1 + gap:.2f}× {best['provider']}'s time",
+                                              higher=False))  # fmt: skip
         parts.append(text)
         if best["provider"] == "magi_ffa":
             wins.append(mask)
