@@ -78,17 +78,6 @@ def timing(args, rank, world) -> list[str]:
             flush=True,
         )
 
-    def progress(r):
-        if rank == 0:
-            ms = f"{r.ms_median:10.2f}" if r.ms_median else f"{'-':>10}"
-            tf = f"{r.tflops:12.1f}" if r.tflops else f"{'-':>12}"
-            mem = f"{r.peak_mem_bytes / 2**30:9.1f}" if r.peak_mem_bytes else f"{'-':>9}"
-            print(
-                f"{r.provider:<20} {r.workload.seqlen_q:>8} {r.workload.mask:<6} {r.pass_:<8} {r.status:<12} "
-                f"{ms} {tf} {mem}  {r.reason[:100]}",
-                flush=True,
-            )
-
     sweep = bench.run_sweep(
         args.strategies,
         bench.grid(args.time_seqs),
@@ -97,7 +86,7 @@ def timing(args, rank, world) -> list[str]:
         reference_kernel=kernel,
         strategy_options=options_for(args),
         warmup_s=1.0,
-        progress=progress,
+        progress=bench.progress_line if rank == 0 else None,
         kernel=kernel,
         heads=args.time_heads,
         head_dim=args.head_dim,

@@ -550,3 +550,15 @@ def test_svg_figure_title_becomes_its_alt_text():
     assert svg_title(svg.encode(), 300) == "Flux & co"
     assert svg_title(f"<svg>{ticks}</svg>".encode(), 300) == ""  # only ticks and an axis label: no title
     assert svg_title(b"<svg><title>Latency by length</title></svg>", None) == "Latency by length"
+
+
+def test_key_figure_title_is_read_only_inside_its_cell_artifacts(tmp_path):
+    from attnbench.notebook.site.sitedata import _figure_title
+
+    svg = b'<svg height="100pt"><title>Latency by length</title></svg>'
+    (tmp_path / "plot" / "artifacts").mkdir(parents=True)
+    (tmp_path / "plot" / "artifacts" / "fig.svg").write_bytes(svg)
+    (tmp_path / "outside.svg").write_bytes(svg)
+    assert _figure_title(tmp_path, "plot/fig.svg") == "Latency by length"
+    assert _figure_title(tmp_path, "plot/../../outside.svg") == ""  # headline.json may not name any file
+    assert _figure_title(tmp_path, "plot/missing.svg") == ""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnbench.report.peak_share import above_peak, peak_of, peak_words
+from attnbench.report.peak_share import number as _number
 
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 PASS_ORDER = tuple(PASS_NAMES)
@@ -121,10 +122,6 @@ def is_quantised(row: Mapping) -> bool:
     if extra.get("quantized"):
         return True
     return str((extra.get("tolerance") or {}).get("name", "")).startswith("quantized")
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # A correctness row checked the passes it ran: forward + backward compares the output and the gradients

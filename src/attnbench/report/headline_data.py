@@ -26,7 +26,7 @@ from attnbench.report.headline import (
     targets_from,
     tflops_text,
 )
-from attnbench.report.peak_share import peak_words
+from attnbench.report.peak_share import peak_short, peak_words
 from attnbench.report.repeatability import protocol_of, spread_for
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
@@ -205,15 +205,12 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
 # A winner whose own calls spread this much (p20-p80 over the median) did not time steadily: its rank
 # rests on a median of calls that disagree (the protocol's rows sit near 1 %; a gather path's at 90 %)
 UNSTEADY_BAND = 0.10
-# A ranked entry's share of a peak, short (the entries' note says once what each means)
-PEAK_SHORT = {"measured at clock": "of peak at its clock", "measured": "of measured peak",
-              "datasheet": "of datasheet peak"}  # fmt: skip
 
 
 def _detail(b) -> str:
     """A ranked entry's share of its peak and the SM clock its calls ran at: kernels compared at one shape
     run at different clocks under the power limit (1575-1980 MHz on an H200), which a reader must see."""
-    share = f"{_percent(b.peak_share)} {PEAK_SHORT.get(b.peak, b.peak)}" if b.peak_share is not None else ""
+    share = f"{_percent(b.peak_share)} {peak_short(b.peak)}" if b.peak_share is not None else ""
     clock = f"{b.clock_mhz:.0f} MHz" if b.clock_mhz else ""
     return ", ".join(x for x in (share, clock) if x)
 
@@ -264,9 +261,7 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
         if top.tflops is not None:
             text += f", up to {tflops_text(top.tflops)} TFLOP/s"
             if top.peak_share is not None:
-                # older rows' share: "of measured peak", as the index always said it
-                words = peak_words([top.peak]) if top.peak == "measured at clock" else f"{top.peak} peak"
-                text += f" ({_percent(top.peak_share)} of {words})"
+                text += f" ({_percent(top.peak_share)} of {peak_words([top.peak])})"
         lines.append(text)
     return lines
 

@@ -20,15 +20,16 @@ PROVIDER_STYLE = {"torch_eager": ("#8C8C8C", "torch eager"), "triton_fa2": ("#C4
                   "sdpa_cudnn": ("#4C72B0", "SDPA cuDNN"), "flash_attn3": ("#55A868", "FlashAttention-3")}  # fmt: skip
 
 
-def _figure(ncols: int, title: str, note: str, width: float = 5.5, height: float = 4.0):
+def _figure(ncols: int, title: str, note: str, width: float = 5.5, height: float = 4.0, nrows: int = 1):
+    """A figure of nrows x ncols panels under one title, and its axes row by row."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
-    return fig, axes[0]
+    return fig, [ax for row in axes for ax in row]
 
 
 def _save(fig, path) -> None:
@@ -198,18 +199,10 @@ def plot_kernels(
     """TFLOP/s (exact causal FLOPs) against sequence length, one panel per head dim."""
     mine = [r for r in rows if r.workload.dtype == dtype and r.pass_ == pass_]
     dims = sorted({r.workload.head_dim for r in mine})
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     # two panels a row: four head dims side by side shrank the text below what a page can show
     cols = min(max(len(dims), 1), 2)
-    rows_n = -(-max(len(dims), 1) // cols)
-    fig, grid = plt.subplots(rows_n, cols, figsize=(4.8 * cols, 3.4 * rows_n), squeeze=False)
-    fig.suptitle(f"Causal attention, batch 1, one head, {dtype}, {pass_}: TFLOP/s" + (f"\n{note}" if note else ""),
-                 fontsize=11)  # fmt: skip
-    axes = [ax for row in grid for ax in row]
+    title = f"Causal attention, batch 1, one head, {dtype}, {pass_}: TFLOP/s"
+    fig, axes = _figure(cols, title, note, 4.8, 3.4, nrows=-(-max(len(dims), 1) // cols))
     for ax in axes[len(dims) :]:
         ax.set_visible(False)
     for ax, d in zip(axes, dims):

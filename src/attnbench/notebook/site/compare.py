@@ -220,8 +220,6 @@ def _columns(table: list[dict], others: list[str]) -> list[dict]:
         bases = {r["basis"] for r in ratios if r["value_x"] is not None} or {"own unit"}
         value = bases.pop() if len(bases) == 1 else "own unit"
         columns.append({"label": label, "one": one, "value": value})
-        for r in ratios:
-            r["one"] = one
     return columns
 
 

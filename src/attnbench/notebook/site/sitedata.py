@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attnbench.notebook.run.store import file_kind
+from attnbench.notebook.site.artifacts import image_size, svg_title
 from attnbench.notebook.site.headline import HEADLINE_FILE, Headline, HeadlineError, load_headline
 
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not parsed (they are linked)
@@ -73,12 +74,14 @@ def read_run(run_dir: Path, cells: list[str], left_out: set[str] | frozenset[str
 
 
 def _figure_title(run_dir: Path, key_figure: str) -> str:
-    """The title an SVG key figure ("<cell>/<artifact>") carries, "" for another image or none."""
-    from attnbench.notebook.site.artifacts import image_size, svg_title
-
+    """The title an SVG key figure ("<cell>/<artifact>") carries, "" for another image, none, or a path
+    outside its cell's artifacts (headline.json is data: it is not trusted to name any file)."""
     cell, _, name = key_figure.partition("/")
-    path = run_dir / cell / "artifacts" / name
+    folder = run_dir / cell / "artifacts"
+    path = folder / name
     if path.suffix.lower() != ".svg" or file_kind(path) != "file" or path.stat().st_size > MAX_READ_BYTES:
+        return ""
+    if not path.resolve().is_relative_to(folder.resolve()):
         return ""
     raw = path.read_bytes()
     size = image_size(raw, ".svg")

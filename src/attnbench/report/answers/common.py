@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from attnbench.notebook.site import headline as page
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+from attnbench.report.peak_share import number as _num
 
 
 def _good(row: Mapping) -> bool:

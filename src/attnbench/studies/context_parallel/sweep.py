@@ -203,7 +203,7 @@ def notebook_sweep(
         reference_kernel=reference_kernel if reference else None,
         strategy_options=config["strategy_options"],
         warmup_s=config["warmup_s"],
-        progress=_progress_line if rank == 0 else None,
+        progress=progress_line if rank == 0 else None,
         checks=checks,
         kernel=kernel,
         env=env.machine_id(gpu),
@@ -217,7 +217,7 @@ def notebook_sweep(
     return rank, sweep
 
 
-def _progress_line(r: Result) -> None:
+def progress_line(r: Result) -> None:
     """One row as it is measured (rank 0): provider, length, mask, pass, status, time, TFLOP/s, memory."""
     ms = f"{r.ms_median:10.2f} ms" if r.ms_median else f"{'-':>13}"
     tf = f"{r.tflops:7.3g} TFLOP/s/GPU" if r.tflops else f"{'':19}"
@@ -285,5 +285,6 @@ __all__ = [
     "measure_reference",
     "notebook_sweep",
     "predicted_oom",
+    "progress_line",
     "run_sweep",
 ]
