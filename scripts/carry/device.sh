@@ -41,7 +41,10 @@ install_small() {
     echo "rc=skipped (CARRY_MAGI_JIT=0)" > $C/magi_jit.log; touch $C/magi_jit.done
     echo "MagiAttention JIT skipped (CARRY_MAGI_JIT=0)"
   else
-    ( setsid nohup bash -c "(python3 $REPO/scripts/carry/magi_jit.py; echo rc=\$?) > $C/magi_jit.log 2>&1; \
+    # nice: a timed cell that starts while it compiles (the context-parallel gpu cell) keeps the CPUs first;
+    # --pack keeps the variants for the next machine (copy $C/magi_dist_built.tgz to $OUT, then .whl/)
+    ( setsid nohup bash -c "(nice -n 19 python3 $REPO/scripts/carry/magi_jit.py --pack $C/magi_dist_built.tgz; \
+        echo rc=\$?) > $C/magi_jit.log 2>&1; \
         touch $C/magi_jit.done" >/dev/null 2>&1 & )
     echo "MagiAttention distributed FFA variants: JIT started in the background (log: $C/magi_jit.log)"
   fi
