@@ -44,7 +44,7 @@ cp "$SHARED"/magi_flashinfer/src/magi_src.tar.xz "$SHARED"/magi_flashinfer/built
 # packed (scripts/carry/magi_jit.py --pack); unpacked beside ffa_built.tgz, it spares the next machine the JIT
 # (default: .whl/magi_dist_built.tgz where an earlier lease's archive was kept; on 2x H200 the JIT took ~6 min)
 rm -f "$DL"/small/magi/magi_dist_built.tgz
-MAGI_DIST_BUILT=${MAGI_DIST_BUILT-$( [ -s .whl/magi_dist_built.tgz ] && echo .whl/magi_dist_built.tgz )}
+MAGI_DIST_BUILT=${MAGI_DIST_BUILT-$( [ -s .whl/magi_dist_built.tgz ] && echo .whl/magi_dist_built.tgz || true )}
 if [ -n "${MAGI_DIST_BUILT:-}" ]; then cp "$MAGI_DIST_BUILT" "$DL/small/magi/magi_dist_built.tgz"; fi
 # import flashinfer needs tvm_ffi; FA4's CuTe DSL needs both: one copy in common/
 $PIPDL -d "$DL/small/common" "apache-tvm-ffi==0.1.15.post2" "torch-c-dlpack-ext==0.1.5"
