@@ -27,6 +27,8 @@ case "$action" in
       mkdir -p "outputs/$(dirname "$folder")" && cp -a "$hold/$folder" "outputs/$folder"
     done
     echo "outputs/ held in $hold; travelling: ${*:-nothing} ($(du -sh outputs | cut -f1))"
+    # while held, git sees outputs/ deleted: a `git commit -a` now would commit the deletion
+    echo "commit nothing with -a until restore: git sees the held results as deleted"
     ;;
   restore)
     [ -d "$hold" ] || { echo "error: nothing held: $hold does not exist" >&2; exit 2; }
