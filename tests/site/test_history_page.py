@@ -65,6 +65,15 @@ def test_every_committed_run_with_its_code_commit_and_flags(repo: Path):
     assert view["runs"][1]["cells"][0][1] is True  # newest first: the flagged run is the second row
 
 
+def test_a_commit_that_removed_the_label_folder_is_no_run(repo: Path):
+    git(repo, "rm", "-rq", "outputs")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "outputs/ removed by mistake")
+    commit_run(repo, 2.6, "ddddddd", "results: run of commit ddddddd")
+    h = run_history(repo, repo / "outputs" / "nb" / "gpu-a")
+    assert [r.code for r in h.runs] == ["aaaaaaa", "bbbbbbb", "ccccccc", "ddddddd"]
+    assert not any("removed" in r.subject for r in h.runs)
+
+
 def test_without_git_or_outside_a_repository_there_is_no_history(tmp_path: Path):
     assert run_history(None, tmp_path) is None
     assert run_history(tmp_path, tmp_path / "outputs" / "nb" / "x") is None  # not a repository

@@ -76,6 +76,8 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
         files = (
             provenance.git_output(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or ""
         ).splitlines()
+        if not files:
+            continue  # the commit removed the label folder: it holds no run
         cells: dict[str, tuple[str, list[str] | None]] = {}  # cell -> (its code commit, the cells it reads)
         numbered: set[str] = set()  # the cells whose headline.json gave numbers
         for path in files:
