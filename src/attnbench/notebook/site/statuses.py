@@ -4,8 +4,10 @@ their CSS class names. render.py builds the pages with them."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
+from attnbench.notebook.run.plan import SOURCES_CHANGED
 from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, Status
 
 STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
@@ -32,16 +34,47 @@ def stale_note(entry: dict) -> str:
 
 
 def stale_groups(stale: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
-    """[(reason, cells)]: the stale cells grouped by their own reasons ("attnbench sources changed"),
-    an "upstream X changed" left out where a cell has its own; cells stale only through what they read
-    are grouped under that."""
+    """[(reason, cells)]: the stale cells grouped by each of their own reasons, so that a reason several
+    cells share ("code changed", "new needs a, b") is written once with every cell it applies to; the
+    modules of "attnbench sources changed (…)" are merged into one such reason. An "upstream X changed"
+    is left out where a cell has a reason of its own; cells stale only through what they read are
+    grouped under that."""
     groups: dict[str, list[str]] = {}
+    modules: list[str] = []  # named by any "attnbench sources changed (…)"
     for cell_id, why in stale:
-        reasons = [r.strip() for r in why.split(";") if r.strip()]
+        reasons = _clauses(why)
         own = [r for r in reasons if not (r.startswith("upstream ") and r.endswith(" changed"))]
-        key = "; ".join(own) if own else "what it reads was measured again or changed"
-        groups.setdefault(key, []).append(cell_id)
+        for reason in own or ["what it reads was measured again or changed"]:
+            found = re.fullmatch(rf"{re.escape(SOURCES_CHANGED)} \((.*)\)", reason)
+            if found:
+                modules += [
+                    m for m in (m.strip() for m in found.group(1).split(",")) if m and m not in modules
+                ]
+                reason = SOURCES_CHANGED
+            cells = groups.setdefault(reason, [])
+            if cell_id not in cells:
+                cells.append(cell_id)
+    if modules:
+        groups = {
+            (f"{k} ({', '.join(sorted(modules))})" if k == SOURCES_CHANGED else k): v
+            for k, v in groups.items()
+        }
     return list(groups.items())
+
+
+def _clauses(why: str) -> list[str]:
+    """`why` cut at its top-level "; " (not inside the brackets of "environment changed (a; b)")."""
+    clauses, depth, current = [], 0, []
+    for ch in why:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == ";" and depth <= 0:
+            clauses.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    clauses.append("".join(current).strip())
+    return [c for c in clauses if c]
 
 
 def ordered(counts: Counter) -> list[str]:
