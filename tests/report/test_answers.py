@@ -103,6 +103,7 @@ def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
     (n,) = a.numbers
     assert n.value == 90.0 and n.per == "per GPU" and "cp_ring keeps 90% per GPU" in a.answer[0]
     assert "S 8192 (4096 per GPU)" in a.answer[0] and len(a.answer) == 1
+    assert "while the slowest of 2 strategies, cp_ulysses, keeps 83%" in a.answer[0]  # the other end
     assert a.answer[0].startswith(
         "Forward + backward, TFLOP/s per GPU against one GPU at the same per-GPU tokens"
     )
@@ -120,6 +121,7 @@ def test_context_parallel_share_above_one_is_explained_per_mask():
     assert sorted(n.key for n in a.numbers) == ["causal|8192|efficiency", "full|8192|efficiency"]
     assert "causal, S 8192" in a.answer[0] and "full, S 8192" in a.answer[0]
     assert "not a timing error" in a.answer[1]  # causal 102%: why it can exceed one GPU
+    assert "slowest" not in a.answer[0]  # one strategy a length: no other end to name
 
 
 def test_cs336_leaderboard_fa3_mfu_and_time_sink():

@@ -273,7 +273,9 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
 
 def _stale_cells(view: Mapping[str, Any]) -> str:
     """The label's cells the site judged stale, counted ("" when none)."""
-    cells = len({cell for _, ids in view.get("stale") or [] for cell in ids})  # a cell may have several reasons
+    cells = len(
+        {cell for _, ids in view.get("stale") or [] for cell in ids}
+    )  # a cell may have several reasons
     return f"{cells} cell{'s' if cells != 1 else ''}" if cells else ""
 
 

@@ -28,9 +28,10 @@ def context_parallel(data) -> page.Answer:
             world = best.extra.get("world_size", 1)
             share = best.tflops / ref.tflops
             above |= share > 1
-            parts.append(f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} per GPU "
-                         f"of {ref.provider}'s {ref.tflops:.0f} TFLOP/s ({best.tflops:.0f} TFLOP/s "
-                         f"per GPU on {world} GPUs)")  # fmt: skip
+            text = (f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} per GPU "
+                    f"of {ref.provider}'s {ref.tflops:.0f} TFLOP/s ({best.tflops:.0f} TFLOP/s "
+                    f"per GPU on {world} GPUs)")  # fmt: skip
+            parts.append(text + _slowest(multi, L, rows, best))
             answer.numbers.append(_number(f"{mask}|{L}|efficiency",
                                           f"{mask} S {L} scaling efficiency ({best.provider})",
                                           share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
@@ -42,3 +43,17 @@ def context_parallel(data) -> page.Answer:
                              "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
                              "and full blocks run faster.")  # fmt: skip
     return answer
+
+
+def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> str:
+    """ ", the slowest, X, keeps N%": the other end of the strategies at one length, each against its own
+    single-GPU reference (a strategy may run another local kernel than the best)."""
+    shares = []
+    for r in (r for r in multi if r.workload.seqlen_q == L and r is not best):
+        ref = reference_for(r, rows)
+        if ref is not None:
+            shares.append((r.tflops / ref.tflops, r.provider))
+    if not shares:
+        return ""
+    share, provider = min(shares)
+    return f", while the slowest of {len(shares) + 1} strategies, {provider}, keeps {_pct(share)}"
