@@ -561,9 +561,40 @@ def test_a_lead_within_the_run_to_run_spread_is_said_to_be_one():
 
 
 def test_no_failure_badge_counts_the_winners_nothing_checked():
-    rows = [row("a", 4096, 1.0), row("a", 8192, 2.0, ok=None)]  # checked at 4k only
+    rows = [row("a", 4096, 1.0), row("a", 8192, 2.0, ok=None), row("b", 16384, 3.0, ok=None)]
     (badge,) = [b for b in page_headline(headline(rows)).badges if "correctness" in b.text]
-    assert badge.text == "no correctness failure (1 of 2 winners not checked)" and badge.tone.value != "good"
+    # a at 8k passed at 4k; b passed nowhere
+    assert (
+        badge.text
+        == "no correctness failure (2 of 3 winners not checked at their length, 1 of them at a shorter one)"
+    )
+    assert badge.tone.value != "good"
+
+
+def test_a_winner_checked_only_at_a_shorter_length_says_where_and_is_not_called_checked():
+    rows = [row("a", 4096, 1.0), row("a", 8192, 2.0, ok=None), row("a", 16384, 4.0, ok=None),
+            row("c", 16384, 5.0, ok=None)]  # fmt: skip
+    h = headline(rows)
+    (long,) = [b for b in h.bests if b.shape == "S 16384"]
+    assert (long.checked, long.checked_at, long.provider) == (False, "S 4096", "a")  # ranked as unchecked
+    page = page_headline(h, ["bench/results.jsonl"])
+    notes = {e.label: e.notes for e in page.entries}
+    assert notes["S 8192"] == ["checked at S 4096 only"] and notes["S 4096"] == []
+    assert '"checked at S N only": its kernel passed its check on this workload' in page.entries_note
+    (badge,) = [b for b in page.badges if "correctness" in b.text]
+    assert badge.text == "no correctness failure (2 of 3 winners checked only at a shorter length)"
+    assert "some checked only at a shorter length" in h.sentences[0]
+
+
+def test_a_failed_check_at_any_length_leaves_no_shorter_check_to_cite():
+    rows = [row("a", 2048, 0.5, ok=False, status="incorrect"), row("a", 4096, 1.0),
+            row("a", 8192, 2.0, ok=None)]  # fmt: skip
+    (long,) = [b for b in headline(rows).bests if b.shape == "S 8192"]
+    assert long.checked_at == ""
+    # another workload (mask) or pass is another check: it does not vouch
+    rows = [row("a", 4096, 1.0, mask="full"), row("a", 8192, 2.0, ok=None), row("a", 4096, 1.0, "bwd")]
+    (long,) = [b for b in headline(rows).bests if b.shape.startswith("S 8192")]
+    assert long.checked_at == ""
 
 
 def test_a_winner_whose_calls_spread_widely_is_marked_unsteady():

@@ -15,6 +15,11 @@ INCORRECT = Status.INCORRECT.value  # checked, and it disagrees with the referen
 NOT_CHECKED = "not checked"  # nothing compared its result
 
 
+def checked_only_at(where: str) -> str:
+    """A row not checked at its length whose kernel passed at the shorter `where` ("S 32768"; check_scope)."""
+    return f"checked at {where} only"
+
+
 def check_word(ok: bool | None) -> str:
     """ok / incorrect / not checked for a row's `ok` (None: nothing checked it)."""
     return {True: OK, False: INCORRECT, None: NOT_CHECKED}[ok]

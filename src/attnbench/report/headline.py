@@ -14,7 +14,8 @@ From result rows (README: results.jsonl) as plain dicts, so the site needs neith
 A row with `ok` unset is correct only if a separate check vouches for it: `checks` maps
 (provider, mask) to that check's status (the context-parallel correctness cell checks each strategy
 once per mask at a smaller length). Rows nobody checked are ranked only where nothing checked ran,
-and marked "not checked".
+and marked "not checked", or "checked at S N only" where their kernel passed at that shorter length on
+the same workload (check_scope.py).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnbench.report.check_scope import CHECK_COVERS, checked_at, passed_lengths
 from attnbench.report.peak_share import above_peak, peak_of, peak_words
 from attnbench.report.peak_share import number as _number
+from attnbench.report.workload import SHAPE_FIELDS, workload_key
 
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
 PASS_ORDER = tuple(PASS_NAMES)
-SHAPE_FIELDS = ("batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "dtype", "mask",
-                "window", "block", "doc_lens")  # fmt: skip
 MET = {"pass", "passed", "met", "holds", "ok", "true"}
 MISSED = {"fail", "failed", "fails", "missed", "false"}
 CHECK_OK = {"ok"}  # a separate correctness check's status that vouches for a row...
@@ -50,6 +51,7 @@ class Best:
     peak_share: float | None  # of `peak` (below)
     peak: str  # "measured" (matmul peak of the same run) | "datasheet" | ""
     checked: bool  # False: no correctness check covers this row (see module doc)
+    checked_at: str = ""  # not checked at its length, but its kernel passed at this shorter one (check_scope)
     runner_up: str = ""
     runner_up_tflops: float | None = None
     runner_up_slower: float | None = None  # runner-up ms / best ms (1.08 = 8% slower)
@@ -124,16 +126,6 @@ def is_quantised(row: Mapping) -> bool:
     return str((extra.get("tolerance") or {}).get("name", "")).startswith("quantized")
 
 
-# A correctness row checked the passes it ran: forward + backward compares the output and the gradients
-CHECK_COVERS = {"fwd": {"fwd"}, "bwd": {"bwd"}, "fwd_bwd": {"fwd", "bwd", "fwd_bwd"}}
-
-
-def _workload_key(row: Mapping) -> str:
-    extra = row.get("extra") or {}
-    fields = [row.get(f) for f in SHAPE_FIELDS] + [extra.get("pattern"), extra.get("branches")]
-    return json.dumps(fields, default=str)
-
-
 def untimed_checks(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], bool]:
     """(provider, pass, workload) -> verdict of correctness rows that were checked but not timed (a
     correctness cell's rows: ms_median null). They vouch for the timed rows of that provider at exactly
@@ -144,7 +136,7 @@ def untimed_checks(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], bool]:
             continue
         good = row["ok"] and row.get("status") != "incorrect"
         for pass_ in CHECK_COVERS.get(str(row.get("pass")), {str(row.get("pass"))}):
-            key = (str(row.get("provider")), pass_, _workload_key(row))
+            key = (str(row.get("provider")), pass_, workload_key(row))
             found[key] = found.get(key, True) and good
     return found
 
@@ -159,7 +151,7 @@ def _verdict(
         return False
     if row.get("ok") is True:
         return True
-    checked = (untimed or {}).get((str(row.get("provider")), str(row.get("pass")), _workload_key(row)))
+    checked = (untimed or {}).get((str(row.get("provider")), str(row.get("pass")), workload_key(row)))
     if checked is not None:
         return checked
     provider, mask = str(row.get("provider")), str(row.get("mask"))
@@ -222,9 +214,9 @@ def headline(
     result.cpu = any(r.get("timer") == "perf_counter" for r in measured)
     sparse = any((r.get("extra") or {}).get("pattern") for r in measured)
     multi_gpu = any((_world(r) or 1) > 1 for r in measured)
-    untimed = untimed_checks(rows)
+    untimed, passed = untimed_checks(rows), passed_lengths(rows)
     for (pass_, shape), group in groups.items():
-        best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu, untimed)
+        best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu, untimed, passed)
         if best is not None:
             result.bests.append(best)
     order = {s: i for i, s in enumerate(dict.fromkeys(shape_label(r, fields) for r in _by_shape(measured)))}
@@ -244,7 +236,9 @@ def _by_shape(rows: list[Mapping]) -> list[Mapping]:
                                             else f"{r.get(f):020}" for f in SHAPE_FIELDS))  # fmt: skip
 
 
-def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, untimed=None) -> Best | None:
+def _best(
+    pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, untimed=None, passed=None
+) -> Best | None:
     contenders = [r for r in group if not is_baseline(r, sparse, multi_gpu)]
     verdicts = [(r, _verdict(r, checks, untimed)) for r in contenders or group]
     correct = [r for r, v in verdicts if v is True]
@@ -262,6 +256,8 @@ def _best(pass_, shape, group, checks, peaks, sparse=False, multi_gpu=False, unt
                 candidates=len(ranked), baseline=not contenders, gpus=_world(top),
                 workload=shape_label(top, list(SHAPE_FIELDS)), band=_band(top),
                 clock_mhz=_number(top.get("sm_clock_mhz")))  # fmt: skip
+    if not checked:  # where its kernel passed at a shorter length, the page says so (check_scope)
+        best.checked_at = checked_at(top, passed or {})
     if len(ranked) > 1:
         second = ranked[1]
         best.runner_up = str(second.get("provider"))
@@ -316,8 +312,10 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
     if gaps:
         text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"
-    if not all(b.checked for b in bests):
+    if not all(b.checked or b.checked_at for b in bests):
         text += "; some not correctness-checked"
+    elif not all(b.checked for b in bests):
+        text += "; some checked only at a shorter length"
     return text + "."
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnbench.notebook.site import headline as page
+from attnbench.report.check_words import NOT_CHECKED, checked_only_at
 from attnbench.report.headline import (
     PASS_NAMES,
     Headline,
@@ -115,7 +116,7 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
                 t.said, t.verdict = t.said or t.verdict, "not applicable"
     entries = []
     for b in h.bests:
-        notes = [] if b.checked else ["not checked"]
+        notes = [] if b.checked else [checked_only_at(b.checked_at) if b.checked_at else NOT_CHECKED]
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
         if b.unchecked_faster:
@@ -139,6 +140,8 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
         note = (f"From {', '.join(result_files)}. Correct: within its dtype's tolerance of the fp32 reference"
                 + (', or vouched for by the correctness cell; "not checked": nothing checked it'
                    if any(not b.checked for b in h.bests) else "")
+                + (f'; "{checked_only_at("S N")}": its kernel passed its check on this workload at that shorter '
+                   "length, not at this one" if any(b.checked_at for b in h.bests) else "")
                 + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
         + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
@@ -191,15 +194,26 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
                                  "no correctness check covers the ranked rows at their lengths"))  # fmt: skip
     elif h.bests:  # said with how many winners nothing checked: "no failure" is not "all checked"
         unchecked = sum(not b.checked for b in h.bests)
-        text = (
-            f"no correctness failure ({unchecked} of {len(h.bests)} winners not checked)" if unchecked else ""
-        )
-        badges.append(
-            page.Badge(text or "no correctness failure", page.Tone.quiet if unchecked else page.Tone.good)
-        )
+        badges.append(page.Badge(f"no correctness failure{_unchecked_words(h)}",
+                                 page.Tone.quiet if unchecked else page.Tone.good))  # fmt: skip
     if h.cpu and h.bests:
         badges.append(page.Badge(CPU_WARNING, page.Tone.quiet, "timed with perf_counter"))
     return badges
+
+
+def _unchecked_words(h: Headline) -> str:
+    """ " (22 of 34 winners not checked at their length, 20 of them at a shorter one)": how many winners
+    nothing checked at their own length, and how many of those passed at a shorter one (check_scope)."""
+    unchecked = [b for b in h.bests if not b.checked]
+    if not unchecked:
+        return ""
+    scoped = sum(bool(b.checked_at) for b in unchecked)
+    of = f"{len(unchecked)} of {len(h.bests)} winners"
+    if scoped == len(unchecked):
+        return f" ({of} checked only at a shorter length)"
+    if scoped:
+        return f" ({of} not checked at their length, {scoped} of them at a shorter one)"
+    return f" ({of} not checked)"
 
 
 # A winner whose own calls spread this much (p20-p80 over the median) did not time steadily: its rank
