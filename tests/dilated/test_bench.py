@@ -217,6 +217,37 @@ def test_distributed_table_says_which_timed_lengths_were_checked():
     assert unlabelled["checked"] == "not checked"
 
 
+def test_the_distributed_check_tells_the_headline_where_the_timed_kernels_were_checked():
+    from attnbench.report.headline import headline
+
+    def timed(provider, n, world, ms):
+        return {"provider": provider, "family": "dilated", "status": "ok", "reason": "", "batch": 1, "seqlen_q": n,
+                "seqlen_k": n, "heads_q": 4, "heads_kv": 4, "head_dim": 16, "dtype": "bfloat16", "mask": "causal",
+                "pass": "fwd", "ms_median": ms, "tflops": 1.0, "timer": "cuda_event", "ok": None,
+                "extra": {"pattern": "dilated", "branches": [[n, 1]], "world_size": world, "backend": "cudnn"}}  # fmt: skip
+
+    rows = [timed("gather", 2048, 1, 2.0), timed("split", 4096, 2, 2.1)]
+    good = {"out": {"ok": True}, "dq": {"ok": True}}
+    records = [{"mask": "causal", "seq_len": 1024, "world": 2, "backend": "cudnn", "status": "ok",
+                "errors": {"distributed": good, "single": good}},
+               {"mask": "full", "seq_len": 1024, "world": 2, "backend": "cudnn", "status": "ok",
+                "errors": {"distributed": good}}]  # fmt: skip
+    checks = dilated_distributed.check_rows(records, rows)
+    assert [(c["provider"], c["seqlen_q"], c["ok"], c["ms_median"]) for c in checks] == [
+        ("split", 1024, True, None),
+        ("gather", 1024, True, None),
+    ]  # no timed full rows: no template
+    assert "tflops" not in checks[1] and "branches" not in checks[1]["extra"]  # what, not how fast
+    bests = {b.provider: b for b in headline(rows + checks).bests}
+    assert (bests["split"].checked, bests["split"].checked_at) == (False, "S 1024")
+    # a failed check is a failure, never a shorter-length check to cite
+    records[0]["errors"]["distributed"] = {"out": {"ok": False}}
+    h = headline(rows + dilated_distributed.check_rows(records, rows))
+    assert h.incorrect and not {b.provider: b for b in h.bests}["split"].checked_at
+    # a check that could not run (no errors measured) says nothing
+    assert dilated_distributed.check_rows([{**records[0], "status": "error", "errors": {}}], rows) == []
+
+
 def test_headline_stops_and_pivot_from_rows():
     rows = [row("dilated_gather_math", 1024, "fwd", 1.0), row("dilated_gather_math", 2048, "fwd", 2.0),
             row("sdpa_math", 1024, "fwd", 4.0, dilated=False),

@@ -53,6 +53,45 @@ def _checked(mask: str, tokens: int, checks: dict[tuple[str, int], str]) -> str:
     return f"{NOT_CHECKED} at this length (checked at {where} tokens: table above)" if where else NOT_CHECKED
 
 
+# a timed row's fields that say how it was timed, not what it computed: a check row has none of them
+TIMING_FIELDS = ("ms_median", "ms_p20", "ms_p80", "reps", "tflops", "mfu", "peak_mem_bytes", "setup_ms",
+                 "warmup_s", "warmup_settled", "sm_clock_mhz", "power_w", "temperature_c", "mfu_datasheet",
+                 "mfu_at_clock", "over_peak")  # fmt: skip
+CHECK_VERSIONS = {
+    "distributed": None,
+    "single": 1,
+}  # the check's versions, and their world size (None: the check's)
+
+
+def check_rows(records: Iterable[dict], rows: Iterable[dict]) -> list[dict]:
+    """The distributed check's verdicts as untimed rows (`ms_median` null, `ok` set) for the headline: per
+    mask, one for the split version and one for one GPU on the same inputs, each a copy of a timed row of
+    that provider and mask at the check's length without its timing. So the headline finds the timed rows
+    of the same kernel and workload and says "checked at S 65536 only" where it said "not checked"
+    (report.check_scope); a failed check is a correctness failure. A version the check could not run
+    (status error, no errors measured) gives no row: nothing checked it."""
+    rows, found = list(rows), []
+    for rec in records:
+        for version, world in CHECK_VERSIONS.items():
+            errors = (rec.get("errors") or {}).get(version)
+            template = next((r for r in rows if r.get("mask") == rec.get("mask")
+                             and (r.get("extra") or {}).get("world_size") == (world or rec.get("world"))
+                             and (r.get("extra") or {}).get("backend") == rec.get("backend")), None)  # fmt: skip
+            if not errors or template is None:
+                continue
+            ok = all(e.get("ok") is True for e in errors.values())
+            extra = {
+                k: v
+                for k, v in (template.get("extra") or {}).items()
+                if k in ("pattern", "world_size", "backend")
+            }
+            found.append({**{k: v for k, v in template.items() if k not in TIMING_FIELDS}, "ms_median": None,
+                          "seqlen_q": rec["seq_len"], "seqlen_k": rec["seq_len"], "pass": "fwd_bwd", "ok": ok,
+                          "status": OK if ok else "incorrect", "extra": extra,
+                          "reason": f"the distributed cell's check ({version}): output and gradients against fp32"})  # fmt: skip
+    return found
+
+
 def check_verdicts(records: Iterable[dict]) -> dict[tuple[str, int], str]:
     """The split version's correctness records as {(mask, length): status} ("ok", or how it failed)."""
     return {(rec["mask"], rec["seq_len"]): rec.get("status") or "error" for rec in records}
