@@ -584,6 +584,11 @@ def test_a_winner_checked_only_at_a_shorter_length_says_where_and_is_not_called_
     (badge,) = [b for b in page.badges if "correctness" in b.text]
     assert badge.text == "no correctness failure (2 of 3 winners checked only at a shorter length)"
     assert "some checked only at a shorter length" in h.sentences[0]
+    untimed = [row("a", 4096, 1.0, ms_median=None, tflops=None)] + rows[
+        1:3
+    ]  # a correctness cell's check at 4k
+    (badge,) = [b for b in page_headline(headline(untimed)).badges if "winners" in b.text]
+    assert badge.text == "winners checked only at a shorter length"  # none checked at its own length
 
 
 def test_a_failed_check_at_any_length_leaves_no_shorter_check_to_cite():

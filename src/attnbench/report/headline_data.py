@@ -189,8 +189,10 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
         n = len(h.incorrect)
         badges.append(page.Badge(f"{n} correctness failure{'s' if n > 1 else ''}", page.Tone.bad))
     elif h.bests and not any(b.checked for b in h.bests):  # nothing failed because nothing was checked
-        # of the winners, not the page: a check at another length (the answer says where) does not cover them
-        badges.append(page.Badge("winners not correctness-checked", page.Tone.quiet,
+        # of the winners, not the page: a check at another length does not cover them (the entries say where)
+        scoped = all(b.checked_at for b in h.bests)
+        badges.append(page.Badge("winners checked only at a shorter length" if scoped else
+                                 "winners not correctness-checked", page.Tone.quiet,
                                  "no correctness check covers the ranked rows at their lengths"))  # fmt: skip
     elif h.bests:  # said with how many winners nothing checked: "no failure" is not "all checked"
         unchecked = sum(not b.checked for b in h.bests)
