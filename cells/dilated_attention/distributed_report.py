@@ -33,7 +33,8 @@ import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.tables import markdown_table
 from attnbench.rows import read_jsonl
-from attnbench.report.dilated_distributed import check_verdicts, distributed_correctness_table, distributed_table
+from attnbench.report.dilated_distributed import (check_rows, check_verdicts, distributed_correctness_table,
+                                                  distributed_table)
 
 config = read_profile(attnbench.inputs("gpu"))
 label = f"**{config['label']}**\n\n" if config.get("label") else ""
@@ -49,6 +50,10 @@ else:
     records = json.loads((folder / "correctness.json").read_text())
     checks = distributed_correctness_table(records)
     scaling = distributed_table(read_jsonl(folder / "results.jsonl"), check_verdicts(records))
+    # the check's verdicts as untimed rows: the headline says where the timed rows' kernel was checked
+    timed = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
+    with open("checks.jsonl", "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in check_rows(records, timed))
     with open("distributed.md", "w") as f:
         f.write(label + f"{summary['gpu'] or 'CPU'} x {summary['world_size']}\n\n" + markdown_table(checks) + "\n"
                 + markdown_table(scaling))
@@ -61,4 +66,4 @@ else:
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("distributed", notebook="dilated_distributed")
+write_headline_of("distributed", here="distributed_report", notebook="dilated_distributed")
