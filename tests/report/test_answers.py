@@ -126,17 +126,35 @@ def test_context_parallel_share_above_one_is_explained_per_mask():
 
 def test_cs336_leaderboard_fa3_mfu_and_time_sink():
     board = [row("triton_fa2", 16384, 6.0, "fwd_bwd"), row("flash_attn3", 16384, 4.0, "fwd_bwd")]
-    step = {"status": "ok", "size": "xl", "context": 1024, "precision": "bf16", "peak_tflops": 1000.0,
-            "flops": {"train": 5e14}, "times_ms": {"forward": [400.0], "backward": [600.0]}}  # fmt: skip
-    breakdown = {"phases": {"forward": {"us_per_step": 1.0}, "backward": {"us_per_step": 3.0,
+    # the whole step (optimizer included) over the measured steps after the profile's warm-up, as the table
+    times = {"forward": [900.0, 400.0], "backward": [900.0, 500.0], "optimizer": [900.0, 100.0]}
+    step = {"status": "ok", "size": "xl", "context": 1024, "precision": "bf16", "attention": "sdpa",
+            "peak_tflops": 1000.0, "flops": {"train": 5e14}, "times_ms": times}  # fmt: skip
+    breakdown = {"size": "large", "context": 1024, "precision": "bf16",
+                 "phases": {"forward": {"us_per_step": 1.0}, "backward": {"us_per_step": 3.0,
                  "top": [{"kernel": "gemm", "share": 0.4}]}}}  # fmt: skip
+    profile = {"steps": {"warmups": [0, 1], "measured": 10}}
     data = Artifacts(rows=board, records={"leaderboard": board, "steps_bf16": [step]},
-                     documents={"breakdown": breakdown})  # fmt: skip
+                     documents={"breakdown": breakdown, "profile": profile})  # fmt: skip
     a = answer_for("cs336_systems", data)
     n = numbers(a)
-    assert n["leaderboard|ms"] == 6.0 and n["leaderboard|vs_fa3"] == 1.5 and n["model|mfu"] == 50.0
+    assert n["leaderboard|ms"] == 6.0 and n["leaderboard|vs_fa3"] == 1.5 and n["model|step_mfu"] == 50.0
     assert f"{LEADERBOARD_BEST_MS} ms" in a.answer[0]
-    assert "backward phase, 75% of the step" in a.answer[1] and "gemm: 40%" in a.answer[1]
+    assert "best MFU 50% (xl, context 1024, bf16, sdpa attention; the whole step" in a.answer[1]
+    assert (
+        "backward phase, 75% of the step (large, context 1024, bf16)" in a.answer[1]
+        and "gemm: 40%" in a.answer[1]
+    )
+
+
+def test_cs336_time_sink_is_the_block_and_kind_of_kernel_that_takes_the_most():
+    phases = {"forward": {"us_per_step": 40.0, "blocks_us_per_step": {"attention/other": 20.0, "mlp/matmul": 20.0}},
+              "backward": {"us_per_step": 60.0, "blocks_us_per_step": {"attention/other": 30.0, "attention/matmul": 10.0,
+                                                                        "mlp/matmul": 20.0}}}  # fmt: skip
+    breakdown = {"size": "large", "context": 1024, "precision": "bf16", "phases": phases}
+    sink = answer_for("cs336_systems", Artifacts(documents={"breakdown": breakdown})).answer[-1]
+    assert "attention's other kernels (elementwise, masking, copies), 50% of the profiled step" in sink
+    assert "(large, context 1024, bf16; 60% for attention in all)" in sink
 
 
 def test_flux_fastest_exact_kernel_and_lead_over_sdpa():
@@ -538,7 +556,7 @@ def test_nothing_checked_is_never_a_green_no_failure_badge():
 
 def test_cs336_names_a_copy_kernel_as_a_copy_not_math():
     step = {"status": "ok", "size": "xl", "context": 1024, "precision": "bf16", "peak_tflops": 1000.0,
-            "flops": {"train": 5e14}, "times_ms": {"forward": [400.0], "backward": [600.0]}}  # fmt: skip
+            "flops": {"train": 5e14}, "times_ms": {"forward": [400.0], "backward": [600.0], "optimizer": [0.0]}}  # fmt: skip
     breakdown = {"phases": {"forward": {"us_per_step": 1.0}, "backward": {"us_per_step": 3.0,
                  "top": [{"kernel": "unrolled_elementwise_kernel<direct_copy_kernel_cuda>", "share": 0.13}]}}}  # fmt: skip
     data = Artifacts(rows=[], records={"steps_bf16": [step]}, documents={"breakdown": breakdown})

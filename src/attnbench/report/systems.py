@@ -116,20 +116,40 @@ def _mfu(row: dict, seconds: float | None, steps_clock: float | None) -> dict:
     """The row's MFU cell, under the column naming its peak; a share above 100 % is a measurement error
     (the step's FLOPs, its time or the peak is wrong), never a result: the cell says so and the row's
     status becomes error with bench.flops's reason."""
+    found = _mfu_share(row, seconds, steps_clock)
+    if found is None:
+        return {}
+    share, column, over = found
+    if over:
+        return {column: "ERROR: above 100% (measurement error)", "status": "error", "reason": over}
+    return {column: f"{share:.1%}"}
+
+
+def _mfu_share(row: dict, seconds: float | None, steps_clock: float | None) -> tuple[float, str, str] | None:
+    """(MFU, the column naming its peak, why it is above 100 % or ""); None without a time or a peak."""
     from attnbench.bench import flops
 
     peak = flops.restore_peak(row.get("peak_tflops"), row.get("peak_sm_clock_mhz"))
     if not seconds or not peak:
-        return {}
+        return None
     scaled = bool(peak.sm_clock_mhz and steps_clock)
-    column = MFU_AT_STEPS_CLOCK if scaled else MFU_AT_PEAKS_CLOCK
     denominator = peak.at_clock(steps_clock)
     achieved = row["flops"]["train"] / seconds / 1e12
     name = f"measured matmul peak {f'scaled to {steps_clock:.0f} MHz' if scaled else 'as measured'}"
-    over = flops.over_peak(achieved, {name: denominator})
-    if over:
-        return {column: "ERROR: above 100% (measurement error)", "status": "error", "reason": over}
-    return {column: f"{achieved / denominator:.1%}"}
+    over = flops.over_peak(achieved, {name: denominator}) or ""
+    return achieved / denominator, MFU_AT_STEPS_CLOCK if scaled else MFU_AT_PEAKS_CLOCK, over
+
+
+def step_mfu(row: dict, warmup: int, measured: int) -> float | None:
+    """The row's MFU as the step table shows it: the training FLOPs over the mean whole step (forward +
+    backward + optimizer) of the measured window, against the matmul peak at the steps' SM clock; None
+    for a row not ok, without a time or a peak, or above 100 % (a measurement error, never a result)."""
+    if row.get("status") != "ok":
+        return None
+    step = mean_std(window(step_times(row), warmup, measured))
+    clock = _median_clock(window(row.get("sm_clock_mhz") or [], warmup, measured))
+    found = _mfu_share(row, step[0] / 1e3 if step else None, clock)
+    return None if found is None or found[2] else found[0]
 
 
 def _median_clock(per_step: list) -> float | None:
