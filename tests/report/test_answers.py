@@ -649,3 +649,16 @@ def test_a_faster_unchecked_row_is_named_beside_the_checked_winner():
 def test_a_ranked_entry_shows_the_clock_its_winner_ran_at():
     shown = page_headline(headline([row("a", 4096, 1.0, sm_clock_mhz=1830.0), row("b", 4096, 1.2)]))
     assert shown.entries[0].detail.endswith("1830 MHz") and "MHz: the median SM clock" in shown.entries_note
+
+
+def test_index_line_says_no_one_leads_a_split_pass_and_gives_the_pass_best_per_gpu():
+    two = {"world_size": 2}
+    rows = [row(p, n, ms, tflops=t, extra=two) for p, n, ms, t in (
+        ("a", 4096, 1.0, 600.0), ("b", 4096, 1.01, 590.0), ("b", 8192, 1.0, 650.0), ("c", 8192, 1.01, 640.0),
+        ("c", 16384, 1.0, 620.0), ("a", 16384, 1.01, 610.0))]  # fmt: skip
+    (line,) = page_headline(headline(rows)).index_lines
+    assert line.startswith("forward: no one leads (a, b, c split 3 shapes), best 650.0 TFLOP/s per GPU (b")
+    rows = [row("a", 4096, 1.0, tflops=600.0), row("b", 4096, 1.1, tflops=540.0),
+            row("a", 8192, 1.0, tflops=700.0), row("b", 8192, 1.1, tflops=630.0)]  # fmt: skip
+    (line,) = page_headline(headline(rows)).index_lines
+    assert line.startswith("forward: a (2/2 shapes), its best 700.0 TFLOP/s") and "per GPU" not in line

@@ -14,6 +14,7 @@ artifacts become headline.json in its working directory, which the site shows fi
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,22 +263,33 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
     for pass_ in dict.fromkeys(b.pass_ for b in ranked):
         bests = [b for b in ranked if b.pass_ == pass_]
         contested = [b for b in bests if b.candidates > 1] or bests
-        leader = max(dict.fromkeys(b.provider for b in contested),
-                     key=lambda p: sum(b.provider == p for b in contested))  # fmt: skip
-        wins = [b for b in contested if b.provider == leader]
-        top = max(wins, key=lambda b: b.tflops or 0)
+        wins = Counter(b.provider for b in contested)
+        leader, n = wins.most_common(1)[0]
         text = f"{PASS_NAMES.get(pass_, pass_)}: {leader}"
-        if len(contested) > 1:
-            text += f" ({len(wins)}/{len(contested)} shapes"
-            led = [b for b in wins if b.runner_up_slower]
-            if spread and led:
-                clear = sum(not _within(b, spread) for b in led)
-                text += f", {clear or 'none'} by more than the {_percent(spread)} run-to-run spread"
-            text += ")"
+        counts = [k for _, k in wins.most_common(2)]
+        if len(counts) > 1 and counts[0] == counts[1]:  # a tied lead: no provider is the answer
+            names = ", ".join(p for p, _ in wins.most_common(3)) + (", …" if len(wins) > 3 else "")
+            text = f"{PASS_NAMES.get(pass_, pass_)}: no one leads ({names} split {len(contested)} shapes)"
+            mine = contested
+        else:
+            mine = [b for b in contested if b.provider == leader]
+            if len(contested) > 1:
+                text += f" ({n}/{len(contested)} shapes"
+                led = [b for b in mine if b.runner_up_slower]
+                if spread and led:
+                    clear = sum(not _within(b, spread) for b in led)
+                    text += f", {clear or 'none'} by more than the {_percent(spread)} run-to-run spread"
+                text += ")"
+        top = max(mine, key=lambda b: b.tflops or 0)
         if top.tflops is not None:
-            text += f", up to {tflops_text(top.tflops)} TFLOP/s"
+            per = " per GPU" if any((b.gpus or 1) > 1 for b in contested) else ""
+            shared = mine is contested  # no leader: the pass's best, with who ran it
+            text += f", {'best' if shared else 'its best'} {tflops_text(top.tflops)} TFLOP/s{per}"
+            said = [top.provider] if shared else []
             if top.peak_share is not None:
-                text += f" ({_percent(top.peak_share)} of {peak_words([top.peak])})"
+                said.append(f"{_percent(top.peak_share)} of {peak_words([top.peak])}")
+            if said:
+                text += f" ({', '.join(said)})"
         lines.append(text)
     return lines
 
