@@ -437,7 +437,7 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
     rows of a protocol no file measured get the first file, named in the answer."""
     import json
 
-    from attnbench.report.repeatability import protocol_of, repeatability_of
+    from attnbench.report.repeatability import protocol_of, repeatability_of, source_words
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "measurements").mkdir()
@@ -449,7 +449,7 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
         (tmp_path / "measurements" / name).write_text(json.dumps(doc))
     monkeypatch.chdir(tmp_path)
     two_rounds = [{"extra": {"rounds": 2, "round_ms": [1.0, 1.1]}}, {"extra": {}}]
-    assert protocol_of(two_rounds) == {"rounds": 2, "preheat": False}
+    assert protocol_of(two_rounds) == {"rounds": 2, "preheat": False, "row_warmup": False}
     assert repeatability_of({"h200-a"}, protocol=protocol_of(two_rounds))["p95"] == 0.017
     assert repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))["p95"] == 0.092
     preheated = [{"extra": {"preheat_s": 1.5}}]
@@ -458,6 +458,17 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
     assert (
         repeatability_of({"h200-a"}, protocol=unmeasured)["file"]
         == "measurements/flux_repeatability-h200.json"
+    )
+    # rows warmed to steady state one by one: matched as before, and the page says the file was timed otherwise
+    warmed = protocol_of([{"warmup_s": 1.2, "extra": {}}])
+    view = repeatability_of({"h200-a"}, protocol=warmed)
+    assert view["p95"] == 0.092 and source_words(view, warmed) == (
+        "measurements/flux_repeatability-h200.json: timed twice; these rows differ in how they were timed "
+        "(a steady-state warm-up per row), and no repeatability run of their protocol has been made yet"
+    )
+    assert (
+        source_words(view, protocol_of([{"extra": {}}]))
+        == "measurements/flux_repeatability-h200.json: timed twice"
     )
 
 

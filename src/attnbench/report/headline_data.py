@@ -29,7 +29,7 @@ from attnbench.report.headline import (
     tflops_text,
 )
 from attnbench.report.peak_share import peak_short, peak_words
-from attnbench.report.repeatability import protocol_of, spread_for
+from attnbench.report.repeatability import noise_p95, protocol_of, repeatability_of, source_words
 
 RESULT_KEYS = {"provider", "status", "pass", "ms_median"}
 MAX_READ_BYTES = 64 * 2**20  # larger artifacts are not read for the headline
@@ -108,7 +108,9 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
 
 
-def page_headline(h: Headline, result_files: list[str] = (), spread: float | None = None) -> page.Headline:
+def page_headline(
+    h: Headline, result_files: list[str] = (), spread: float | None = None, spread_source: str = ""
+) -> page.Headline:
     """The engine's headline of an attention report's headline (report.headline). `spread`: the machine's
     run-to-run spread of one timed row (report.repeatability); a lead below it is not a measured lead."""
     if h.cpu:  # a CPU smoke run cannot meet or miss a GPU target: not applicable, never red
@@ -146,7 +148,7 @@ def page_headline(h: Headline, result_files: list[str] = (), spread: float | Non
                 + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
         + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
-    note = (note + _definitions(h, spread)).strip()
+    note = (note + _definitions(h, spread, spread_source)).strip()
     return page.Headline(
         sentences=h.sentences,
         index_lines=index_lines(h, spread),
@@ -232,7 +234,7 @@ def _detail(b) -> str:
     return ", ".join(x for x in (share, clock) if x)
 
 
-def _definitions(h: Headline, spread: float | None) -> str:
+def _definitions(h: Headline, spread: float | None, source: str = "") -> str:
     """The entries' note: what the short words in their cells mean, said once."""
     text = ""
     if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
@@ -242,7 +244,8 @@ def _definitions(h: Headline, spread: float | None) -> str:
         text += " MHz: the median SM clock of the winner's timed calls."
     if any(_within(b, spread) for b in h.bests):
         text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
-                 " of how much one row moves from run to run on this machine, so the two are not told apart.")  # fmt: skip
+                 " of how much one row moves from run to run on this machine, so the two are not told apart"
+                 + (f" ({source})." if source else "."))  # fmt: skip
     return text
 
 
@@ -309,10 +312,10 @@ def headline_of(
     ("<cell>/<artifact>") the figure shown under them."""
     data = read_artifacts(folders)
     h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
-    spread = spread_for(
-        {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
-    )
-    result = page_headline(h, data.result_files, spread)
+    protocol = protocol_of(data.rows)
+    view = repeatability_of({str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol)
+    spread = noise_p95(view) if view else None
+    result = page_headline(h, data.result_files, spread, source_words(view, protocol))
     for entry in result.entries:  # a timed value moves run to run by the machine's measured spread
         if spread and entry.unit in ("TFLOP/s", "ms"):
             entry.spread = spread

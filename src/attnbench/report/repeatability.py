@@ -31,16 +31,47 @@ def _repeatability_files(start: Path | None = None):
                 break
 
 
+MATCHED = ("rounds", "preheat")  # what picks a repeatability file for rows; the rest is only said
+
+
 def protocol_of(rows) -> dict:
     """How rows were timed, as a repeatability file states it: the sweep's rounds (bench/rounds.py; 1
-    where the rows do not say) and whether each row was preheated (bench/thermal.py)."""
-    extras = [r.get("extra") or {} for r in rows if isinstance(r, dict)]
+    where the rows do not say), whether each row was preheated (bench/thermal.py) and whether each was
+    warmed to steady state before its timed calls (bench/warmup.py: the row's `warmup_s`)."""
+    rows = [r for r in rows if isinstance(r, dict)]
+    extras = [r.get("extra") or {} for r in rows]
     return {"rounds": max((e.get("rounds") or 1 for e in extras), default=1),
-            "preheat": any(e.get("preheat_s") is not None for e in extras)}  # fmt: skip
+            "preheat": any(e.get("preheat_s") is not None for e in extras),
+            "row_warmup": any(_num(r.get("warmup_s")) is not None for r in rows)}  # fmt: skip
 
 
 def _protocol_of_file(doc: dict) -> dict:
-    return {"rounds": doc.get("rounds") or 1, "preheat": bool(doc.get("preheat"))}
+    timing = doc.get("timing") if isinstance(doc.get("timing"), dict) else {}
+    return {"rounds": doc.get("rounds") or 1, "preheat": bool(doc.get("preheat") or timing.get("preheat")),
+            "row_warmup": bool(timing.get("row_warmup"))}  # fmt: skip
+
+
+def source_words(view: dict | None, protocol: dict | None = None) -> str:
+    """Where a spread comes from, for a page's note: the file and what it compared, and, where the rows
+    were timed another way, how (no repeatability run of their own protocol stands behind it then)."""
+    if not view:
+        return ""
+    return f"{view['file']}: {view['compared']}" + protocol_difference(view, protocol)
+
+
+def protocol_difference(view: dict, protocol: dict | None) -> str:
+    """ "; these rows differ in how they were timed (…), and no repeatability run of their protocol has
+    been made yet", or "" where the rows were timed as the file's runs were."""
+    if protocol is None:
+        return ""
+    other = [what for key, what in (("preheat", "preheated"), ("row_warmup", "a steady-state warm-up per row"))
+             if bool(protocol.get(key)) != bool(view.get(key))]  # fmt: skip
+    if protocol.get("rounds", 1) != view.get("rounds", 1):
+        other.append(f"{protocol.get('rounds', 1)} round(s) against its {view.get('rounds', 1)}")
+    if not other:
+        return ""
+    return (f"; these rows differ in how they were timed ({', '.join(other)}), and no repeatability run of "
+            "their protocol has been made yet")  # fmt: skip
 
 
 def _views(path: Path, doc: dict) -> list[dict]:
@@ -109,7 +140,7 @@ def repeatability_of(
                  if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))
                  for view in _views(path, doc)]  # fmt: skip
         if protocol is not None:  # the same protocol first, then the order of the names (stable)
-            views.sort(key=lambda view: {k: view[k] for k in ("rounds", "preheat")} != protocol)
+            views.sort(key=lambda view: any(view[k] != protocol.get(k) for k in MATCHED))
         return _with_drift(views[0], views) if views else None
     return None
 

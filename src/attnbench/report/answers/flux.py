@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _x
-from attnbench.report.repeatability import noise_p95, protocol_of, repeatability_of, widest_text
+from attnbench.report.repeatability import (
+    noise_p95,
+    protocol_difference,
+    protocol_of,
+    repeatability_of,
+    widest_text,
+)
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
 
@@ -35,14 +41,14 @@ def flux(data) -> page.Answer:
         answer.answer.append(text + ".")
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
-    noise = repeatability_of(
-        {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
-    )
+    protocol = protocol_of(data.rows)
+    noise = repeatability_of({str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol)
     if noise:
         drift = f"; {noise['drift']}: 95th percentile {noise['drift_p95']:.1%}" if noise.get("drift") else ""
         answer.answer.append(
-            f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}): median spread "
-            f"{noise['median']:.1%}, 95th percentile {noise['p95']:.1%}{drift}; a lead smaller than "
-            f"{noise_p95(noise):.1%} is noise." + widest_text(noise.get("widest"))
+            f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}"
+            f"{protocol_difference(noise, protocol)}): median spread {noise['median']:.1%}, 95th percentile "
+            f"{noise['p95']:.1%}{drift}; a lead smaller than {noise_p95(noise):.1%} is noise."
+            + widest_text(noise.get("widest"))
         )
     return answer
