@@ -103,7 +103,9 @@ def test_context_parallel_efficiency_is_per_gpu_and_single_gpu_is_a_baseline():
     (n,) = a.numbers
     assert n.value == 90.0 and n.per == "per GPU" and "cp_ring keeps 90% per GPU" in a.answer[0]
     assert "S 8192 (4096 per GPU)" in a.answer[0] and len(a.answer) == 1
-    assert "while the slowest of 2 strategies, cp_ulysses, keeps 83%" in a.answer[0]  # the other end
+    assert (
+        "while the slowest of 2 on the same local kernel, cp_ulysses, keeps 83%" in a.answer[0]
+    )  # the other end
     assert a.answer[0].startswith(
         "Forward + backward, TFLOP/s per GPU against one GPU at the same per-GPU tokens"
     )

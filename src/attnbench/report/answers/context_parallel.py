@@ -46,14 +46,15 @@ def context_parallel(data) -> page.Answer:
 
 
 def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> str:
-    """ ", the slowest, X, keeps N%": the other end of the strategies at one length, each against its own
-    single-GPU reference (a strategy may run another local kernel than the best)."""
-    shares = []
-    for r in (r for r in multi if r.workload.seqlen_q == L and r is not best):
-        ref = reference_for(r, rows)
-        if ref is not None:
-            shares.append((r.tflops / ref.tflops, r.provider))
+    """ ", while the slowest of N on the same local kernel, X, keeps M%": the other end of the strategies
+    at one length, against the best's own single-GPU reference (strategies on another local kernel have
+    another reference, so their shares are not compared with the best's)."""
+    ref = reference_for(best, rows)
+    shares = [(r.tflops / ref.tflops, r.provider) for r in multi
+              if r.workload.seqlen_q == L and r is not best and reference_for(r, rows) is ref]  # fmt: skip
     if not shares:
         return ""
     share, provider = min(shares)
-    return f", while the slowest of {len(shares) + 1} strategies, {provider}, keeps {_pct(share)}"
+    return (
+        f", while the slowest of {len(shares) + 1} on the same local kernel, {provider}, keeps {_pct(share)}"
+    )
