@@ -87,8 +87,11 @@ def test_one_gpu_rows_of_a_multi_gpu_run_are_baselines_never_winners():
     rows = [row("dilated_gather_cudnn", 1 << 20, 106.1, tflops=177.0, extra=one),
             row("dilated_distributed_cudnn", 1 << 20, 55.9, tflops=172.4, extra=two),
             row("dilated_gather_cudnn", 1 << 17, 14.8, tflops=160.7, extra=one)]  # fmt: skip
-    bests = {b.shape: (b.provider, b.baseline) for b in headline(rows).bests}
-    assert sorted(bests.values()) == [("dilated_distributed_cudnn", False), ("dilated_gather_cudnn", True)]
+    bests = [(b.shape, b.provider, b.baseline) for b in headline(rows).bests]
+    # the split run wins its shape; the one-GPU row it is measured against there is listed apart beside it
+    assert sorted(bests) == [("S 1048576 · dilated", "dilated_distributed_cudnn", False),
+                             ("S 1048576 · dilated", "dilated_gather_cudnn", True),
+                             ("S 131072 · dilated", "dilated_gather_cudnn", True)]  # fmt: skip
     (solo,) = headline([rows[0], rows[2]]).bests[:1]  # a one-GPU run alone: ranked as usual
     assert not solo.baseline
 
@@ -675,3 +678,14 @@ def test_index_line_says_no_one_leads_a_split_pass_and_gives_the_pass_best_per_g
             row("a", 8192, 1.0, tflops=700.0), row("b", 8192, 1.1, tflops=630.0)]  # fmt: skip
     (line,) = page_headline(headline(rows)).index_lines
     assert line.startswith("forward: a (2/2 shapes), its best 700.0 TFLOP/s") and "per GPU" not in line
+
+
+def test_a_split_runs_one_gpu_reference_is_an_entry_of_its_own_key():
+    one, two = {"world_size": 1}, {"world_size": 2}
+    rows = [
+        row("single_gpu_cudnn", 8192, 2.0, tflops=500.0, extra=one),
+        row("cp_ring", 8192, 1.1, tflops=450.0, extra=two),
+    ]
+    entries = page_headline(headline(rows)).entries
+    assert [(e.winner, e.baseline) for e in entries] == [("cp_ring", False), ("single_gpu_cudnn", True)]
+    assert len({e.key for e in entries}) == 2 and entries[1].key.endswith("|baseline")

@@ -117,8 +117,11 @@ def page_headline(
         for t in h.targets:
             if t.verdict != "not applicable":
                 t.said, t.verdict = t.said or t.verdict, "not applicable"
-    entries = []
+    entries, keys = [], set()
     for b in h.bests:
+        key = f"{b.pass_}|{b.workload or b.shape}"
+        key += "|baseline" if key in keys else ""  # a split run's one-GPU reference at the same workload
+        keys.add(key)
         notes = [] if b.checked else [checked_only_at(b.checked_at) if b.checked_at else NOT_CHECKED]
         if b.quantised:
             notes.append(f"quantised {b.quantised} faster")
@@ -129,7 +132,7 @@ def page_headline(
         if b.band is not None and b.band > UNSTEADY_BAND:
             notes.append(f"unsteady: p20–p80 {_percent(b.band)} of its median")
         entries.append(page.Entry(
-            key=f"{b.pass_}|{b.workload or b.shape}", group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
+            key=key, group=PASS_NAMES.get(b.pass_, b.pass_), label=b.shape,
             winner=b.provider, value=b.tflops if b.tflops is not None else b.ms,
             unit="TFLOP/s" if b.tflops is not None else "ms", higher_is_better=b.tflops is not None,
             detail=_detail(b),
