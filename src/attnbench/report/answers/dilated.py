@@ -95,7 +95,14 @@ def dilated_distributed(data) -> page.Answer:
             answer.numbers.append(_number(f"{pass_}|split_speedup", f"{word} speed-up on {world} GPUs at S {L}",
                                           speedup, "×", "wall time", f"{at['provider']} against "
                                           f"{one[L]['provider']} on one GPU"))  # fmt: skip
-        text += f" the split run reaches {longest['seqlen_q']} tokens ({longest['ms_median']:.1f} ms)."
+            slower = sorted((r["seqlen_q"], one[r["seqlen_q"]]["ms_median"] / r["ms_median"]) for r in both
+                            if one[r["seqlen_q"]]["ms_median"] < r["ms_median"])  # fmt: skip
+            if slower:  # where splitting costs more than it saves (communication, launch): said, not hidden
+                text += (f" at {', '.join(str(n) for n, _ in slower)} tokens the split run is slower than one "
+                         f"GPU ({', '.join(_x(x) for _, x in slower)});")  # fmt: skip
+        reach = max(one) if one else None
+        text += f" the split run reaches {longest['seqlen_q']} tokens ({longest['ms_median']:.1f} ms)"
+        text += f", the same path on one GPU {reach}." if reach else "."
         answer.numbers.append(_number(f"{pass_}|split_longest", f"{word} longest length on {world} GPUs",
                                       longest["seqlen_q"], "tokens"))  # fmt: skip
         answer.answer.append(text)
