@@ -689,3 +689,9 @@ def test_a_split_runs_one_gpu_reference_is_an_entry_of_its_own_key():
     entries = page_headline(headline(rows)).entries
     assert [(e.winner, e.baseline) for e in entries] == [("cp_ring", False), ("single_gpu_cudnn", True)]
     assert len({e.key for e in entries}) == 2 and entries[1].key.endswith("|baseline")
+
+
+def test_index_line_names_a_provider_that_ran_alone_as_the_only_one():
+    rows = [row("a", 4096, 1.0, tflops=600.0), row("a", 8192, 2.0, tflops=650.0)]
+    (line,) = page_headline(headline(rows)).index_lines
+    assert line.startswith("forward: a (the only provider, 2 shapes), its best 650.0 TFLOP/s")

@@ -168,7 +168,7 @@ def plot_tflops(
                 name = f"{PASS_TITLES.get(pass_, pass_)}, {mask} mask"
                 if len(seqs) == 1:
                     _draw_bars(ax, panel, world, checks, looks, mask)
-                    ax.set_title(f"{name}, {seqs[0]} tokens")
+                    ax.set_title(f"{name},\n{seqs[0]} tokens")  # two lines: side by side, one line overlaps
                     ax.set_xlabel("TFLOP/s per GPU")
                     ax.xaxis.set_major_locator(MaxNLocator(nbins=8))
                     ax.grid(True, axis="x")

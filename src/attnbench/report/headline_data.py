@@ -279,7 +279,9 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
             mine = contested
         else:
             mine = [b for b in contested if b.provider == leader]
-            if len(contested) > 1:
+            if not any(b.candidates > 1 for b in contested):  # nothing ran beside it: not a contest
+                text += f" (the only provider, {len(contested)} shape{'s' if len(contested) > 1 else ''})"
+            elif len(contested) > 1:
                 text += f" ({n}/{len(contested)} shapes"
                 led = [b for b in mine if b.runner_up_slower]
                 if spread and led:
