@@ -26,6 +26,8 @@ if not _os.environ.get("ATTNBENCH_WORKDIR"):
     print("attnbench: not run by the engine; files go to", _os.environ["ATTNBENCH_WORKDIR"], file=_sys.stderr)
 _os.chdir(_os.environ["ATTNBENCH_WORKDIR"])
 # --- cell ---
+from collections import Counter
+
 import attnbench
 from attnbench.bench.profiles import read_profile
 from attnbench.report.cp_tables import correctness_table, markdown
@@ -35,4 +37,9 @@ config = read_profile(attnbench.inputs("gpu"))
 results = read_jsonl_dicts(attnbench.inputs("correctness") / "correctness.jsonl", CpCheckRow)
 with open("correctness.md", "w") as f:
     f.write((f"**{config['label']}**\n\n" if config.get("label") else "") + markdown(correctness_table(results)))
-print(f"{sum(r['status'] == 'ok' for r in results)} of {len(results)} cases within tolerance")
+# counted among the cases that ran: one that could not run (a library not installed, a kernel a strategy
+# does not take) is neither within tolerance nor a failure, and the table says why; an error or OOM ran
+ran = [r for r in results if r["status"] not in ("unavailable", "unsupported", "skipped")]
+others = Counter(r["status"] for r in results if r not in ran)
+print(f"{sum(r['status'] == 'ok' for r in ran)} of the {len(ran)} cases that ran within tolerance"
+      + "".join(f"; {n} {status}" for status, n in sorted(others.items())))
