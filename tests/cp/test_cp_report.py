@@ -18,6 +18,7 @@ from attnbench.cp.local import MathKernel
 from attnbench.report.cp_figures import plot_tflops
 from attnbench.report.cp_tables import (
     bench_table,
+    not_offered,
     overlap_findings,
     overlap_table,
     published_table,
@@ -319,6 +320,21 @@ def test_targets_fail_an_incorrect_strategy_and_name_missing_lengths():
         if line["strategy"] == "zigzag" and line["measured"] is not None
     )
     assert {line["verdict"] for line in lines if line["target"].startswith(">= 400")} == {"not measured"}
+
+
+def test_a_kernel_a_strategy_does_not_take_is_not_applicable_a_missing_library_not_measured():
+    own = "kernel 'flash_attn3': TE picks its own local backend"
+    rows = [*sample_rows(), cp_row("zigzag+fa3", 262144, "causal", "fwd_bwd", 600.0),
+            cp_row("te_p2p", 262144, "causal", "fwd_bwd", 450.0),
+            cp_row("te_p2p+fa3", 262144, "causal", "fwd_bwd", None, status="unavailable", reason=own),
+            cp_row("magi+fa3", 262144, "causal", "fwd_bwd", None, status="unavailable", reason="not installed")]  # fmt: skip
+    verdicts = {line["strategy"]: line["verdict"] for line in targets(rows, [], target_seq=262144)
+                if line["target"].startswith(">= 4") or line["target"].startswith(">= 5")}  # fmt: skip
+    # TE ran, FA3 ran (zigzag+fa3): TE over FA3 is a combination not offered
+    assert verdicts["te_p2p+fa3"] == "not applicable" and not_offered("te_p2p+fa3", rows)
+    # magi ran nowhere: its library is missing, which a user can install
+    assert verdicts["magi+fa3"] == "not measured" and not not_offered("magi+fa3", rows)
+    assert not not_offered("zigzag+fa3", rows) and not not_offered("te_p2p", rows)
 
 
 def test_overlap_findings_name_the_cause_from_the_numbers():

@@ -695,3 +695,12 @@ def test_index_line_names_a_provider_that_ran_alone_as_the_only_one():
     rows = [row("a", 4096, 1.0, tflops=600.0), row("a", 8192, 2.0, tflops=650.0)]
     (line,) = page_headline(headline(rows)).index_lines
     assert line.startswith("forward: a (the only provider, 2 shapes), its best 650.0 TFLOP/s")
+
+
+def test_targets_that_cannot_apply_are_counted_apart_never_as_met():
+    from attnbench.report.headline import Target
+
+    h = headline([row("a", 4096, 1.0)], targets=[Target("t", "a", "met", "", "x/targets.json"),
+                                                 Target("t", "b", "not applicable", "", "x/targets.json")])  # fmt: skip
+    (badge,) = [b for b in page_headline(h).badges if b.text.startswith("targets")]
+    assert badge.text == "targets: 1 of 2 met, 1 not applicable"

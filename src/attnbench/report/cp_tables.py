@@ -267,7 +267,7 @@ def targets(
                     {
                         **line,
                         "measured": None,
-                        "verdict": "not measured",
+                        "verdict": "not applicable" if not_offered(strategy, rows) else "not measured",
                         "why": r.reason or (ref.reason if ref else "no reference row"),
                     }
                 )
@@ -296,7 +296,8 @@ def targets(
         found = _cp_rows(rows, strategy, "causal", "fwd_bwd", target_seq)
         if not found or found[0].status != "ok":
             why = found[0].reason if found else f"not measured at {target_seq} in this profile"
-            lines.append({**line, "measured": None, "verdict": "not measured", "why": why})
+            verdict = "not applicable" if not_offered(strategy, rows) else "not measured"
+            lines.append({**line, "measured": None, "verdict": verdict, "why": why})
             continue
         r = found[0]
         lines.append(
@@ -311,6 +312,18 @@ def targets(
             )
         )
     return lines
+
+
+def not_offered(strategy: str, rows: list[Result]) -> bool:
+    """A strategy over a local kernel ("te_p2p+fa3") that no row of it ran, while the strategy ran with
+    its own kernel and other strategies ran that kernel: the combination itself is not offered (TE and
+    MagiAttention pick their own local kernels), so its targets do not apply; nothing a user installs
+    would run it. Where the strategy or the kernel ran nowhere, a library is missing: "not measured"."""
+    base, _, kernel = strategy.partition("+")
+    if not kernel or any(strategy_of(r) == strategy and r.status == "ok" for r in rows):
+        return False
+    ran = {strategy_of(r) for r in rows if r.status == "ok" and not is_reference(r)}
+    return base in ran and any(s.endswith(f"+{kernel}") for s in ran)
 
 
 def _verdict(line, measured, needed, shown, check, findings, r) -> dict:

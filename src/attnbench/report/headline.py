@@ -35,6 +35,7 @@ PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backwar
 PASS_ORDER = tuple(PASS_NAMES)
 MET = {"pass", "passed", "met", "holds", "ok", "true"}
 MISSED = {"fail", "failed", "fails", "missed", "false"}
+NOT_APPLICABLE = {"not applicable"}  # a target that cannot apply (a combination not offered); "n/a" is not it
 CHECK_OK = {"ok"}  # a separate correctness check's status that vouches for a row...
 CHECK_WRONG = {"incorrect", "fail", "failed"}  # ...and those that say it is wrong; others: not checked
 
@@ -362,7 +363,8 @@ def _incorrect(rows: list[Mapping], checks: Mapping[tuple[str, str], str], field
 
 def verdict_of(value: Any) -> str:
     text = str(value).strip().lower()
-    return "met" if text in MET else "missed" if text in MISSED else "not checked"
+    return ("met" if text in MET else "missed" if text in MISSED
+            else "not applicable" if text in NOT_APPLICABLE else "not checked")  # fmt: skip
 
 
 def targets_from(document: Mapping, source: str) -> list[Target]:

@@ -182,6 +182,7 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
             text = f"targets: not applicable ({CPU_WARNING})" if h.cpu else "targets: not applicable"
         text += f", {missed} missed" if missed else ""
         text += f", {unchecked} not checked" if unchecked else ""
+        text += f", {moot} not applicable" if moot and moot < len(targets) else ""
         tone = page.Tone.bad if missed else page.Tone.quiet if unchecked or moot else page.Tone.good
         title = "on a CPU smoke run the GPU targets cannot be met" if h.cpu and missed else ""
         badges.append(page.Badge(text, tone, title))
