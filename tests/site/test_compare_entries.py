@@ -27,11 +27,18 @@ def test_entries_pair_by_key_and_lower_is_better_inverts_the_ratio():
         "cpu": _view(Entry("fwd|S 1", "k1", 0.1, "TFLOP/s"), not_gpu=True),
         "old": {"data": SimpleNamespace(headline=None), "machine": {}},  # predates headline.json
         "plain": _view(),  # a headline with nothing to pair (a machine without a GPU's environment)
+        "stopped": {
+            "data": SimpleNamespace(headline=None),
+            "machine": {},  # stopped before its report cell
+            "counts": [("ok", 3, "ok"), ("interrupted", 1, "interrupted"), ("not run", 9, "not-run")],
+        },
     }
     page = comparison("nb", "Title", views)
-    assert page["labels"] == ["a", "b"] and page["all_labels"] == ["a", "b", "cpu", "old", "plain"]
+    assert page["labels"] == ["a", "b"] and page["all_labels"] == ["a", "b", "cpu", "old", "plain", "stopped"]
     assert page["left_out"] == [{"label": "cpu", "why": NOT_GPU}, {"label": "old", "why": NO_HEADLINE},
-                                {"label": "plain", "why": NO_NUMBERS}]  # fmt: skip
+                                {"label": "plain", "why": NO_NUMBERS},
+                                {"label": "stopped", "why": "no headline.json: its run did not reach the cell that "
+                                                            "writes it (1 interrupted, 9 not run)"}]  # fmt: skip
     got = [(line["label"], [c["winner"] for c in line["cells"]], line["ratios"][0]["wall"]["text"],
             line["ratios"][0]["value"]["text"]) for line in page["table"]]  # fmt: skip
     assert got == [("S 1", ["k1", "k2"], "2.00×", "1.50×"), ("step", ["m", "m"], "2.00×", "2.00×")]

@@ -109,7 +109,7 @@ def comparison(name: str, title: str, views: Mapping[str, Mapping[str, Any]]) ->
         if view.get("not_gpu") or (headline is not None and headline.not_gpu):
             left_out.append({"label": label, "why": NOT_GPU})
         elif headline is None:
-            left_out.append({"label": label, "why": NO_HEADLINE})
+            left_out.append({"label": label, "why": _no_headline(view)})
         elif not (headline.numbers or headline.entries):
             left_out.append({"label": label, "why": NO_NUMBERS})
         else:
@@ -269,6 +269,15 @@ def _machine(label: str, view: Mapping[str, Any]) -> dict[str, str]:
         "commit": commits or "not recorded",
         "currency": _currency(view),
     }
+
+
+def _no_headline(view: Mapping[str, Any]) -> str:
+    """Why a label has no headline: its run stopped before the cell that writes one (it says how its
+    cells ended), else the run predates headline data."""
+    unfinished = [f"{n} {status}" for status, n, _ in view.get("counts") or () if status != "ok"]
+    if unfinished:
+        return f"no headline.json: its run did not reach the cell that writes it ({', '.join(unfinished)})"
+    return NO_HEADLINE
 
 
 def _stale_cells(view: Mapping[str, Any]) -> str:
