@@ -145,9 +145,9 @@ def test_cs336_leaderboard_fa3_mfu_and_time_sink():
     n = numbers(a)
     assert n["leaderboard|ms"] == 6.0 and n["leaderboard|vs_fa3"] == 1.5 and n["model|step_mfu"] == 50.0
     assert f"{LEADERBOARD_BEST_MS} ms" in a.answer[0]
-    assert "best MFU 50% (xl, context 1024, bf16, sdpa attention; the whole step" in a.answer[1]
+    assert "best bf16 MFU 50% (xl, context 1024, sdpa attention; the whole step" in a.answer[1]
     assert (
-        "backward phase, 75% of the step (large, context 1024, bf16)" in a.answer[1]
+        "backward phase, 75% of the step (large, context 1024, bf16, eager attention)" in a.answer[1]
         and "gemm: 40%" in a.answer[1]
     )
 
@@ -159,7 +159,7 @@ def test_cs336_time_sink_is_the_block_and_kind_of_kernel_that_takes_the_most():
     breakdown = {"size": "large", "context": 1024, "precision": "bf16", "phases": phases}
     sink = answer_for("cs336_systems", Artifacts(documents={"breakdown": breakdown})).answer[-1]
     assert "attention's other kernels (elementwise, masking, copies), 50% of the profiled step" in sink
-    assert "(large, context 1024, bf16; 60% for attention in all)" in sink
+    assert "(large, context 1024, bf16, eager attention; 60% for attention in all)" in sink
 
 
 def test_flux_fastest_exact_kernel_and_lead_over_sdpa():
@@ -357,7 +357,10 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
         "at 262144 tokens the split run is slower than one GPU (0.90×); the split run reaches 4194304 "
         "tokens (212.9 ms), the same path on one GPU 2097152."
     )
-    assert answer.answer == [said]  # the one-GPU run is named: it is the same path, not the fastest kernel
+    assert answer.answer[0] == said  # the one-GPU run is named: it is the same path, not the fastest kernel
+    assert (
+        "the one-GPU page's fastest kernel (the fused one where it ran) is another path" in answer.answer[1]
+    )
     # keys of their own: the compare page never pairs them with the one-GPU report's speed-up over dense
     assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|split_speedup", "×", "wall time"),
                                                                 ("fwd|split_longest", "tokens", "")]  # fmt: skip
@@ -468,12 +471,12 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
     warmed = protocol_of([{"warmup_s": 1.2, "extra": {}}])
     view = repeatability_of({"h200-a"}, protocol=warmed)
     assert view["p95"] == 0.092 and source_words(view, warmed) == (
-        "measurements/flux_repeatability-h200.json: timed twice; these rows differ in how they were timed "
+        "measurements/flux_repeatability-h200.json: Flux rows on one GPU of this machine, timed twice; these rows differ in how they were timed "
         "(a steady-state warm-up per row), and no repeatability run of their protocol has been made yet"
     )
     assert (
         source_words(view, protocol_of([{"extra": {}}]))
-        == "measurements/flux_repeatability-h200.json: timed twice"
+        == "measurements/flux_repeatability-h200.json: Flux rows on one GPU of this machine, timed twice"
     )
 
 
@@ -704,3 +707,12 @@ def test_targets_that_cannot_apply_are_counted_apart_never_as_met():
                                                  Target("t", "b", "not applicable", "", "x/targets.json")])  # fmt: skip
     (badge,) = [b for b in page_headline(h).badges if b.text.startswith("targets")]
     assert badge.text == "targets: 1 of 2 met, 1 not applicable"
+
+
+def test_the_sentence_keeps_two_peaks_apart_and_counts_shapes_one_provider_ran_alone():
+    rows = [row("a", 4096, 1.0, tflops=500.0, mfu=0.5), row("b", 4096, 1.2, tflops=420.0),
+            row("a", 8192, 1.0, tflops=600.0, mfu_at_clock=0.7, extra={"matmul_peak_measured": {"tflops": 900.0}}),
+            row("b", 8192, 1.3, tflops=460.0), row("a", 16384, 1.0, tflops=650.0)]  # fmt: skip
+    (sentence,) = headline(rows, peaks={"measured": 1000.0}).sentences
+    assert "1 more shape where one provider ran alone" in sentence
+    assert " / " not in sentence  # never one range over two denominators

@@ -127,6 +127,7 @@ def test_step_tables_warmup_and_oom():
     assert small["checked"] == "not checked" and table.iloc[1]["checked"] == ""
     variants = tables.attention_variants_table(rows[:1], warmup=2, measured=2).iloc[0]
     assert variants["checked"] == "not checked" and variants["eager step ms"] == "10.00 ± 0.00"
+    assert variants["eager MFU"] == small[tables.MFU_AT_PEAKS_CLOCK]  # the step table's MFU, in both tables
     warm = tables.warmup_table(rows, "bf16", [0, 2], measured=2).iloc[0]
     assert warm["first step ms"] == "100.00" and warm["warm-up 0: step ms"].startswith("56.00 ±")
     assert warm["warm-up 2: step ms"] == "10.00 ± 0.00"

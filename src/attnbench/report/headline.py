@@ -315,14 +315,24 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
         text += f"; {_range(tflops, tflops_text)} TFLOP/s"
         shares = [b.peak_share for b in bests if b.peak_share is not None]
         kinds = {b.peak for b in bests if b.peak_share is not None}
-        if shares:
+        if shares and len(kinds) == 1:
             text += f" ({_range(shares, _percent)} of {peak_words(kinds)})"
+        elif shares:  # one range over two denominators reads as one: each its own
+            text += " (" + "; ".join(
+                f"{_range([b.peak_share for b in bests if b.peak == k and b.peak_share is not None], _percent)} "
+                f"of {peak_words([k])}" for k in sorted(kinds)) + ")"  # fmt: skip
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
     if gaps:
         text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"
-    if not all(b.checked or b.checked_at for b in bests):
+    alone = [b for b in all_bests if b.candidates == 1 and not b.baseline and b not in bests]
+    if alone:  # left out of the contest above, not out of the sentence
+        text += f"; {len(alone)} more shape{'s' if len(alone) > 1 else ''} where one provider ran alone"
+    named = bests + alone  # every winner the sentence counts
+    if not all(b.checked or b.checked_at for b in named):
         text += "; some not correctness-checked"
-    elif not all(b.checked for b in bests):
+    elif not any(b.checked for b in named):
+        text += "; all checked only at a shorter length"
+    elif not all(b.checked for b in named):
         text += "; some checked only at a shorter length"
     return text + "."
 

@@ -147,7 +147,8 @@ def page_headline(
                 + (', or vouched for by the correctness cell; "not checked": nothing checked it'
                    if any(not b.checked for b in h.bests) else "")
                 + (f'; "{checked_only_at("S N")}": its kernel passed its check on this workload at that shorter '
-                   "length, not at this one" if any(b.checked_at for b in h.bests) else "")
+                   "length, not at this one (what the report derives from the length, such as the dilated "
+                   "pattern's branches, may differ there)" if any(b.checked_at for b in h.bests) else "")
                 + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
         + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
@@ -195,9 +196,10 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     if h.incorrect:
         n = len(h.incorrect)
         badges.append(page.Badge(f"{n} correctness failure{'s' if n > 1 else ''}", page.Tone.bad))
-    elif h.bests and not any(b.checked for b in h.bests):  # nothing failed because nothing was checked
+    elif h.bests and not any(b.checked for b in [b for b in h.bests if not b.baseline] or h.bests):
+        # nothing failed because nothing was checked
         # of the winners, not the page: a check at another length does not cover them (the entries say where)
-        scoped = all(b.checked_at for b in h.bests)
+        scoped = all(b.checked_at for b in [b for b in h.bests if not b.baseline] or h.bests)
         badges.append(page.Badge("winners checked only at a shorter length" if scoped else
                                  "winners not correctness-checked", page.Tone.quiet,
                                  "no correctness check covers the ranked rows at their lengths"))  # fmt: skip
@@ -213,11 +215,12 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
 def _unchecked_words(h: Headline) -> str:
     """ " (22 of 34 winners not checked at their length, 20 of them at a shorter one)": how many winners
     nothing checked at their own length, and how many of those passed at a shorter one (check_scope)."""
-    unchecked = [b for b in h.bests if not b.checked]
+    ranked = [b for b in h.bests if not b.baseline] or h.bests  # baselines never win: not counted as winners
+    unchecked = [b for b in ranked if not b.checked]
     if not unchecked:
         return ""
     scoped = sum(bool(b.checked_at) for b in unchecked)
-    of = f"{len(unchecked)} of {len(h.bests)} winners"
+    of = f"{len(unchecked)} of {len(ranked)} winners"
     if scoped == len(unchecked):
         return f" ({of} checked only at a shorter length)"
     if scoped:

@@ -56,7 +56,10 @@ def source_words(view: dict | None, protocol: dict | None = None) -> str:
     were timed another way, how (no repeatability run of their own protocol stands behind it then)."""
     if not view:
         return ""
-    return f"{view['file']}: {view['compared']}" + protocol_difference(view, protocol)
+    # every repeatability file is the Flux sweep on one GPU of the machine (scripts/flux_repeatability.py)
+    return f"{view['file']}: Flux rows on one GPU of this machine, {view['compared']}" + protocol_difference(
+        view, protocol
+    )
 
 
 def protocol_difference(view: dict, protocol: dict | None) -> str:

@@ -181,7 +181,8 @@ def warmup_table(rows: Iterable[dict], precision: str, warmups: list[int], measu
 
 
 def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
-    """Step ms per model size with each attention kernel, and the speedup over eager."""
+    """Step ms per model size with each attention kernel, its MFU (as the step table's) and the speedup
+    over eager."""
     import pandas as pd
 
     by_size: dict[str, dict] = {}
@@ -195,6 +196,8 @@ def attention_variants_table(rows: Iterable[dict], warmup: int, measured: int):
         entry[f"{row['attention']} SM clock MHz"] = _clock(
             window(row.get("sm_clock_mhz") or [], warmup, measured)
         )
+        mfu = step_mfu(row, warmup, measured)  # as the step table's MFU column, so the answer's is found here
+        entry[f"{row['attention']} MFU"] = "" if mfu is None else f"{mfu:.1%}"
         entry[f"_{row['attention']}"] = step[0]
         entry["checked"] = NOT_CHECKED
     for entry in by_size.values():

@@ -42,11 +42,11 @@ def cs336(data) -> page.Answer:
         text = ""
         if best_mfu:
             mfu, r = best_mfu
-            text = (f"Model: best MFU {_pct(mfu)} ({r.get('size')}, context {r.get('context')}, "
-                    f"{r.get('precision')}, {r.get('attention')} attention; the whole step against the measured "
-                    "matmul peak at the steps' SM clock, as the step tables give it)")  # fmt: skip
+            text = (f"Model: best {r.get('precision')} MFU {_pct(mfu)} ({r.get('size')}, context {r.get('context')}, "
+                    f"{r.get('attention')} attention; the whole step against the measured matmul peak at the steps' "
+                    "SM clock, as the step and attention-variant tables give it)")  # fmt: skip
             # a key of its own: until 2026-11 "model|mfu" counted forward + backward only, at the peak's clock
-            answer.numbers.append(_number("model|step_mfu", "model MFU (whole step)", mfu * 100, "%", "",
+            answer.numbers.append(_number("model|step_mfu", f"{r.get('precision')} model MFU (whole step)", mfu * 100, "%", "",
                                           f"{r.get('size')} · {r.get('context')} · {r.get('precision')} · {r.get('attention')} attention"))  # fmt: skip
         if sink:
             text += ("; " if text else "") + f"biggest time sink: {sink}"
@@ -89,7 +89,9 @@ def _time_sink(breakdown: Any) -> str:
     if not timed:
         return ""
     total = sum(v["us_per_step"] for v in timed.values())
-    where = f"{breakdown.get('size')}, context {breakdown.get('context')}, {breakdown.get('precision')}"
+    attention = breakdown.get("attention") or "eager"  # the profiled model's attention (the steps' default)
+    where = (f"{breakdown.get('size')}, context {breakdown.get('context')}, {breakdown.get('precision')}, "
+             f"{attention} attention")  # fmt: skip
     blocks: dict[str, float] = {}
     for phase in timed.values():
         for name, us in (phase.get("blocks_us_per_step") or {}).items():
