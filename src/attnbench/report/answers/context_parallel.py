@@ -17,7 +17,7 @@ def context_parallel(data) -> page.Answer:
     rows = [Result.from_dict(r) for r in ([r for r in good if r.get("pass") == "fwd_bwd"] or good)]
     passes = {r.pass_ for r in rows}
     word = "Forward + backward" if passes == {"fwd_bwd"} else "Forward" if passes == {"fwd"} else "All passes"
-    parts, above = [], False
+    parts, above, worlds = [], False, set()
     for mask in dict.fromkeys(r.workload.mask for r in rows):
         multi = [r for r in rows if not is_reference(r) and r.workload.mask == mask]
         for L in sorted({r.workload.seqlen_q for r in multi}):
@@ -28,15 +28,16 @@ def context_parallel(data) -> page.Answer:
             world = best.extra.get("world_size", 1)
             share = best.tflops / ref.tflops
             above |= share > 1
-            text = (f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} per GPU "
-                    f"of {ref.provider}'s {ref.tflops:.0f} TFLOP/s ({best.tflops:.0f} TFLOP/s "
-                    f"per GPU on {world} GPUs)")  # fmt: skip
+            worlds.add(world)
+            text = (f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} "
+                    f"({best.tflops:.0f} of {ref.provider}'s {ref.tflops:.0f} TFLOP/s)")  # fmt: skip
             parts.append(text + _slowest(multi, L, rows, best))
             answer.numbers.append(_number(f"{mask}|{L}|efficiency",
                                           f"{mask} S {L} scaling efficiency ({best.provider})",
                                           share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
-    answer.answer.append(f"{word}, TFLOP/s per GPU against one GPU at the same per-GPU tokens: " + "; ".join(parts)
-                         + "." if parts else
+    on = f" on {min(worlds)} GPUs" if len(worlds) == 1 else ""
+    answer.answer.append(f"{word}, TFLOP/s per GPU{on} against one GPU at the same per-GPU tokens: "
+                         + "; ".join(parts) + "." if parts else
                          "No single-GPU reference and multi-GPU strategy at one per-GPU length to compare.")  # fmt: skip
     if above:
         answer.answer.append("A share above 100% is not a timing error: a rank's part of a causal problem holds "
@@ -46,7 +47,7 @@ def context_parallel(data) -> page.Answer:
 
 
 def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> str:
-    """ ", while the slowest of N on the same local kernel, X, keeps M%": the other end of the strategies
+    """ ", the slowest of N on that kernel M% (X)": the other end of the strategies
     at one length, against the best's own single-GPU reference (strategies on another local kernel have
     another reference, so their shares are not compared with the best's)."""
     ref = reference_for(best, rows)
@@ -55,6 +56,4 @@ def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> s
     if not shares:
         return ""
     share, provider = min(shares)
-    return (
-        f", while the slowest of {len(shares) + 1} on the same local kernel, {provider}, keeps {_pct(share)}"
-    )
+    return f", the slowest of {len(shares) + 1} on that kernel {_pct(share)} ({provider})"
