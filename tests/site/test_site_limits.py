@@ -111,3 +111,13 @@ def test_results_finished_shows_the_span_when_cells_ran_on_different_days():
     assert notebook_timing([measured, presented])["finished"] == "2026-11-25 to 2026-11-27 09:10 UTC"
     assert notebook_timing([measured])["finished"] == "2026-11-25 12:37 UTC"
     assert notebook_timing([measured, cell("", "not a time")])["finished"] == "2026-11-25 12:37 UTC"
+    # knowing the label's machine, the cells that ran elsewhere (presented again here) are dated apart
+    measured["result"] = {"key_parts": {"machine": "gpu-box"}}
+    presented["result"] = {"key_parts": {"machine": "laptop"}}
+    assert notebook_timing([measured, presented], "gpu-box")["finished"] == (
+        "2026-11-25 12:37 UTC; presented again 2026-11-27 09:10 UTC"
+    )
+    assert (
+        notebook_timing([measured, presented], "gpu-box")["took"]
+        == notebook_timing([measured, presented])["took"]
+    )

@@ -146,8 +146,20 @@ def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict
     }
 
 
-def notebook_timing(cells: list[dict]) -> dict[str, str]:
-    """The notebook's own time: its cells' results (not the whole `attnbench run` that ran them)."""
+def notebook_timing(cells: list[dict], fingerprint: str | None = None) -> dict[str, str]:
+    """The notebook's own time: its cells' results (not the whole `attnbench run` that ran them). With the
+    label machine's `fingerprint`, cells that ran on another machine (presenting cells re-run over stored
+    measurements) are dated apart: "2026-11-27 23:11 UTC; presented again 2026-11-28 00:23 UTC"."""
+    elsewhere = [c for c in cells if fingerprint and _machine_of(c) not in (None, fingerprint)]
+    if elsewhere and len(elsewhere) < len([c for c in cells if c.get("finished_at")]):
+        here = notebook_timing([c for c in cells if c not in elsewhere])
+        again = max(
+            (c["finished_at"] for c in elsewhere if c.get("finished_at")), key=_safe_time_key, default=None
+        )
+        return {
+            **notebook_timing(cells),
+            "finished": f"{here['finished']}; presented again {show.when(again)}",
+        }
     finished = [c["finished_at"] for c in cells if c.get("finished_at")]
     started = [c["started_at"] for c in cells if c.get("started_at")]
     durations = [c["duration_s"] for c in cells if isinstance(c.get("duration_s"), (int, float))]
@@ -164,6 +176,13 @@ def notebook_timing(cells: list[dict]) -> dict[str, str]:
         "took": show.duration(sum(durations)) if durations else "",
         "cells_timed": str(len(durations)),
     }
+
+
+def _machine_of(cell: dict) -> str | None:
+    """The fingerprint of the machine the cell's stored result ran on (its cache key's machine part)."""
+    parts = (cell.get("result") or {}).get("key_parts") or {}
+    machine = parts.get("machine") if isinstance(parts, dict) else None
+    return machine if isinstance(machine, str) else None
 
 
 def _safe_time_key(value: str):
@@ -221,7 +240,7 @@ def page_view(data: RunData, run: dict, cells: list[dict], run_dir: Path, repo: 
     (`report_cells`: the views of the cells that write headline.json, with what blocked each)."""
     head = headline_view(data, list(report_cells))
     results = [c["result"] for c in cells if c.get("result")]
-    timing = notebook_timing(cells)
+    timing = notebook_timing(cells, machine.get("fingerprint"))
     return {
         "head": head,
         "index_lines": head["index_lines"],
