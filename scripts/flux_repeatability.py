@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
             "timing": shape["timing"],
             "rounds": rounds,
+            # each row warmed to steady state before its timed calls (bench.warmup): how the pages' rows are
+            # timed since the timing protocol; report.repeatability matches the rows' protocol against it
+            "row_warmup": any(r.warmup_s is not None for run in runs for r in run),
             "seq_lens": list(shape["seq_lens"]),
             "providers": [p.name for p in chosen],
             "run_seconds": seconds,

@@ -480,6 +480,17 @@ def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatc
         source_words(view, protocol_of([{"extra": {}}]))
         == "measurements/flux_repeatability-h200.json: Flux rows on one GPU of this machine, timed twice"
     )
+    # a repeatability run of today's protocol records its row warm-up (scripts/flux_repeatability.py)
+    doc = {
+        "machine_id": "h200-b",
+        "median_spread": 0.002,
+        "p95_spread": 0.01,
+        "pairs": [],
+        "row_warmup": True,
+    }
+    (tmp_path / "measurements" / "flux_repeatability-warm-h200.json").write_text(json.dumps(doc))
+    view = repeatability_of({"h200-b"}, protocol=warmed)
+    assert view["row_warmup"] and "differ" not in source_words(view, warmed)
 
 
 def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():

@@ -1,4 +1,5 @@
-"""Where a row nothing checked at its own length was checked at a shorter one.
+"""Which correctness checks vouch for which timed rows: at exactly their workload (`untimed_checks`, a
+correctness cell's untimed rows), or, where none did, at a shorter length (`passed_lengths`, `checked_at`).
 
 A correctness check runs where the fp32 reference fits (the dilated report checks each implementation at
 32k tokens); a timed row at 4M tokens of the same kernel, pass and workload is then not checked at its
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from attnbench.report.peak_share import number as _number
 from attnbench.report.workload import workload_key
 
 # A check covers the passes it ran: forward + backward compares the output and the gradients
@@ -24,8 +26,28 @@ CHECK_COVERS = {"fwd": {"fwd"}, "bwd": {"bwd"}, "fwd_bwd": {"fwd", "bwd", "fwd_b
 NOT_COMPARED = ("seqlen_q", "seqlen_k", "branches")
 
 
+def _passes(row: Mapping) -> set[str]:
+    """The passes a check of `row` covers."""
+    return CHECK_COVERS.get(str(row.get("pass")), {str(row.get("pass"))})
+
+
 def _key(row: Mapping, pass_: str) -> tuple[str, str, str]:
     return str(row.get("provider")), pass_, workload_key(row, NOT_COMPARED)
+
+
+def untimed_checks(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], bool]:
+    """(provider, pass, workload) -> verdict of correctness rows that were checked but not timed (a
+    correctness cell's rows: ms_median null). They vouch for the timed rows of that provider at exactly
+    that workload, in every pass the checked pass covers; one wrong check makes it wrong."""
+    found: dict[tuple[str, str, str], bool] = {}
+    for row in rows:
+        if _number(row.get("ms_median")) is not None or not isinstance(row.get("ok"), bool):
+            continue
+        good = row["ok"] and row.get("status") != "incorrect"
+        for pass_ in _passes(row):
+            key = (str(row.get("provider")), pass_, workload_key(row))
+            found[key] = found.get(key, True) and good
+    return found
 
 
 def passed_lengths(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], set[int]]:
@@ -38,7 +60,7 @@ def passed_lengths(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], set[in
         if not isinstance(ok, bool):
             continue
         length = row.get("seqlen_q")
-        for pass_ in CHECK_COVERS.get(str(row.get("pass")), {str(row.get("pass"))}):
+        for pass_ in _passes(row):
             key = _key(row, pass_)
             if ok and row.get("status") != "incorrect" and isinstance(length, int):
                 passed.setdefault(key, set()).add(length)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnbench.report.check_scope import CHECK_COVERS, checked_at, passed_lengths
+from attnbench.report.check_scope import checked_at, passed_lengths, untimed_checks
 from attnbench.report.peak_share import above_peak, peak_of, peak_words
 from attnbench.report.peak_share import number as _number
 from attnbench.report.workload import SHAPE_FIELDS, workload_key
@@ -94,6 +94,11 @@ class Headline:
         return [t for t in self.targets if t.verdict == "met"]
 
     @property
+    def winners(self) -> list[Best]:
+        """The ranked bests: baselines never win (all of them where only baselines ran)."""
+        return [b for b in self.bests if not b.baseline] or self.bests
+
+    @property
     def unchecked_targets(self) -> list[Target]:
         return [t for t in self.targets if t.verdict == "not checked"]
 
@@ -125,21 +130,6 @@ def is_quantised(row: Mapping) -> bool:
     if extra.get("quantized"):
         return True
     return str((extra.get("tolerance") or {}).get("name", "")).startswith("quantized")
-
-
-def untimed_checks(rows: Iterable[Mapping]) -> dict[tuple[str, str, str], bool]:
-    """(provider, pass, workload) -> verdict of correctness rows that were checked but not timed (a
-    correctness cell's rows: ms_median null). They vouch for the timed rows of that provider at exactly
-    that workload, in every pass the checked pass covers; one wrong check makes it wrong."""
-    found: dict[tuple[str, str, str], bool] = {}
-    for row in rows:
-        if _number(row.get("ms_median")) is not None or not isinstance(row.get("ok"), bool):
-            continue
-        good = row["ok"] and row.get("status") != "incorrect"
-        for pass_ in CHECK_COVERS.get(str(row.get("pass")), {str(row.get("pass"))}):
-            key = (str(row.get("provider")), pass_, workload_key(row))
-            found[key] = found.get(key, True) and good
-    return found
 
 
 def _verdict(
@@ -220,10 +210,9 @@ def headline(
         best = _best(pass_, shape, group, checks, peaks, sparse, multi_gpu, untimed, passed)
         if best is not None:
             result.bests.append(best)
+        # the one-GPU reference that the split runs beside it are measured against: listed too
         refs = [r for r in group if multi_gpu and _world(r) == 1]
-        if refs and len(refs) < len(
-            group
-        ):  # the one-GPU reference the split runs beside it are measured against
+        if refs and len(refs) < len(group):
             ref = _best(pass_, shape, refs, checks, peaks, sparse, multi_gpu, untimed, passed)
             if ref is not None:
                 result.bests.append(ref)  # a baseline: listed apart, never ranked

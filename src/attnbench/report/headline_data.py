@@ -196,10 +196,9 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
     if h.incorrect:
         n = len(h.incorrect)
         badges.append(page.Badge(f"{n} correctness failure{'s' if n > 1 else ''}", page.Tone.bad))
-    elif h.bests and not any(b.checked for b in [b for b in h.bests if not b.baseline] or h.bests):
-        # nothing failed because nothing was checked
+    elif h.bests and not any(b.checked for b in h.winners):  # nothing failed because nothing was checked
         # of the winners, not the page: a check at another length does not cover them (the entries say where)
-        scoped = all(b.checked_at for b in [b for b in h.bests if not b.baseline] or h.bests)
+        scoped = all(b.checked_at for b in h.winners)
         badges.append(page.Badge("winners checked only at a shorter length" if scoped else
                                  "winners not correctness-checked", page.Tone.quiet,
                                  "no correctness check covers the ranked rows at their lengths"))  # fmt: skip
@@ -215,7 +214,7 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
 def _unchecked_words(h: Headline) -> str:
     """ " (22 of 34 winners not checked at their length, 20 of them at a shorter one)": how many winners
     nothing checked at their own length, and how many of those passed at a shorter one (check_scope)."""
-    ranked = [b for b in h.bests if not b.baseline] or h.bests  # baselines never win: not counted as winners
+    ranked = h.winners
     unchecked = [b for b in ranked if not b.checked]
     if not unchecked:
         return ""
@@ -269,7 +268,7 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
     machine's run-to-run `spread`, how many of its wins lead by more. Baselines (single-GPU references,
     dense rows of a sparse report) never lead it while anything else ran."""
     lines = []
-    ranked = [b for b in h.bests if not b.baseline] or h.bests
+    ranked = h.winners
     for pass_ in dict.fromkeys(b.pass_ for b in ranked):
         bests = [b for b in ranked if b.pass_ == pass_]
         contested = [b for b in bests if b.candidates > 1] or bests
@@ -331,7 +330,7 @@ def headline_of(
     if notebook:
         from attnbench.report.answers import answer_for
 
-        result.with_answer(answer_for(notebook, data, key_figure))
+        result.with_answer(answer_for(notebook, data, key_figure, spread))
     elif key_figure:
         result.key_figure = key_figure
     return result, data.problems

@@ -47,8 +47,9 @@ def protocol_of(rows) -> dict:
 
 def _protocol_of_file(doc: dict) -> dict:
     timing = doc.get("timing") if isinstance(doc.get("timing"), dict) else {}
+    # row_warmup: scripts/flux_repeatability.py records it; files made before it did predate the warm-up
     return {"rounds": doc.get("rounds") or 1, "preheat": bool(doc.get("preheat") or timing.get("preheat")),
-            "row_warmup": bool(timing.get("row_warmup"))}  # fmt: skip
+            "row_warmup": bool(doc.get("row_warmup"))}  # fmt: skip
 
 
 def source_words(view: dict | None, protocol: dict | None = None) -> str:

@@ -64,8 +64,9 @@ def _best_step_mfu(data) -> tuple[float, Mapping] | None:
     """The highest whole-step MFU of the model rows (the eager steps and the attention variants), computed
     as their tables compute it (the profile's warm-up and measured steps: the gpu cell's profile.json)."""
     spec = (data.documents.get("profile") or {}).get("steps") or {}
+    # without a profile: every step after none of warm-up (the tables' window cannot be known)
     warmup, measured = max(spec.get("warmups") or [0]), spec.get("measured") or 10**6
-    found = [(step_mfu(dict(r), warmup, measured), r) for r in _records(data, "steps")
+    found = [(step_mfu(r, warmup, measured), r) for r in _records(data, "steps")
              if isinstance(r.get("times_ms"), dict)]  # fmt: skip
     found = [(mfu, r) for mfu, r in found if mfu is not None]
     return max(found, key=lambda pair: pair[0]) if found else None
