@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from attnbench.report.check_words import NOT_CHECKED, OK
 from attnbench.report.dilated import GIB, PASS_NAMES, status_text, tokens_per_s
+from attnbench.report.workload import SHAPE_FIELDS
 from attnbench.rows import Result
 
 
@@ -53,14 +54,9 @@ def _checked(mask: str, tokens: int, checks: dict[tuple[str, int], str]) -> str:
     return f"{NOT_CHECKED} at this length (checked at {where} tokens: table above)" if where else NOT_CHECKED
 
 
-# a timed row's fields that say how it was timed, not what it computed: a check row has none of them
-TIMING_FIELDS = ("ms_median", "ms_p20", "ms_p80", "reps", "tflops", "mfu", "peak_mem_bytes", "setup_ms",
-                 "warmup_s", "warmup_settled", "sm_clock_mhz", "power_w", "temperature_c", "mfu_datasheet",
-                 "mfu_at_clock", "over_peak")  # fmt: skip
-CHECK_VERSIONS = {
-    "distributed": None,
-    "single": 1,
-}  # the check's versions, and their world size (None: the check's)
+# the check's versions and the world size of the timed rows each vouches for (None: the check's own)
+CHECK_VERSIONS = {"distributed": None, "single": 1}
+EXTRA_KEPT = ("pattern", "world_size", "backend")  # what the check shares with the rows; not their branches
 
 
 def check_rows(records: Iterable[dict], rows: Iterable[dict]) -> list[dict]:
@@ -80,14 +76,12 @@ def check_rows(records: Iterable[dict], rows: Iterable[dict]) -> list[dict]:
             if not errors or template is None:
                 continue
             ok = all(e.get("ok") is True for e in errors.values())
-            extra = {
-                k: v
-                for k, v in (template.get("extra") or {}).items()
-                if k in ("pattern", "world_size", "backend")
-            }
-            found.append({**{k: v for k, v in template.items() if k not in TIMING_FIELDS}, "ms_median": None,
-                          "seqlen_q": rec["seq_len"], "seqlen_k": rec["seq_len"], "pass": "fwd_bwd", "ok": ok,
-                          "status": OK if ok else "incorrect", "extra": extra,
+            # the check's workload (the timed row's, at the check's length), no timing: an untimed check row
+            found.append({"provider": template.get("provider"), "family": template.get("family"),
+                          **{f: template.get(f) for f in SHAPE_FIELDS}, "seqlen_q": rec["seq_len"],
+                          "seqlen_k": rec["seq_len"], "pass": "fwd_bwd", "ms_median": None, "ok": ok,
+                          "status": OK if ok else "incorrect",
+                          "extra": {k: v for k, v in (template.get("extra") or {}).items() if k in EXTRA_KEPT},
                           "reason": f"the distributed cell's check ({version}): output and gradients against fp32"})  # fmt: skip
     return found
 
