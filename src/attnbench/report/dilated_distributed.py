@@ -78,6 +78,7 @@ def check_rows(records: Iterable[dict], rows: Iterable[dict]) -> list[dict]:
             ok = all(e.get("ok") is True for e in errors.values())
             # the check's workload (the timed row's, at the check's length), no timing: an untimed check row
             found.append({"provider": template.get("provider"), "family": template.get("family"),
+                          "env": template.get("env"),  # the machine the check ran on: the timed rows' own
                           **{f: template.get(f) for f in SHAPE_FIELDS}, "seqlen_q": rec["seq_len"],
                           "seqlen_k": rec["seq_len"], "pass": "fwd_bwd", "ms_median": None, "ok": ok,
                           "status": OK if ok else "incorrect",
