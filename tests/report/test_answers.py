@@ -513,6 +513,34 @@ def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():
     assert len(no_ffa) == 1  # nothing to say of FFA where it did not run
 
 
+def test_masks_set_ffas_gap_beside_the_machines_run_to_run_spread(tmp_path, monkeypatch):
+    """A gap below one row's run-to-run spread on that machine is, on its own, not told apart from a tie:
+    the answer says how many of FFA's gaps are below it (none said where the machine has no spread)."""
+    import json
+
+    (tmp_path / "measurements").mkdir()
+    doc = {"machine_id": "h100-a", "median_spread": 0.003, "p95_spread": 0.10, "pairs": []}
+    (tmp_path / "measurements" / "flux_repeatability-h100.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    rows = [row("flash_attn3", 4096, 1.0, env="h100-a"), row("magi_ffa", 4096, 1.08, env="h100-a"),
+            row("flash_attn3", 4096, 1.0, mask="full", env="h100-a"),
+            row("magi_ffa", 4096, 1.2, mask="full", env="h100-a")]  # fmt: skip
+    said = answer_for("attention_masks", Artifacts(rows=rows)).answer
+    assert said[1] == (
+        "FFA is 8.0%–20% behind the best (1 of 2 below this machine's 10% run-to-run spread of one row)."
+    )
+    close = answer_for("attention_masks", Artifacts(rows=rows[:2])).answer
+    assert (
+        close[1]
+        == "FFA is 8.0% behind the best (each below this machine's 10% run-to-run spread of one row)."
+    )
+    elsewhere = [{**r, "env": "h200-b"} for r in rows]  # no repeatability run on that machine: nothing said
+    assert (
+        answer_for("attention_masks", Artifacts(rows=elsewhere)).answer[1]
+        == "FFA is 8.0%–20% behind the best."
+    )
+
+
 def test_a_fastest_of_k_summary_answers_for_rows_of_k_rounds(tmp_path, monkeypatch):
     """A one-round file of 4 runs holds the fastest of runs 1-2 against the fastest of runs 3-4: that is
     the spread of rows timed in 2 rounds (a round is a pass over the grid, as a run is), so two-round rows
@@ -694,6 +722,12 @@ def test_index_line_says_no_one_leads_a_split_pass_and_gives_the_pass_best_per_g
             row("a", 8192, 1.0, tflops=700.0), row("b", 8192, 1.1, tflops=630.0)]  # fmt: skip
     (line,) = page_headline(headline(rows)).index_lines
     assert line.startswith("forward: a (2/2 shapes), its best 700.0 TFLOP/s") and "per GPU" not in line
+    assert "fastest row" not in line  # the leader holds it
+    # the leader wins most shapes, another kernel the fastest row: the line gives both
+    rows += [row("a", 16384, 1.0, tflops=650.0), row("c", 16384, 0.9, tflops=720.0)]
+    (line,) = page_headline(headline(rows)).index_lines
+    assert line.startswith("forward: a (2/3 shapes), its best 700.0 TFLOP/s")
+    assert line.endswith("; fastest row: c at 720.0 TFLOP/s (S 16384)")
 
 
 def test_a_split_runs_one_gpu_reference_is_an_entry_of_its_own_key():

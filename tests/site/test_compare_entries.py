@@ -100,6 +100,12 @@ def test_a_line_where_a_reference_won_on_one_label_is_listed_apart():
         ("fwd|S 2", False),
         ("fwd|S 1", True),
     ]
+    # and it gets no ratio: a reference on one machine against the winner on the other is two paths,
+    # so neither its cells nor the medians of the summary line hold one
+    reference = page["table"][1]["ratios"][0]
+    assert (reference["wall_x"], reference["value_x"]) == (None, None)
+    assert reference["wall"]["text"] == "" and "reference (baseline)" in reference["wall"]["title"]
+    assert "wall time forward: 1.82× (median of 1;" in page["sentences"][0]
 
 
 def test_shares_and_ratios_are_compared_by_their_difference_not_a_ratio():

@@ -124,7 +124,7 @@ def page_headline(
         keys.add(key)
         notes = [] if b.checked else [checked_only_at(b.checked_at) if b.checked_at else NOT_CHECKED]
         if b.quantised:
-            notes.append(f"quantised {b.quantised} faster")
+            notes.append(f"faster in fp8 (ranked apart): {b.quantised}")
         if b.unchecked_faster:
             notes.append(f"faster but not checked: {b.unchecked_faster}")
         if _within(b, spread):
@@ -301,6 +301,10 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
                 said.append(f"{_percent(top.peak_share)} of {peak_words([top.peak])}")
             if said:
                 text += f" ({', '.join(said)})"
+            fastest = max(contested, key=lambda b: b.tflops or 0)
+            if not shared and fastest.provider != leader and (fastest.tflops or 0) > top.tflops:
+                # the leader wins most shapes, another kernel holds the pass's fastest row: both are the answer
+                text += f"; fastest row: {fastest.provider} at {tflops_text(fastest.tflops)} TFLOP/s{per} ({fastest.shape})"
         lines.append(text)
     return lines
 

@@ -190,16 +190,20 @@ def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], li
                 "cells": [_cell(found[label], _gpus(views[label])) for label in heads], "ratios": []}  # fmt: skip
         for label in others:
             there = found[label]
-            wall = _ratio(there.ms, here.ms, False) if there and here else None
-            value, value_cell = None, _ratio_cell(None)
+            # a reference (a multi-GPU report's one-GPU baseline) against another label's winner is not
+            # one entry on two machines: its ratio would be a different path's, so none is given
+            mixed = bool(there and here and there.baseline != here.baseline)
+            why_not = "not compared: a reference (baseline) on one machine, the ranking's winner on the other"
+            wall = _ratio(there.ms, here.ms, False) if there and here and not mixed else None
+            value, value_cell = None, _ratio_cell(None, why_not if mixed else "")
             basis = _basis(here.unit, here.per) if here else ""
-            if there and here and (there.unit, there.per) == (here.unit, here.per):
+            if there and here and not mixed and (there.unit, there.per) == (here.unit, here.per):
                 why = f"{basis}: above 1 is better there"
                 value_cell, value = _versus(
                     there.value, here.value, here.unit, here.higher_is_better, label, why
                 )
             gpus = [(e.gpus or _gpus(views[x])) if e else None for x, e in ((base, here), (label, there))]
-            line["ratios"].append({"wall": _ratio_cell(wall, "wall time: base time / time there"),
+            line["ratios"].append({"wall": _ratio_cell(wall, why_not if mixed else "wall time: base time / time there"),
                                    "value": value_cell, "wall_x": wall, "value_x": value, "basis": basis,
                                    "same_gpus": gpus[0] == gpus[1]})  # fmt: skip
         table.append(line)

@@ -152,13 +152,18 @@ def notebook_timing(cells: list[dict], fingerprint: str | None = None) -> dict[s
     measurements) are dated apart: "2026-11-27 23:11 UTC; presented again 2026-11-28 00:23 UTC"."""
     elsewhere = [c for c in cells if fingerprint and _machine_of(c) not in (None, fingerprint)]
     if elsewhere and len(elsewhere) < len([c for c in cells if c.get("finished_at")]):
+        measured = [c["finished_at"] for c in cells if c not in elsewhere and c.get("finished_at")]
         here = notebook_timing([c for c in cells if c not in elsewhere])
         again = max(
             (c["finished_at"] for c in elsewhere if c.get("finished_at")), key=_safe_time_key, default=None
         )
+        # presented before the last measurement finished: the page shows an older presentation (stale)
+        older = _safe_time_key(again) < max(map(_safe_time_key, measured), default=0.0)
+        presented = "last presented" if older else "presented again"
+        after = ", before the last measurement" if older else ""
         return {
             **notebook_timing(cells),
-            "finished": f"{here['finished']}; presented again {show.when(again)}",
+            "finished": f"{here['finished']}; {presented} {show.when(again)}{after}",
         }
     finished = [c["finished_at"] for c in cells if c.get("finished_at")]
     started = [c["started_at"] for c in cells if c.get("started_at")]

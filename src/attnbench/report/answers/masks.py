@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _pct
+from attnbench.report.repeatability import protocol_of, spread_for
 
 MASK_PEERS = ("magi_ffa", "flex")  # the kernels the mask report's question asks about
 
@@ -64,7 +65,8 @@ def masks(data) -> page.Answer:
                              + "; ".join(parts) + ".")  # fmt: skip
     else:
         answer.answer.append("No mask rows to rank.")
-    ffa = _ffa_flexibility(rows, wins, behind)
+    noise = spread_for({str(r.get("env")) for r in rows if r.get("env")}, protocol=protocol_of(rows))
+    ffa = _ffa_flexibility(rows, wins, behind, noise)
     if ffa:
         answer.answer.append(ffa)
     budget = _not_attempted(data.rows)
@@ -94,15 +96,23 @@ def _span(values: list[float]) -> str:
     return low if low == high else f"{low}–{high}"
 
 
-def _ffa_flexibility(rows: list[Mapping], wins: list[str], behind: list[float]) -> str:
+def _ffa_flexibility(
+    rows: list[Mapping], wins: list[str], behind: list[float], noise: float | None = None
+) -> str:
     """Where FFA's flexibility wins (masks it is the fastest at) and costs (how far behind it is
-    elsewhere), and what its default forward costs: MagiAttention's atomic reduction (`magi_ffa_default`)
-    against disable_fwd_atomic_reduction=True (`magi_ffa`), over every mask and length both ran."""
+    elsewhere, against `noise`, the machine's run-to-run spread of one row, as a lead is), and what its
+    default forward costs: MagiAttention's atomic reduction (`magi_ffa_default`) against
+    disable_fwd_atomic_reduction=True (`magi_ffa`), over every mask and length both ran."""
     said = []
     if wins:
         said.append(f"FFA is the fastest at {', '.join(wins)}")
     if behind:
-        said.append(f"{'elsewhere it' if wins else 'FFA'} is {_span(behind)} behind the best")
+        within = sum(gap < noise for gap in behind) if noise else 0
+        spread = ""
+        if within:  # a gap below one row's spread is, on its own, not told apart from a tie
+            which = "each" if within == len(behind) else f"{within} of {len(behind)}"
+            spread = f" ({which} below this machine's {_pct(noise)} run-to-run spread of one row)"
+        said.append(f"{'elsewhere it' if wins else 'FFA'} is {_span(behind)} behind the best{spread}")
     plain = {(r.get("mask"), r.get("seqlen_q")): r["ms_median"] for r in rows
              if r.get("provider") == "magi_ffa" and r.get("pass") == "fwd"}  # fmt: skip
     costs = [r["ms_median"] / plain[key] - 1 for r in rows
