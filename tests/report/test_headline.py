@@ -190,6 +190,11 @@ def test_a_share_scaled_to_the_rows_clock_says_so():
     shown = page_headline(h)
     assert shown.entries[0].detail == "86% of peak at its clock"
     assert "scaled to the SM clock the row ran at" in shown.entries_note
+    # with a clock beside it, the note says which way NVML's reading errs (scripts/probe_effective_clock.py)
+    clocked = page_headline(headline([row("te", 4224, 0.131, mfu=0.86, extra=scaled, sm_clock_mhz=1700.0)],
+                                     peaks={"measured": 663.2}))  # fmt: skip
+    assert "a share at its clock errs low, not high" in clocked.entries_note
+    assert "errs low" not in shown.entries_note  # no clock shown, nothing to say of it
     assert index_lines(h)[0].endswith("(86% of the measured matmul peak at the row's SM clock)")
 
 

@@ -247,7 +247,13 @@ def _definitions(h: Headline, spread: float | None, source: str = "") -> str:
         text += (' "Of peak at its clock": of the matmul peak of the row\'s own math (bf16, tf32, fp32) measured on'
                  " this machine, scaled to the SM clock the row ran at.")  # fmt: skip
     if any(b.clock_mhz for b in h.bests):
-        text += " MHz: the median SM clock of the winner's timed calls."
+        text += " MHz: the median SM clock NVML reported over the winner's timed calls."
+        if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
+            # scripts/probe_effective_clock.py: NVML's clock agrees with the SMs' under the GEMM, and is
+            # above it under attention, so the scaled peak is too high and the share too low, never high
+            text += (" Under an attention kernel the SMs can run slower than that reading, where under the"
+                     " matmul peak they do not (measured on an H100: measurements/effective_clock-*.json);"
+                     " there a share at its clock errs low, not high.")  # fmt: skip
     if any(_within(b, spread) for b in h.bests):
         text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
                  " of how much one row moves from run to run on this machine, so the two are not told apart"
