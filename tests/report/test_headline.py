@@ -209,3 +209,27 @@ def test_untimed_correctness_rows_vouch_for_the_same_workload():
     assert by_shape["S 32768"].provider == "fused" and by_shape["S 32768"].checked
     assert by_shape["S 32768"].runner_up == ""  # the wrong one is never ranked
     assert not by_shape["S 65536"].checked
+
+
+def test_a_scoped_headline_names_its_configuration_on_the_index_and_in_its_entries(tmp_path):
+    """A page's second headline (cuDNN's published configuration beside the Flux sweep) says which
+    configuration its lines are of, with the workload all its rows share; the varying part stays last."""
+    import json
+
+    from attnbench.report.headline_data import headline_of
+
+    rows = [row("cudnn", 16384, 1.0, mask=m) for m in ("full", "causal")]
+    rows += [row("flash", 16384, 1.2, mask=m) for m in ("full", "causal")]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plain, _ = headline_of({"bench": tmp_path})
+    scoped, _ = headline_of({"bench": tmp_path}, scope="cuDNN's published configuration")
+    (line,) = scoped.index_lines
+    assert (
+        line
+        == "cuDNN's published configuration (S 16384 · B 1 · H 24 · KV heads 24 · D 128 · bfloat16): "
+        + plain.index_lines[0]
+    )
+    assert [e.label for e in scoped.entries] == [
+        f"cuDNN's published configuration · {e.label}" for e in plain.entries
+    ]
+    assert {e.label for e in plain.entries} == {"full", "causal"}

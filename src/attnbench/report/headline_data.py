@@ -322,12 +322,24 @@ def _entries_title(h) -> str:
     return "fastest provider per shape and pass (unchecked ones marked)"
 
 
+def _scoped(result: page.Headline, h: Headline, scope: str) -> None:
+    """A second headline on a page (one configuration beside the report's own sweep): its index lines and
+    entries say which configuration they are of, with the workload every one of its rows shares."""
+    shared = [part for part in (h.bests[0].workload or "").split(" · ")
+              if all(part in (b.workload or "").split(" · ") for b in h.bests)] if h.bests else []  # fmt: skip
+    words = f"{scope} ({' · '.join(shared)})" if shared else scope
+    result.index_lines = [f"{words}: {line}" for line in result.index_lines]
+    for entry in result.entries:
+        entry.label = f"{scope} · {entry.label}" if entry.label else scope
+
+
 def headline_of(
-    folders: dict[str, Path], notebook: str = "", key_figure: str = ""
+    folders: dict[str, Path], notebook: str = "", key_figure: str = "", scope: str = ""
 ) -> tuple[page.Headline, list[str]]:
     """The page headline of the cells' artifact folders, and the problems met reading them; with
     `notebook` (a name in answers.ANSWERS) its question, answer and key numbers, and `key_figure`
-    ("<cell>/<artifact>") the figure shown under them."""
+    ("<cell>/<artifact>") the figure shown under them; with `scope`, the configuration its rows are of
+    (a page's second headline: "cuDNN's published configuration")."""
     data = read_artifacts(folders)
     h = headline(data.rows, checks=data.checks, peaks=data.peaks, targets=data.targets)
     protocol = protocol_of(data.rows)
@@ -343,15 +355,23 @@ def headline_of(
         result.with_answer(answer_for(notebook, data, key_figure, spread))
     elif key_figure:
         result.key_figure = key_figure
+    if scope:
+        _scoped(result, h, scope)
     return result, data.problems
 
 
 def write_headline_of(
-    *cells: str, here: str = "", out: Path | None = None, notebook: str = "", key_figure: str = ""
+    *cells: str,
+    here: str = "",
+    out: Path | None = None,
+    notebook: str = "",
+    key_figure: str = "",
+    scope: str = "",
 ) -> Path:
     """In a report cell: headline.json (in `out`, default the working directory) of the named upstream
     cells' artifacts (`attnbench.inputs(cell)` finds each; a cell that did not run on this machine is
-    left out, with a warning) plus, with `here` (this cell's id), the files this cell wrote so far."""
+    left out, with a warning) plus, with `here` (this cell's id), the files this cell wrote so far;
+    `scope` names the configuration of a page's second headline (headline_of)."""
     from attnbench import inputs
 
     out = Path(out or Path.cwd())
@@ -363,7 +383,9 @@ def write_headline_of(
             print(f"warning: {cell} left out of the headline: {e}")
     if here:
         folders[here] = out
-    result, problems = headline_of({c: f for c, f in folders.items() if f.is_dir()}, notebook, key_figure)
+    result, problems = headline_of(
+        {c: f for c, f in folders.items() if f.is_dir()}, notebook, key_figure, scope
+    )
     for problem in problems:
         print(f"warning: {problem}")
     path = page.write_headline(result, out)
