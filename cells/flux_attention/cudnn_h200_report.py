@@ -63,4 +63,4 @@ else:
 # The page's headline (headline.json): winners, targets and checks of the cells above, as data.
 from attnbench.report.headline_data import write_headline_of  # noqa: E402
 
-write_headline_of("cudnn_h200")
+write_headline_of("cudnn_h200", scope="cuDNN's published H200 configuration")
