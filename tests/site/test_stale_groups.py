@@ -62,4 +62,7 @@ def test_a_page_counts_each_stale_cell_once_whatever_its_reasons():
     macro = jinja2.Environment(loader=templates).get_template("headline.html.j2").module.render_headline
     page = str(macro({}, None, "", {}, {}, groups, "gpu-a", "nb"))
     assert "2 cells of this run were measured by code that has changed since" in page
-    assert page.count('href="#cell-plot"') == 2 and page.count('href="#cell-summary"') == 1  # per reason
+    # the cells once up front, then once per reason inside the folded details
+    assert page.count('href="#cell-plot"') == 3 and page.count('href="#cell-summary"') == 2
+    assert page.index("measured by code that has changed since") < page.index("<details>")
+    assert "code changed: " in page[page.index("<details>") :]
