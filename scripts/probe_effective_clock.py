@@ -9,13 +9,14 @@ brake can slow the SMs without the reported clock changing).
 
 This probe settles it per card. While a load runs (idle, the bf16 GEMM the peak is measured with, Flux's
 forward attention through SDPA), a one-warp Triton kernel on a high-priority side stream reads the SM's
-cycle counter (%clock64) and the GPU's nanosecond timer (%globaltimer) at both ends of a ~2 ms spin:
+cycle counter (%clock64) and the GPU's nanosecond timer (%globaltimer) at both ends of a ~2 ms spin,
+started at a random point of the first half of each batch of load:
 cycles per nanosecond is the clock the SM ran at, whatever NVML says. NVML is sampled beside it
 (bench.clocks). Per load it prints the reported and the effective clock, the load's TFLOP/s, and the
 load's share of the Hopper per-clock peak at each: where they differ, the shares on the pages take the
 reported clock (the one to correct).
 
-    python3 scripts/probe_effective_clock.py --out measurements/effective_clock-<label>.json  # GPU, ~40 s
+    python3 scripts/probe_effective_clock.py --out measurements/effective_clock-<label>.json  # GPU, ~20 s
     python3 scripts/probe_effective_clock.py --smoke   # CPU: the summary arithmetic only
 """
 
@@ -60,21 +61,28 @@ def _probe_kernel():
     import triton.language as tl
 
     @triton.jit
-    def spin(out_ptr, spin_ns):
-        t0 = tl.inline_asm_elementwise(
+    def timer():  # the GPU's nanosecond timer
+        return tl.inline_asm_elementwise(
             "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
         )
-        c0 = tl.inline_asm_elementwise(
+
+    @triton.jit
+    def cycles():  # this SM's cycle counter
+        return tl.inline_asm_elementwise(
             "mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
         )
+
+    @triton.jit
+    def spin(out_ptr, delay_ns, spin_ns):
+        start = timer()
+        t0 = start
+        while t0 - start < delay_ns:  # wait to a random point of the batch before measuring
+            t0 = timer()
+        c0 = cycles()
         t = t0
         while t - t0 < spin_ns:
-            t = tl.inline_asm_elementwise(
-                "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
-            )
-        c1 = tl.inline_asm_elementwise(
-            "mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
-        )
+            t = timer()
+        c1 = cycles()
         tl.store(out_ptr, c1 - c0)
         tl.store(out_ptr + 1, t - t0)
 
@@ -89,7 +97,8 @@ def _loads(device):
     from attnbench.bench.flops import MATMUL_PEAK_SHAPES
 
     m, n, k = MATMUL_PEAK_SHAPES[0]
-    a, b = (torch.randn(m, k, device=device, dtype=torch.bfloat16) for _ in range(2))
+    a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
     out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
     batch, heads, tokens, dim = FLUX_SHAPE
     q, kk, v = (torch.randn(batch, heads, tokens, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
@@ -99,19 +108,28 @@ def _loads(device):
 
 def measure(call, flops: float, seconds: float, device, spin, sampler) -> tuple[list, list, float | None]:
     """Run `call` for a settling second, then `seconds` with a probe beside each ~20 ms batch of calls
-    (no `call`: probes alone): (probes as (cycles, ns), NVML clocks over the window, the load's TFLOP/s)."""
+    (no `call`: probes alone): (probes as (cycles, ns), NVML clocks over the window, the load's TFLOP/s).
+
+    Each probe starts measuring at a random point of the first half of its batch (the batch starts after
+    a host sync, and its first milliseconds need not run at the clock of the rest); the load's TFLOP/s
+    counts those syncs' short gaps as load time (a fraction of a percent low)."""
+    import random
+
     import torch
 
+    draw = random.Random(0)
     side = torch.cuda.Stream(device=device, priority=-1)  # high priority: the probe is scheduled promptly
     main_stream = torch.cuda.current_stream(device)
     slots = torch.zeros(4096, 2, dtype=torch.int64, device=device)
-    batch = 0
+    batch, batch_ns = 0, 0
     if call is not None:
         start = time.perf_counter()
         while time.perf_counter() - start < 1.0:  # settle at the load's clock, and size a ~20 ms batch
             t = time.perf_counter()
             call(), torch.cuda.synchronize(device)
-            batch = max(1, int(0.02 / max(time.perf_counter() - t, 1e-6)))
+            one = max(time.perf_counter() - t, 1e-6)
+            batch = max(1, int(0.02 / one))
+            batch_ns = int(batch * one * 1e9)
     mark, calls, used = sampler.mark(), 0, 0
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     begin.record(main_stream)
@@ -121,7 +139,8 @@ def measure(call, flops: float, seconds: float, device, spin, sampler) -> tuple[
             call()
         calls += batch
         with torch.cuda.stream(side):
-            spin[(1,)](slots[used], SPIN_NS, num_warps=1)
+            delay = int(draw.uniform(0, max(batch_ns // 2 - SPIN_NS, 0)))
+            spin[(1,)](slots[used], delay, SPIN_NS, num_warps=1)
         used += 1
         (main_stream if batch else side).synchronize()  # the host keeps pace: one batch in flight
     end.record(main_stream)

@@ -38,3 +38,17 @@ def test_without_cuda_the_probe_says_why_and_the_smoke_run_passes(capsys):
     assert probe.main([]) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert probe.main(["--smoke"]) == 0
+
+
+def test_the_probe_kernel_compiles_for_hopper_and_reads_both_counters():
+    """Compiled for sm_90 here (no GPU needed): the spin reads the GPU timer and the SM cycle counter, each
+    read kept (the asm is not pure, so none is merged or hoisted out of its loop)."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    source = ASTSource(fn=probe._probe_kernel(), signature={"out_ptr": "*i64", "delay_ns": "i32", "spin_ns": "i32"},
+                       constexprs={})  # fmt: skip
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert ptx.count("%clock64") == 2  # one read at each end of the measured spin
+    assert ptx.count("%globaltimer") == 3  # the start, the delay loop's reads, the spin loop's reads

@@ -40,6 +40,12 @@ def test_quantised_ranked_apart_and_datasheet_peak():
     (best,) = headline(rows).bests
     assert best.provider == "sdpa" and best.quantised == "sage (200 TFLOP/s)"
     assert best.peak == "datasheet" and best.peak_share == 0.05
+    from attnbench.report.headline_data import page_headline
+
+    # an int8 kernel is no fp8 one: the note says quantised, whatever the format
+    assert page_headline(headline(rows)).entries[0].notes == [
+        "faster quantised (ranked apart): sage (200 TFLOP/s)"
+    ]
 
 
 def test_separate_check_vouches_for_rows_without_ok():
@@ -190,11 +196,12 @@ def test_a_share_scaled_to_the_rows_clock_says_so():
     shown = page_headline(h)
     assert shown.entries[0].detail == "86% of peak at its clock"
     assert "scaled to the SM clock the row ran at" in shown.entries_note
-    # with a clock beside it, the note says which way NVML's reading errs (scripts/probe_effective_clock.py)
+    # with a clock beside it, the note says whose reading it is (scripts/probe_effective_clock.py sets it
+    # beside the clock the SMs ran at)
     clocked = page_headline(headline([row("te", 4224, 0.131, mfu=0.86, extra=scaled, sm_clock_mhz=1700.0)],
                                      peaks={"measured": 663.2}))  # fmt: skip
-    assert "a share at its clock errs low, not high" in clocked.entries_note
-    assert "errs low" not in shown.entries_note  # no clock shown, nothing to say of it
+    assert "MHz: the median SM clock NVML reported over the winner's timed calls" in clocked.entries_note
+    assert "MHz:" not in shown.entries_note  # no clock shown, nothing to say of it
     assert index_lines(h)[0].endswith("(86% of the measured matmul peak at the row's SM clock)")
 
 

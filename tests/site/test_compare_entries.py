@@ -122,6 +122,20 @@ def test_shares_and_ratios_are_compared_by_their_difference_not_a_ratio():
     assert "×" not in lead["ratios"][0]["text"]
 
 
+def test_a_line_without_a_ratio_does_not_split_the_one_ratio_column():
+    """Two one-GPU labels, one of which has a shape only its reference ran: that line gets no ratio, so
+    it cannot make the column two (wall time and per GPU) when every line that has a ratio agrees."""
+    one = _view(Entry("fwd|S 1", "k", 100.0, "TFLOP/s", group="forward", label="S 1", per="per GPU", ms=2.0),
+                Entry("fwd|S 2", "k", 100.0, "TFLOP/s", group="forward", label="S 2", per="per GPU", ms=4.0))  # fmt: skip
+    other = _view(Entry("fwd|S 1", "k", 110.0, "TFLOP/s", group="forward", label="S 1", per="per GPU",
+                        ms=2.0 / 1.1),
+                  Entry("fwd|S 2", "ref", 50.0, "TFLOP/s", group="forward", label="S 2", per="per GPU",
+                        ms=8.0, baseline=True, gpus=2))  # fmt: skip
+    page = comparison("nb", "T", {"a": one, "b": other})
+    assert page["columns"] == [{"label": "b", "one": True, "value": "TFLOP/s, per GPU"}]
+    assert "forward: 1.10× (median of 1; all 1.10×)" in page["sentences"][0]
+
+
 def test_one_gpu_pairs_get_one_ratio_column_and_one_summary_part_per_group():
     """On one GPU each, per-GPU throughput there / base is base time / time there: one column, one median."""
     one = _view(

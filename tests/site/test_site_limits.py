@@ -117,6 +117,9 @@ def test_results_finished_shows_the_span_when_cells_ran_on_different_days():
     assert notebook_timing([measured, presented], "gpu-box")["finished"] == (
         "2026-11-25 12:37 UTC; presented again 2026-11-27 09:10 UTC"
     )
+    # a presentation with no time it finished at says nothing of it
+    undated = {**presented, "finished_at": "not a time"}
+    assert notebook_timing([measured, undated], "gpu-box")["finished"] == "2026-11-25 12:37 UTC"
     # a presentation older than the last measurement (a stale page) is not "presented again"
     remeasured = cell("2026-11-28T08:00:00+00:00", "2026-11-28T08:05:00+00:00")
     remeasured["result"] = {"key_parts": {"machine": "gpu-box"}}

@@ -124,7 +124,7 @@ def page_headline(
         keys.add(key)
         notes = [] if b.checked else [checked_only_at(b.checked_at) if b.checked_at else NOT_CHECKED]
         if b.quantised:
-            notes.append(f"faster in fp8 (ranked apart): {b.quantised}")
+            notes.append(f"faster quantised (ranked apart): {b.quantised}")
         if b.unchecked_faster:
             notes.append(f"faster but not checked: {b.unchecked_faster}")
         if _within(b, spread):
@@ -248,12 +248,6 @@ def _definitions(h: Headline, spread: float | None, source: str = "") -> str:
                  " this machine, scaled to the SM clock the row ran at.")  # fmt: skip
     if any(b.clock_mhz for b in h.bests):
         text += " MHz: the median SM clock NVML reported over the winner's timed calls."
-        if any(b.peak == "measured at clock" and b.peak_share is not None for b in h.bests):
-            # scripts/probe_effective_clock.py: NVML's clock agrees with the SMs' under the GEMM, and is
-            # above it under attention, so the scaled peak is too high and the share too low, never high
-            text += (" Under an attention kernel the SMs can run slower than that reading, where under the"
-                     " matmul peak they do not (measured on an H100: measurements/effective_clock-*.json);"
-                     " there a share at its clock errs low, not high.")  # fmt: skip
     if any(_within(b, spread) for b in h.bests):
         text += (f' "Lead within spread": the runner-up is less than {_percent(spread)} slower, the 95th percentile'
                  " of how much one row moves from run to run on this machine, so the two are not told apart"
@@ -308,7 +302,8 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
             if said:
                 text += f" ({', '.join(said)})"
             fastest = max(contested, key=lambda b: b.tflops or 0)
-            if not shared and fastest.provider != leader and (fastest.tflops or 0) > top.tflops:
+            contest = any(b.candidates > 1 for b in contested)  # else "the only provider" said it all
+            if contest and not shared and fastest.provider != leader and (fastest.tflops or 0) > top.tflops:
                 # the leader wins most shapes, another kernel holds the pass's fastest row: both are the answer
                 text += f"; fastest row: {fastest.provider} at {tflops_text(fastest.tflops)} TFLOP/s{per} ({fastest.shape})"
         lines.append(text)
@@ -326,7 +321,7 @@ def _scoped(result: page.Headline, h: Headline, scope: str) -> None:
     """A second headline on a page (one configuration beside the report's own sweep): its index lines and
     entries say which configuration they are of, with the workload every one of its rows shares."""
     shared = [part for part in (h.bests[0].workload or "").split(" · ")
-              if all(part in (b.workload or "").split(" · ") for b in h.bests)] if h.bests else []  # fmt: skip
+              if part and all(part in (b.workload or "").split(" · ") for b in h.bests)] if h.bests else []  # fmt: skip
     words = f"{scope} ({' · '.join(shared)})" if shared else scope
     result.index_lines = [f"{words}: {line}" for line in result.index_lines]
     for entry in result.entries:

@@ -219,7 +219,10 @@ def _columns(table: list[dict], others: list[str]) -> list[dict]:
     the same number twice. Two columns, each named by its basis, where the GPU counts differ."""
     columns = []
     for i, label in enumerate(others):
-        ratios = [line["ratios"][i] for line in table]
+        # lines with no ratio (a reference against a winner, an entry one label lacks) decide nothing
+        ratios = [
+            r for line in table if (r := line["ratios"][i])["wall_x"] is not None or r["value_x"] is not None
+        ]
         one = bool(ratios) and all(r["same_gpus"] and r["wall"]["text"] == r["value"]["text"] for r in ratios)
         bases = {r["basis"] for r in ratios if r["value_x"] is not None} or {"own unit"}
         value = bases.pop() if len(bases) == 1 else "own unit"

@@ -158,12 +158,14 @@ def notebook_timing(cells: list[dict], fingerprint: str | None = None) -> dict[s
             (c["finished_at"] for c in elsewhere if c.get("finished_at")), key=_safe_time_key, default=None
         )
         # presented before the last measurement finished: the page shows an older presentation (stale)
-        older = _safe_time_key(again) < max(map(_safe_time_key, measured), default=0.0)
+        last = max(map(_safe_time_key, measured), default=0.0)
+        older = bool(again) and 0.0 < _safe_time_key(again) < last
         presented = "last presented" if older else "presented again"
         after = ", before the last measurement" if older else ""
+        when = show.when(again) if again and _safe_time_key(again) else ""
         return {
             **notebook_timing(cells),
-            "finished": f"{here['finished']}; {presented} {show.when(again)}{after}",
+            "finished": f"{here['finished']}; {presented} {when}{after}" if when else here["finished"],
         }
     finished = [c["finished_at"] for c in cells if c.get("finished_at")]
     started = [c["started_at"] for c in cells if c.get("started_at")]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _pct
-from attnbench.report.repeatability import protocol_of, spread_for
+from attnbench.report.repeatability import noise_p95, protocol_of, repeatability_of
 
 MASK_PEERS = ("magi_ffa", "flex")  # the kernels the mask report's question asks about
 
@@ -65,7 +65,7 @@ def masks(data) -> page.Answer:
                              + "; ".join(parts) + ".")  # fmt: skip
     else:
         answer.answer.append("No mask rows to rank.")
-    noise = spread_for({str(r.get("env")) for r in rows if r.get("env")}, protocol=protocol_of(rows))
+    noise = repeatability_of({str(r.get("env")) for r in rows if r.get("env")}, protocol=protocol_of(rows))
     ffa = _ffa_flexibility(rows, wins, behind, noise)
     if ffa:
         answer.answer.append(ffa)
@@ -97,21 +97,29 @@ def _span(values: list[float]) -> str:
 
 
 def _ffa_flexibility(
-    rows: list[Mapping], wins: list[str], behind: list[float], noise: float | None = None
+    rows: list[Mapping], wins: list[str], behind: list[float], noise: dict | None = None
 ) -> str:
     """Where FFA's flexibility wins (masks it is the fastest at) and costs (how far behind it is
-    elsewhere, against `noise`, the machine's run-to-run spread of one row, as a lead is), and what its
-    default forward costs: MagiAttention's atomic reduction (`magi_ffa_default`) against
+    elsewhere, against `noise`, the machine's repeatability run (report.repeatability), as a lead is), and
+    what its default forward costs: MagiAttention's atomic reduction (`magi_ffa_default`) against
     disable_fwd_atomic_reduction=True (`magi_ffa`), over every mask and length both ran."""
     said = []
     if wins:
         said.append(f"FFA is the fastest at {', '.join(wins)}")
     if behind:
-        within = sum(gap < noise for gap in behind) if noise else 0
+        p95 = noise_p95(noise) if noise else None
+        within = sum(gap < p95 for gap in behind) if p95 else 0
         spread = ""
         if within:  # a gap below one row's spread is, on its own, not told apart from a tie
-            which = "each" if within == len(behind) else f"{within} of {len(behind)}"
-            spread = f" ({which} below this machine's {_pct(noise)} run-to-run spread of one row)"
+            which = (
+                ""
+                if len(behind) == 1
+                else "each "
+                if within == len(behind)
+                else f"{within} of {len(behind)} "
+            )
+            spread = (f" ({which}below the 95th-percentile run-to-run spread of one row on this machine, "
+                      f"{_pct(p95)}: {noise['file']})")  # fmt: skip
         said.append(f"{'elsewhere it' if wins else 'FFA'} is {_span(behind)} behind the best{spread}")
     plain = {(r.get("mask"), r.get("seqlen_q")): r["ms_median"] for r in rows
              if r.get("provider") == "magi_ffa" and r.get("pass") == "fwd"}  # fmt: skip
