@@ -228,6 +228,31 @@ def test_key_numbers_show_whole_values_as_integers():
     assert [n["value"] for n in answer_view(head)["numbers"]] == ["132", "4,194,304", "1.18", "6.04", "42.7"]
 
 
+def test_past_four_key_numbers_the_rest_fold_under_the_answer():
+    """The answer's lines come first; four key numbers show, the rest (what compare and history pair) fold."""
+    from pathlib import Path
+
+    import jinja2
+
+    from attnbench.notebook.site import render
+    from attnbench.notebook.site.headline import Headline, Number
+    from attnbench.notebook.site.summary import answer_view
+
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(render.__file__).with_name("templates"))
+    )
+    numbers = [Number(f"k{i}", f"number {i}", float(i), "ms") for i in range(6)]
+    head = answer_view(Headline(question="Q?", answer=["A."], numbers=numbers))
+    page = templates.get_template("answer.html.j2").render(head=head, label="gpu-a")
+    shown, folded = page.split("<details", 1)
+    assert [f"number {i}" in shown for i in range(6)] == [True] * 4 + [False] * 2
+    assert "2 more key numbers" in folded and "number 4" in folded and "number 5" in folded
+    few = templates.get_template("answer.html.j2").render(
+        head=answer_view(Headline(answer=["A."], numbers=numbers[:4])), label="gpu-a"
+    )
+    assert "<details" not in few and "number 3" in few
+
+
 def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_path):
     """A label measured by code that has changed since, or kept without a re-run, is named above the
     ratios: they set results of older code beside current ones. A label current with the code is not."""
