@@ -366,6 +366,8 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
     # keys of their own: the compare page never pairs them with the one-GPU report's speed-up over dense
     assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|split_speedup", "×", "wall time"),
                                                                 ("fwd|split_longest", "tokens", "")]  # fmt: skip
+    # the index shows the name alone: it says what the speed-up is over
+    assert answer.numbers[0].name == "forward speed-up on 2 GPUs over the same path on one, at S 2097152"
 
     class OneGpu:  # a one-GPU machine: the cell ran nothing split; the page leads with the report's question
         rows: ClassVar[list[dict]] = [row(1, 1 << 20, 106.1)]

@@ -92,7 +92,7 @@ def dilated_distributed(data) -> page.Answer:
             text += (f" {L} tokens split over {world} GPUs run {_x(speedup)} as fast as the same path on one "
                      f"GPU ({one[L]['provider']} on all of them; wall time {at['ms_median']:.1f} vs "
                      f"{one[L]['ms_median']:.1f} ms; strong-scaling efficiency {speedup / world:.0%});")  # fmt: skip
-            answer.numbers.append(_number(f"{pass_}|split_speedup", f"{word} speed-up on {world} GPUs at S {L}",
+            answer.numbers.append(_number(f"{pass_}|split_speedup", f"{word} speed-up on {world} GPUs over the same path on one, at S {L}",
                                           speedup, "×", "wall time", f"{at['provider']} against "
                                           f"{one[L]['provider']} on one GPU"))  # fmt: skip
             slower = sorted((r["seqlen_q"], one[r["seqlen_q"]]["ms_median"] / r["ms_median"]) for r in both
