@@ -296,8 +296,6 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
     import json
     from typing import ClassVar
 
-    from attnbench.report.answers import flux
-
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "measurements").mkdir()
     widest = {"provider": "flash_attn3", "pass": "fwd", "spread": 0.114, "sm_clock_mhz_a": 1965.0,
@@ -312,12 +310,12 @@ def test_the_flux_answer_states_the_run_to_run_spread_of_its_own_machine(tmp_pat
     class Data:
         rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
 
-    said = " ".join(flux(Data).answer)
+    said = " ".join(answer_for("flux_attention", Data).answer)
     assert "36 rows timed twice, measurements/flux_repeatability-h100.json" in said
     assert "median spread 0.5%, 95th percentile 9.4%" in said
     assert "Widest: flash_attn3 fwd, 11.4% apart, at 1965 MHz in one run and 1635 MHz in the other." in said
     Data.rows = [{**r, "env": "h200-b"} for r in Data.rows]
-    assert "Run to run" not in " ".join(flux(Data).answer)
+    assert "Run to run" not in " ".join(answer_for("flux_attention", Data).answer)
 
 
 def test_quantised_kernels_get_their_own_panels(tmp_path):
@@ -576,7 +574,6 @@ def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apar
     import json
     from typing import ClassVar
 
-    from attnbench.report.answers import flux
     from attnbench.report.repeatability import spread_for
 
     (tmp_path / "pyproject.toml").write_text("")
@@ -594,7 +591,7 @@ def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apar
     class Data:
         rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
 
-    said = " ".join(flux(Data).answer)
+    said = " ".join(answer_for("flux_attention", Data).answer)
     assert "each the fastest of 2 rounds" in said and "95th percentile 0.8%" in said
     assert "the fastest of runs 1-2 against that of runs 3-4: 95th percentile 3.2%" in said
     assert "a lead smaller than 3.2% is noise" in said
@@ -743,6 +740,11 @@ def test_a_split_runs_one_gpu_reference_is_an_entry_of_its_own_key():
     entries = page_headline(headline(rows)).entries
     assert [(e.winner, e.baseline) for e in entries] == [("cp_ring", False), ("single_gpu_cudnn", True)]
     assert len({e.key for e in entries}) == 2 and entries[1].key.endswith("|baseline")
+    # alone at its length (no split run there) it keeps that key: a one-GPU page's winner at the same
+    # workload has the key without it, so compare never pairs the two
+    alone = page_headline(headline([*rows, row("single_gpu_cudnn", 4096, 1.0, tflops=500.0, extra=one),
+                                    row("cp_ring", 16384, 2.0, tflops=450.0, extra=two)])).entries  # fmt: skip
+    assert [e.key.endswith("|baseline") for e in alone if "S 4096" in e.key] == [True]
 
 
 def test_index_line_names_a_provider_that_ran_alone_as_the_only_one():

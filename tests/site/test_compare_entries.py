@@ -86,26 +86,27 @@ def test_two_labels_without_headlines_still_get_a_page_of_their_machines():
     assert comparison("environment", "Environment", {"h100": views["h100"]}) is None
 
 
-def test_a_line_where_a_reference_won_on_one_label_is_listed_apart():
-    """Only the one-GPU reference ran a shape on the 2-GPU label: that line goes with the references
-    (apart, last), never beside the other label's winner as if the reference had won a ranking."""
+def test_a_reference_pairs_only_with_a_reference_and_goes_last():
+    """A split run's one-GPU reference is an entry of its own key (report.headline_data.page_headline adds
+    "|baseline"): two 2-GPU labels pair their references, listed last; the one-GPU page's winner at the
+    same workload pairs with neither, so no ratio and no median sets a reference beside a winner."""
     one = _view(Entry("fwd|S 1", "fused", 180.0, "TFLOP/s", group="forward", per="per GPU", ms=50.0),
                 Entry("fwd|S 2", "fused", 181.0, "TFLOP/s", group="forward", per="per GPU", ms=100.0))  # fmt: skip
-    two = _view(Entry("fwd|S 1", "gather_ref", 150.0, "TFLOP/s", group="forward", per="per GPU", ms=60.0,
-                      baseline=True),
-                Entry("fwd|S 2", "split", 170.0, "TFLOP/s", group="forward", per="per GPU", ms=55.0, gpus=2),
-                gpus=2)  # fmt: skip
-    page = comparison("nb", "T", {"x1": one, "x2": two})
+
+    def split(ms: float) -> dict:
+        return _view(Entry("fwd|S 1|baseline", "gather_ref", 150.0, "TFLOP/s", group="forward", per="per GPU",
+                           ms=60.0, baseline=True),
+                     Entry("fwd|S 2", "split", 170.0, "TFLOP/s", group="forward", per="per GPU", ms=ms, gpus=2),
+                     gpus=2)  # fmt: skip
+
+    page = comparison("nb", "T", {"x1": one, "x2a": split(55.0), "x2b": split(50.0)})
     assert [(line["label"], line["baseline"]) for line in page["table"]] == [
         ("fwd|S 2", False),
-        ("fwd|S 1", True),
+        ("fwd|S 1|baseline", True),
     ]
-    # and it gets no ratio: a reference on one machine against the winner on the other is two paths,
-    # so neither its cells nor the medians of the summary line hold one
-    reference = page["table"][1]["ratios"][0]
-    assert (reference["wall_x"], reference["value_x"]) == (None, None)
-    assert reference["wall"]["text"] == "" and "reference (baseline)" in reference["wall"]["title"]
-    assert "wall time forward: 1.82× (median of 1;" in page["sentences"][0]
+    reference = page["table"][1]["ratios"]  # against the base (x1), which has no such reference
+    assert all((r["wall_x"], r["value_x"]) == (None, None) for r in reference)
+    assert "wall time forward: 1.82× (median of 1;" in page["sentences"][0]  # x2a: the split line alone
 
 
 def test_shares_and_ratios_are_compared_by_their_difference_not_a_ratio():
@@ -123,17 +124,22 @@ def test_shares_and_ratios_are_compared_by_their_difference_not_a_ratio():
 
 
 def test_a_line_without_a_ratio_does_not_split_the_one_ratio_column():
-    """Two one-GPU labels, one of which has a shape only its reference ran: that line gets no ratio, so
-    it cannot make the column two (wall time and per GPU) when every line that has a ratio agrees."""
-    one = _view(Entry("fwd|S 1", "k", 100.0, "TFLOP/s", group="forward", label="S 1", per="per GPU", ms=2.0),
-                Entry("fwd|S 2", "k", 100.0, "TFLOP/s", group="forward", label="S 2", per="per GPU", ms=4.0))  # fmt: skip
-    other = _view(Entry("fwd|S 1", "k", 110.0, "TFLOP/s", group="forward", label="S 1", per="per GPU",
-                        ms=2.0 / 1.1),
-                  Entry("fwd|S 2", "ref", 50.0, "TFLOP/s", group="forward", label="S 2", per="per GPU",
-                        ms=8.0, baseline=True, gpus=2))  # fmt: skip
-    page = comparison("nb", "T", {"a": one, "b": other})
-    assert page["columns"] == [{"label": "b", "one": True, "value": "TFLOP/s, per GPU"}]
-    assert "forward: 1.10× (median of 1; all 1.10×)" in page["sentences"][0]
+    """Three one-GPU labels, one of which lacks a shape: that line has no ratio for it, so it cannot make
+    its column two (wall time and per GPU) when every line that has a ratio agrees."""
+
+    def entries(*ms: float) -> list[Entry]:
+        return [Entry(f"fwd|S {i}", "k", 200.0 / t, "TFLOP/s", group="forward", label=f"S {i}", per="per GPU",
+                      ms=t) for i, t in enumerate(ms, 1)]  # fmt: skip
+
+    page = comparison("nb", "T", {"a": _view(*entries(2.0, 4.0)), "b": _view(*entries(1.0, 2.0)),
+                                  "c": _view(*entries(1.0))})  # fmt: skip
+    assert page["columns"] == [
+        {"label": label, "one": True, "value": "TFLOP/s, per GPU"} for label in ("b", "c")
+    ]
+    assert (
+        "c (1 GPU) against a (1 GPU)" in page["sentences"][-1]
+        and "forward: 2.00× (median of 1;" in page["sentences"][-1]
+    )
 
 
 def test_one_gpu_pairs_get_one_ratio_column_and_one_summary_part_per_group():

@@ -55,11 +55,14 @@ def test_a_page_counts_each_stale_cell_once_whatever_its_reasons():
 
     from attnbench.notebook.site import render
     from attnbench.notebook.site.compare import _stale_cells
+    from attnbench.notebook.site.statuses import stale_cells
 
     groups = stale_groups([("plot", "code changed; new needs fwd_1"), ("summary", "code changed")])
     assert _stale_cells({"stale": groups}) == "2 cells"
     templates = jinja2.FileSystemLoader(Path(render.__file__).with_name("templates"))
-    macro = jinja2.Environment(loader=templates).get_template("headline.html.j2").module.render_headline
+    env = jinja2.Environment(loader=templates)
+    env.filters["stale_cells"] = stale_cells  # as render.Site registers it
+    macro = env.get_template("headline.html.j2").module.render_headline
     page = str(macro({}, None, "", {}, {}, groups, "gpu-a", "nb"))
     assert "2 cells of this run were measured by code that has changed since" in page
     # the cells once up front, then once per reason inside the folded details

@@ -117,11 +117,11 @@ def page_headline(
         for t in h.targets:
             if t.verdict != "not applicable":
                 t.said, t.verdict = t.said or t.verdict, "not applicable"
-    entries, keys = [], set()
+    entries = []
     for b in h.bests:
-        key = f"{b.pass_}|{b.workload or b.shape}"
-        key += "|baseline" if key in keys else ""  # a split run's one-GPU reference at the same workload
-        keys.add(key)
+        # a reference has a key of its own: compare and history pair it only with a reference, never with a
+        # ranking's winner at the same workload (a split run's one-GPU reference against a one-GPU page's)
+        key = f"{b.pass_}|{b.workload or b.shape}" + ("|baseline" if b.baseline else "")
         notes = [] if b.checked else [checked_only_at(b.checked_at) if b.checked_at else NOT_CHECKED]
         if b.quantised:
             notes.append(f"faster quantised (ranked apart): {b.quantised}")
@@ -272,6 +272,7 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
     for pass_ in dict.fromkeys(b.pass_ for b in ranked):
         bests = [b for b in ranked if b.pass_ == pass_]
         contested = [b for b in bests if b.candidates > 1] or bests
+        contest = any(b.candidates > 1 for b in contested)  # else one provider ran at each shape
         wins = Counter(b.provider for b in contested)
         leader, n = wins.most_common(1)[0]
         text = f"{PASS_NAMES.get(pass_, pass_)}: {leader}"
@@ -282,7 +283,7 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
             mine = contested
         else:
             mine = [b for b in contested if b.provider == leader]
-            if not any(b.candidates > 1 for b in contested):  # nothing ran beside it: not a contest
+            if not contest:  # nothing ran beside it
                 text += f" (the only provider, {len(contested)} shape{'s' if len(contested) > 1 else ''})"
             elif len(contested) > 1:
                 text += f" ({n}/{len(contested)} shapes"
@@ -302,7 +303,6 @@ def index_lines(h: Headline, spread: float | None = None) -> list[str]:
             if said:
                 text += f" ({', '.join(said)})"
             fastest = max(contested, key=lambda b: b.tflops or 0)
-            contest = any(b.candidates > 1 for b in contested)  # else "the only provider" said it all
             if contest and not shared and fastest.provider != leader and (fastest.tflops or 0) > top.tflops:
                 # the leader wins most shapes, another kernel holds the pass's fastest row: both are the answer
                 text += f"; fastest row: {fastest.provider} at {tflops_text(fastest.tflops)} TFLOP/s{per} ({fastest.shape})"
@@ -347,7 +347,7 @@ def headline_of(
     if notebook:
         from attnbench.report.answers import answer_for
 
-        result.with_answer(answer_for(notebook, data, key_figure, spread))
+        result.with_answer(answer_for(notebook, data, key_figure, spread, view))
     elif key_figure:
         result.key_figure = key_figure
     if scope:

@@ -29,6 +29,7 @@ from typing import Any
 
 from attnbench.notebook.site import artifacts as show
 from attnbench.notebook.site.headline import Entry, Headline, Number
+from attnbench.notebook.site.statuses import stale_cells
 from attnbench.notebook.site.summary import key_number_text, number_text
 
 PAGE = "compare.html"
@@ -190,20 +191,16 @@ def _entries(heads, base: str, others: list[str], views) -> tuple[list[dict], li
                 "cells": [_cell(found[label], _gpus(views[label])) for label in heads], "ratios": []}  # fmt: skip
         for label in others:
             there = found[label]
-            # a reference (a multi-GPU report's one-GPU baseline) against another label's winner is not
-            # one entry on two machines: its ratio would be a different path's, so none is given
-            mixed = bool(there and here and there.baseline != here.baseline)
-            why_not = "not compared: a reference (baseline) on one machine, the ranking's winner on the other"
-            wall = _ratio(there.ms, here.ms, False) if there and here and not mixed else None
-            value, value_cell = None, _ratio_cell(None, why_not if mixed else "")
+            wall = _ratio(there.ms, here.ms, False) if there and here else None
+            value, value_cell = None, _ratio_cell(None)
             basis = _basis(here.unit, here.per) if here else ""
-            if there and here and not mixed and (there.unit, there.per) == (here.unit, here.per):
+            if there and here and (there.unit, there.per) == (here.unit, here.per):
                 why = f"{basis}: above 1 is better there"
                 value_cell, value = _versus(
                     there.value, here.value, here.unit, here.higher_is_better, label, why
                 )
             gpus = [(e.gpus or _gpus(views[x])) if e else None for x, e in ((base, here), (label, there))]
-            line["ratios"].append({"wall": _ratio_cell(wall, why_not if mixed else "wall time: base time / time there"),
+            line["ratios"].append({"wall": _ratio_cell(wall, "wall time: base time / time there"),
                                    "value": value_cell, "wall_x": wall, "value_x": value, "basis": basis,
                                    "same_gpus": gpus[0] == gpus[1]})  # fmt: skip
         table.append(line)
@@ -219,7 +216,7 @@ def _columns(table: list[dict], others: list[str]) -> list[dict]:
     the same number twice. Two columns, each named by its basis, where the GPU counts differ."""
     columns = []
     for i, label in enumerate(others):
-        # lines with no ratio (a reference against a winner, an entry one label lacks) decide nothing
+        # lines with no ratio (an entry this label lacks) decide nothing
         ratios = [
             r for line in table if (r := line["ratios"][i])["wall_x"] is not None or r["value_x"] is not None
         ]
@@ -289,9 +286,7 @@ def _no_headline(view: Mapping[str, Any]) -> str:
 
 def _stale_cells(view: Mapping[str, Any]) -> str:
     """The label's cells the site judged stale, counted ("" when none)."""
-    cells = len(
-        {cell for _, ids in view.get("stale") or [] for cell in ids}
-    )  # a cell may have several reasons
+    cells = len(stale_cells(view.get("stale") or []))
     return f"{cells} cell{'s' if cells != 1 else ''}" if cells else ""
 
 

@@ -99,6 +99,7 @@ class _Renderer:
             undefined=jinja2.StrictUndefined,
         )
         self.env.globals["css"] = Markup((templates / "style.css").read_text() + prose.pygments_css())
+        self.env.filters["stale_cells"] = statuses.stale_cells
 
     # ---- the build ----
 

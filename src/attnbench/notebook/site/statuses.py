@@ -62,6 +62,11 @@ def stale_groups(stale: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
     return list(groups.items())
 
 
+def stale_cells(groups: list[tuple[str, list[str]]]) -> list[str]:
+    """The stale cells of stale_groups' groups, each once (a cell may be in several reasons' groups)."""
+    return list(dict.fromkeys(cell for _, cells in groups for cell in cells))
+
+
 def _clauses(why: str) -> list[str]:
     """`why` cut at its top-level "; " (not inside the brackets of "environment changed (a; b)")."""
     clauses, depth, current = [], 0, []

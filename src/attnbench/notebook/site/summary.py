@@ -152,21 +152,19 @@ def notebook_timing(cells: list[dict], fingerprint: str | None = None) -> dict[s
     measurements) are dated apart: "2026-11-27 23:11 UTC; presented again 2026-11-28 00:23 UTC"."""
     elsewhere = [c for c in cells if fingerprint and _machine_of(c) not in (None, fingerprint)]
     if elsewhere and len(elsewhere) < len([c for c in cells if c.get("finished_at")]):
-        measured = [c["finished_at"] for c in cells if c not in elsewhere and c.get("finished_at")]
         here = notebook_timing([c for c in cells if c not in elsewhere])
         again = max(
-            (c["finished_at"] for c in elsewhere if c.get("finished_at")), key=_safe_time_key, default=None
+            (c["finished_at"] for c in elsewhere if c.get("finished_at")), key=_safe_time_key, default=""
         )
+        again_at = _safe_time_key(again) if again else 0.0
+        if not again_at:  # no time the presentation finished at: nothing to say of it
+            return {**notebook_timing(cells), "finished": here["finished"]}
+        last = max((_safe_time_key(c["finished_at"]) for c in cells if c not in elsewhere and c.get("finished_at")),
+                   default=0.0)  # fmt: skip
         # presented before the last measurement finished: the page shows an older presentation (stale)
-        last = max(map(_safe_time_key, measured), default=0.0)
-        older = bool(again) and 0.0 < _safe_time_key(again) < last
-        presented = "last presented" if older else "presented again"
-        after = ", before the last measurement" if older else ""
-        when = show.when(again) if again and _safe_time_key(again) else ""
-        return {
-            **notebook_timing(cells),
-            "finished": f"{here['finished']}; {presented} {when}{after}" if when else here["finished"],
-        }
+        said = (f"last presented {show.when(again)}, before the last measurement" if again_at < last
+                else f"presented again {show.when(again)}")  # fmt: skip
+        return {**notebook_timing(cells), "finished": f"{here['finished']}; {said}"}
     finished = [c["finished_at"] for c in cells if c.get("finished_at")]
     started = [c["started_at"] for c in cells if c.get("started_at")]
     durations = [c["duration_s"] for c in cells if isinstance(c.get("duration_s"), (int, float))]

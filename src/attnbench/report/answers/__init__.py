@@ -25,7 +25,7 @@ from attnbench.report.answers.dilated import dilated, dilated_distributed
 from attnbench.report.answers.environment import environment
 from attnbench.report.answers.flux import SDPA_DEFAULT, flux
 from attnbench.report.answers.masks import masks
-from attnbench.report.repeatability import protocol_of, spread_for
+from attnbench.report.repeatability import noise_p95, protocol_of, repeatability_of
 
 __all__ = [
     "ANSWERS", "LEADERBOARD_BEST_GPU", "LEADERBOARD_BEST_MS", "SDPA_DEFAULT", "answer_for", "context_parallel",
@@ -33,7 +33,9 @@ __all__ = [
 ]  # fmt: skip
 
 
-ANSWERS: dict[str, Callable[[Any], page.Answer]] = {
+# each takes the artifacts and the machine's repeatability view (report.repeatability; None: none there),
+# which an answer that weighs a gap against the run-to-run noise uses
+ANSWERS: dict[str, Callable[[Any, dict | None], page.Answer]] = {
     "environment": environment,
     "dilated_attention": dilated,
     "dilated_distributed": dilated_distributed,
@@ -56,15 +58,20 @@ def with_spreads(answer: page.Answer, spread: float | None) -> page.Answer:
     return answer
 
 
-def answer_for(name: str, data, key_figure: str = "", spread: float | None = None) -> page.Answer:
-    """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so. Its timed numbers
-    carry `spread` (default: the run-to-run spread measured on the rows' machine) for the history page's
+def answer_for(
+    name: str, data, key_figure: str = "", spread: float | None = None, noise: dict | None = None
+) -> page.Answer:
+    """The answer of notebook `name` (ANSWERS) from `data`; on a CPU smoke run it says so. `noise`: the
+    repeatability run of the rows' machine (report.repeatability.repeatability_of; looked up when not
+    given); its timed numbers carry `spread` (default: that run's 95th percentile) for the history page's
     flags."""
-    if spread is None:
-        spread = spread_for(
+    if noise is None:
+        noise = repeatability_of(
             {str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol_of(data.rows)
         )
-    answer = with_spreads(ANSWERS[name](data), spread)
+    if spread is None and noise:
+        spread = noise_p95(noise)
+    answer = with_spreads(ANSWERS[name](data, noise), spread)
     answer.key_figure = key_figure
     if any(r.get("timer") == "perf_counter" for r in data.rows):
         answer.answer.append("CPU smoke run: not a GPU measurement; the numbers only show the report works.")

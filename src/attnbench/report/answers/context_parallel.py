@@ -8,7 +8,7 @@ from attnbench.report.cp_rows import is_reference, reference_for
 from attnbench.rows import Result
 
 
-def context_parallel(data) -> page.Answer:
+def context_parallel(data, noise: dict | None = None) -> page.Answer:
     """Per mask and total length: the best strategy's per-GPU share of the single-GPU reference at the
     same per-GPU tokens, mask and pass (its scaling efficiency), as the results table pairs them."""
     answer = page.Answer(question="How much of one GPU's throughput does each GPU keep when attention is "

@@ -15,7 +15,7 @@ LEADERBOARD_BEST_MS = 5.364  # best public entry of the CS336 leaderboard (fwd+b
 LEADERBOARD_BEST_GPU = "H100"  # the card that entry ran on: a ratio on another card is across cards
 
 
-def cs336(data) -> page.Answer:
+def cs336(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="How fast is our Triton FlashAttention-2 against FA3 and the leaderboard, "
                                   "and where does the model's time go?")  # fmt: skip
     board = [r for r in _records(data, "leaderboard") if _good(r) and r.get("pass") == "fwd_bwd"

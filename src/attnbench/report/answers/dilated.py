@@ -7,7 +7,7 @@ from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _x
 
 
-def dilated(data) -> page.Answer:
+def dilated(data, noise: dict | None = None) -> page.Answer:
     """Speed-up of the best dilated kernel over dense causal at the longest length both ran, the
     crossover (first length where dilated wins), and the longest length each reached."""
     answer = page.Answer(question="How much faster is dilated attention than dense causal attention, "
@@ -57,7 +57,7 @@ def dilated(data) -> page.Answer:
     return answer
 
 
-def dilated_distributed(data) -> page.Answer:
+def dilated_distributed(data, noise: dict | None = None) -> page.Answer:
     """The dilated report's cells across GPUs: at the longest length one GPU also ran whole, how much
     faster the split run is (wall time) and its strong-scaling efficiency; the longest split length.
     Without a split run (a one-GPU machine) it asks and answers nothing, so that the page leads with

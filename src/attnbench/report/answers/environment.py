@@ -18,7 +18,7 @@ def _cudnn_version(value: Any) -> str | None:
     return f"{major}.{minor}.{patch}"
 
 
-def environment(data) -> page.Answer:
+def environment(data, noise: dict | None = None) -> page.Answer:
     """The machine the reports ran on: the GPU and what bounds its speed (SMs, memory, the clock it may
     reach and the power it may draw), then the software that decides which kernels exist."""
     answer = page.Answer(question="What machine did these reports run on?")

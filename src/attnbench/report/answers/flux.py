@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _x
-from attnbench.report.repeatability import (
-    noise_p95,
-    protocol_difference,
-    protocol_of,
-    repeatability_of,
-    widest_text,
-)
+from attnbench.report.repeatability import noise_p95, protocol_difference, protocol_of, widest_text
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
 
 
-def flux(data) -> page.Answer:
+def flux(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
                                   "does it beat PyTorch's default SDPA?")  # fmt: skip
     from attnbench.report.headline import is_baseline, is_quantised
@@ -42,7 +36,6 @@ def flux(data) -> page.Answer:
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
     protocol = protocol_of(data.rows)
-    noise = repeatability_of({str(r.get("env")) for r in data.rows if r.get("env")}, protocol=protocol)
     if noise:
         drift = f"; {noise['drift']}: 95th percentile {noise['drift_p95']:.1%}" if noise.get("drift") else ""
         answer.answer.append(

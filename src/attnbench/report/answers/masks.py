@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _pct
-from attnbench.report.repeatability import noise_p95, protocol_of, repeatability_of
+from attnbench.report.repeatability import noise_p95
 
 MASK_PEERS = ("magi_ffa", "flex")  # the kernels the mask report's question asks about
 
@@ -27,7 +27,7 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def masks(data) -> page.Answer:
+def masks(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="Per mask, which kernel is fastest, and how far are FFA (magi_ffa) and "
                                   "FlexAttention from it?")  # fmt: skip
     rows = [r for r in data.rows if _good(r)]
@@ -65,7 +65,6 @@ def masks(data) -> page.Answer:
                              + "; ".join(parts) + ".")  # fmt: skip
     else:
         answer.answer.append("No mask rows to rank.")
-    noise = repeatability_of({str(r.get("env")) for r in rows if r.get("env")}, protocol=protocol_of(rows))
     ffa = _ffa_flexibility(rows, wins, behind, noise)
     if ffa:
         answer.answer.append(ffa)
