@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the lines as JSON here")
     parser.add_argument("--smoke", action="store_true", help="CPU: the summary of made-up probes only")
     args = parser.parse_args(argv)
+    if not args.seconds > 0:
+        parser.error(f"--seconds {args.seconds}: give a positive number of seconds of probes per load")
     if args.smoke:
         line = summarize("matmul", [(1_500_000.0, 1_000_000.0)], [1620.0], 700.0, 0.5407)
         print(json.dumps(line))
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from attnbench.bench import clocks
-    from attnbench.bench.flops import FLOP_PER_CLOCK_PER_SM
+    from attnbench.bench.flops import peak_at_clock
 
     if not torch.cuda.is_available():
         print(
@@ -173,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(device)
-    per_sm = (FLOP_PER_CLOCK_PER_SM.get((props.major, props.minor)) or {}).get("bf16")
-    per_mhz = props.multi_processor_count * per_sm * 1e6 / 1e12 if per_sm else None
+    per_mhz = peak_at_clock(
+        "bf16", props.multi_processor_count, (props.major, props.minor), 1.0
+    )  # TFLOP/s a MHz
     source, why = clocks.source_for(device)
     if source is None:
         print(f"warning: no NVML clock ({why}): only the effective clock is measured", file=sys.stderr)

@@ -54,3 +54,9 @@ def test_the_probe_kernel_compiles_for_hopper_and_reads_both_counters(monkeypatc
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
     assert ptx.count("%clock64") == 2  # one read at each end of the measured spin
     assert ptx.count("%globaltimer") == 3  # the start, the delay loop's reads, the spin loop's reads
+
+
+def test_a_window_of_no_time_is_refused_with_its_value(capsys):
+    with pytest.raises(SystemExit) as stop:
+        probe.main(["--seconds", "0"])
+    assert stop.value.code == 2 and "--seconds 0.0: give a positive number" in capsys.readouterr().err
