@@ -441,58 +441,6 @@ def test_a_bad_repeatability_file_is_named_and_counts_as_none(tmp_path, capsys):
     assert "flux_repeatability-a.json" in err and "flux_repeatability-b.json: machine_id ['h100-a']" in err
 
 
-def test_the_spread_comes_from_a_run_timed_as_the_rows_were(tmp_path, monkeypatch):
-    """One machine, three repeatability runs: one round (p95 9.2 %), one round preheated (5.5 %), two
-    rounds (1.7 %). Rows timed in two rounds get the two-round spread; rows of one round the plain one;
-    rows of a protocol no file measured get the first file, named in the answer."""
-    import json
-
-    from attnbench.report.repeatability import protocol_of, repeatability_of, source_words
-
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "measurements").mkdir()
-    files = {"flux_repeatability-h200.json": (0.092, {}),
-             "flux_repeatability-preheat-h200.json": (0.055, {"preheat": {"seconds": 39.0}}),
-             "flux_repeatability-rounds-h200.json": (0.017, {"rounds": 2})}  # fmt: skip
-    for name, (p95, extra) in files.items():
-        doc = {"machine_id": "h200-a", "median_spread": 0.003, "p95_spread": p95, "pairs": [], **extra}
-        (tmp_path / "measurements" / name).write_text(json.dumps(doc))
-    monkeypatch.chdir(tmp_path)
-    two_rounds = [{"extra": {"rounds": 2, "round_ms": [1.0, 1.1]}}, {"extra": {}}]
-    assert protocol_of(two_rounds) == {"rounds": 2, "preheat": False, "row_warmup": False}
-    assert repeatability_of({"h200-a"}, protocol=protocol_of(two_rounds))["p95"] == 0.017
-    assert repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))["p95"] == 0.092
-    preheated = [{"extra": {"preheat_s": 1.5}}]
-    assert repeatability_of({"h200-a"}, protocol=protocol_of(preheated))["p95"] == 0.055
-    unmeasured = protocol_of([{"extra": {"rounds": 3}}])
-    assert (
-        repeatability_of({"h200-a"}, protocol=unmeasured)["file"]
-        == "measurements/flux_repeatability-h200.json"
-    )
-    # rows warmed to steady state one by one: matched as before, and the page says the file was timed otherwise
-    warmed = protocol_of([{"warmup_s": 1.2, "extra": {}}])
-    view = repeatability_of({"h200-a"}, protocol=warmed)
-    assert view["p95"] == 0.092 and source_words(view, warmed) == (
-        "measurements/flux_repeatability-h200.json: Flux rows on one GPU of this machine, timed twice; these rows differ in how they were timed "
-        "(a steady-state warm-up per row), and no repeatability run of their protocol has been made yet"
-    )
-    assert (
-        source_words(view, protocol_of([{"extra": {}}]))
-        == "measurements/flux_repeatability-h200.json: Flux rows on one GPU of this machine, timed twice"
-    )
-    # a repeatability run of today's protocol records its row warm-up (scripts/flux_repeatability.py)
-    doc = {
-        "machine_id": "h200-b",
-        "median_spread": 0.002,
-        "p95_spread": 0.01,
-        "pairs": [],
-        "row_warmup": True,
-    }
-    (tmp_path / "measurements" / "flux_repeatability-warm-h200.json").write_text(json.dumps(doc))
-    view = repeatability_of({"h200-b"}, protocol=warmed)
-    assert view["row_warmup"] and "differ" not in source_words(view, warmed)
-
-
 def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():
     """On an H200: FFA fastest at varlen_block_causal (FA3 cannot express it), 7.6-13 % behind FA3
     elsewhere, and its default forward (atomic reduction) 0.6-37 % slower than without it."""
@@ -541,61 +489,6 @@ def test_masks_set_ffas_gap_beside_the_machines_run_to_run_spread(tmp_path, monk
         answer_for("attention_masks", Artifacts(rows=elsewhere)).answer[1]
         == "FFA is 8.0%–20% behind the best."
     )
-
-
-def test_a_fastest_of_k_summary_answers_for_rows_of_k_rounds(tmp_path, monkeypatch):
-    """A one-round file of 4 runs holds the fastest of runs 1-2 against the fastest of runs 3-4: that is
-    the spread of rows timed in 2 rounds (a round is a pass over the grid, as a run is), so two-round rows
-    get it, named as such, and one-round rows still get the file's own runs 1 against 2."""
-    import json
-
-    from attnbench.report.repeatability import protocol_of, repeatability_of
-
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "measurements").mkdir()
-    doc = {"machine_id": "h200-a", "median_spread": 0.003, "p95_spread": 0.092, "pairs": [{"spread": 0.09}] * 36,
-           "summaries": {"fastest_of_2": {"rows": 36, "median_spread": 0.002, "p95_spread": 0.061},
-                         "mean_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.050}}}  # fmt: skip
-    (tmp_path / "measurements" / "flux_repeatability-h200.json").write_text(json.dumps(doc))
-    monkeypatch.chdir(tmp_path)
-    two_rounds = repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {"rounds": 2}}]))
-    assert (two_rounds["p95"], two_rounds["median"], two_rounds["rounds"]) == (0.061, 0.002, 2)
-    assert two_rounds["compared"] == "the fastest of 2 runs against the fastest of 2 others"
-    assert two_rounds["widest"] is None  # the summary keeps no pairs
-    one_round = repeatability_of({"h200-a"}, protocol=protocol_of([{"extra": {}}]))
-    assert (one_round["p95"], one_round["compared"], one_round["rows"]) == (0.092, "timed twice", 36)
-
-
-def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apart(tmp_path, monkeypatch):
-    """A file timed as the rows were (two rounds, preheated), 4 runs: run 1 against run 2 repeated within
-    0.8 %, the fastest of runs 1-2 against that of runs 3-4 within 3.2 %. The rows of one report are timed
-    minutes apart too, so the answer states both and calls a lead under 3.2 % noise; spread_for (the
-    history page's flags) says 3.2 %."""
-    import json
-    from typing import ClassVar
-
-    from attnbench.report.repeatability import spread_for
-
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "measurements").mkdir()
-    doc = {"machine_id": "h200-a", "median_spread": 0.0024, "p95_spread": 0.0079, "rounds": 2,
-           "preheat": {"seconds": 17.8}, "pairs": [{"spread": 0.002}] * 36,
-           "summaries": {"fastest_of_2": {"rows": 36, "median_spread": 0.0029, "p95_spread": 0.0323},
-                         "mean_of_2": {"rows": 36, "median_spread": 0.0027, "p95_spread": 0.0574}}}  # fmt: skip
-    (tmp_path / "measurements" / "flux_repeatability-preheat-h200.json").write_text(json.dumps(doc))
-    monkeypatch.chdir(tmp_path)
-    timed = {"rounds": 2, "round_ms": [0.37, 0.38], "preheat_s": 0.4}
-    row = {"status": "ok", "ok": True, "pass": "fwd", "seqlen_q": 4608, "provider": "flash_attn3",
-           "ms_median": 0.37, "env": "h200-a", "extra": timed}  # fmt: skip
-
-    class Data:
-        rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
-
-    said = " ".join(answer_for("flux_attention", Data).answer)
-    assert "each the fastest of 2 rounds" in said and "95th percentile 0.8%" in said
-    assert "the fastest of runs 1-2 against that of runs 3-4: 95th percentile 3.2%" in said
-    assert "a lead smaller than 3.2% is noise" in said
-    assert spread_for({"h200-a"}, protocol={"rounds": 2, "preheat": True}) == 0.0323
 
 
 def test_index_line_never_leads_with_a_baseline_only_shape():

@@ -31,7 +31,8 @@ def _repeatability_files(start: Path | None = None):
                 break
 
 
-MATCHED = ("rounds", "preheat")  # what picks a repeatability file for rows; the rest is only said
+MATCHED = ("rounds", "preheat")  # what picks a repeatability file for rows first
+ALSO_MATCHED = ("row_warmup",)  # then this; a file differing only here is still chosen, and the page says so
 
 
 def protocol_of(rows) -> dict:
@@ -58,9 +59,17 @@ def source_words(view: dict | None, protocol: dict | None = None) -> str:
     if not view:
         return ""
     # every repeatability file is the Flux sweep on one GPU of the machine (scripts/flux_repeatability.py)
-    return f"{view['file']}: Flux rows on one GPU of this machine, {view['compared']}" + protocol_difference(
-        view, protocol
-    )
+    return (f"{view['file']}: Flux rows on one GPU of this machine, {view['compared']}"
+            + protocol_difference(view, protocol) + coverage_words(view))  # fmt: skip
+
+
+def coverage_words(view: dict) -> str:
+    """ "; no pair of flash_attn3, … (run ok in both runs), so its spread does not speak for them" where the
+    file's run asked for providers that gave no pair (not installed there, or failed), else ""."""
+    if not view.get("missing"):
+        return ""
+    return (f"; no pair of {', '.join(view['missing'])} (ok in both runs), so its spread does not speak "
+            "for them")  # fmt: skip
 
 
 def protocol_difference(view: dict, protocol: dict | None) -> str:
@@ -84,9 +93,13 @@ def _views(path: Path, doc: dict) -> list[dict]:
     which is the protocol of K rounds: a round is one pass over the whole grid, as a run is."""
     own = _protocol_of_file(doc)
     rounds = f", each the fastest of {own['rounds']} rounds" if own["rounds"] > 1 else ""
-    views = [{"file": f"measurements/{path.name}", "rows": len(doc.get("pairs") or []),
+    pairs = [p for p in doc.get("pairs") or [] if isinstance(p, dict)]
+    paired = {p.get("provider") for p in pairs}
+    asked = doc.get("providers") if isinstance(doc.get("providers"), list) else []
+    views = [{"file": f"measurements/{path.name}", "rows": len(pairs), "run_rounds": own["rounds"],
               "compared": "timed twice" + rounds, "median": _num(doc.get("median_spread")),
-              "p95": _num(doc.get("p95_spread")), "widest": _widest_pair(doc.get("pairs") or []), **own}]  # fmt: skip
+              "p95": _num(doc.get("p95_spread")), "widest": _widest_pair(pairs),
+              "missing": [str(name) for name in asked if name not in paired], **own}]  # fmt: skip
     for name, summary in (doc.get("summaries") or {}).items():
         k = name.removeprefix("fastest_of_")
         if not (name.startswith("fastest_of_") and k.isdigit() and isinstance(summary, dict)):
@@ -102,16 +115,28 @@ def _views(path: Path, doc: dict) -> list[dict]:
 
 
 def _with_drift(chosen: dict, views: list[dict]) -> dict:
-    """The chosen view, with the widest of its file's K-run summaries beside it (`drift_p95`, `drift`)
-    when the chosen one compares single runs: run 1 against run 2 is back to back, runs 1-K against
-    K+1-2K minutes apart, and the rows of one report are timed minutes apart too."""
+    """The chosen view, with the widest K-run summary beside it (`drift_p95`, `drift`) when the chosen one
+    compares single runs: run 1 against run 2 is back to back, runs 1-K against K+1-2K minutes apart, and
+    the rows of one report are timed minutes apart too. The summary comes from the chosen file, or, where
+    it ran too few runs to have one, from a file of the machine whose runs had the same rounds and preheat
+    (named, with how its rows were timed otherwise)."""
     if chosen.get("later"):  # a summary itself
         return chosen
-    later = [v for v in views if v.get("later") and v["file"] == chosen["file"] and v["p95"] is not None]
-    if not later:
+    later = [v for v in views if v.get("later") and v["p95"] is not None]
+    own = [v for v in later if v["file"] == chosen["file"]]
+    lent = [v for v in later if all(v.get(k) == chosen.get(k) for k in ("run_rounds", "preheat"))]
+    if not (own or lent):
         return chosen
-    widest = max(later, key=lambda v: v["p95"])
-    return {**chosen, "drift_p95": widest["p95"], "drift": widest["later"]}
+    widest = max(own or lent, key=lambda v: v["p95"])
+    drift = widest["later"]
+    if widest["file"] != chosen["file"]:
+        otherwise = (
+            ""
+            if widest["row_warmup"] == chosen["row_warmup"]
+            else (", without" if chosen["row_warmup"] else ", with") + " the per-row warm-up"
+        )
+        drift += f" ({widest['file']}{otherwise})"
+    return {**chosen, "drift_p95": widest["p95"], "drift": drift}
 
 
 def noise_p95(view: dict) -> float:
@@ -144,7 +169,8 @@ def repeatability_of(
                  if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))
                  for view in _views(path, doc)]  # fmt: skip
         if protocol is not None:  # the same protocol first, then the order of the names (stable)
-            views.sort(key=lambda view: any(view[k] != protocol.get(k) for k in MATCHED))
+            views.sort(key=lambda view: tuple(any(view[k] != protocol.get(k) for k in keys)
+                                              for keys in (MATCHED, ALSO_MATCHED)))  # fmt: skip
         return _with_drift(views[0], views) if views else None
     return None
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _x
-from attnbench.report.repeatability import noise_p95, protocol_difference, protocol_of, widest_text
+from attnbench.report.repeatability import (
+    coverage_words,
+    noise_p95,
+    protocol_difference,
+    protocol_of,
+    widest_text,
+)
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
 
@@ -40,7 +46,7 @@ def flux(data, noise: dict | None = None) -> page.Answer:
         drift = f"; {noise['drift']}: 95th percentile {noise['drift_p95']:.1%}" if noise.get("drift") else ""
         answer.answer.append(
             f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}"
-            f"{protocol_difference(noise, protocol)}): median spread {noise['median']:.1%}, 95th percentile "
+            f"{protocol_difference(noise, protocol)}{coverage_words(noise)}): median spread {noise['median']:.1%}, 95th percentile "
             f"{noise['p95']:.1%}{drift}; a lead smaller than {noise_p95(noise):.1%} is noise."
             + widest_text(noise.get("widest"))
         )
