@@ -277,3 +277,26 @@ def test_a_measurement_repeated_by_new_code_is_a_run_of_its_own_though_its_numbe
     h = run_history(tmp_path, tmp_path / "outputs" / "nb" / "gpu-a")
     assert [r.code for r in h.runs] == ["aaaaaaa", "bbbbbbb"]
     assert len(h.runs[1].presented_again) == 1
+
+
+def test_a_label_measured_in_parts_names_every_code_commit(tmp_path: Path):
+    """Forward cells at one code commit, forward + backward cells at a later one, the report presented at
+    a third: the run names the oldest, the one between and the newest it was presented with, in order."""
+    git(tmp_path, "init", "-q")
+    first, second, third = (commit_code(tmp_path, str(i), f"2026-0{i}-01T00:00:00") for i in (1, 2, 3))
+    run = tmp_path / "outputs" / "nb" / "gpu-a"
+    for cell, code in (("report", third), ("bench_fwd_bwd", second), ("bench", first)):
+        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
+        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+    page.write_headline(
+        page.Headline(numbers=[page.Number("n", "n", 1.0, "ms")]), run / "report" / "artifacts"
+    )
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    history = run_history(tmp_path, run)
+    (measured,) = history.runs
+    assert (measured.code, measured.also_code, measured.presented_with) == (first, [second], third)
+    from attnbench.notebook.site.history import history_view
+
+    (shown,) = history_view(history)["runs"]
+    assert shown["also_code"] == [second[:9]]

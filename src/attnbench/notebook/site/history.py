@@ -42,6 +42,7 @@ class Run:
     subject: str
     code: str = ""  # the oldest code commit its cells name (the measuring code)
     presented_with: str = ""  # the newest, where presenting cells re-ran with later code
+    also_code: list[str] = field(default_factory=list)  # those between (a label measured in parts)
     numbers: dict[str, float] = field(default_factory=dict)  # key -> value
     flagged: dict[str, float] = field(default_factory=dict)  # key -> relative move vs the run before
     spreads: dict[str, float] = field(default_factory=dict)  # key -> measured run-to-run spread
@@ -97,6 +98,7 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
         known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
         run.code = known[0] if known else ""
         run.presented_with = known[-1] if len(known) > 1 else ""
+        run.also_code = known[1:-1]
         if not run.code:
             found = re.search(r"commit ([0-9a-f]{7,40})", subject)
             run.code = found.group(1) if found else ""
@@ -197,6 +199,7 @@ def _fold_presentations(runs: list[Run]) -> list[Run]:
         ):
             before.numbers, before.spreads, before.winners = run.numbers, run.spreads, run.winners
             before.presented_with = run.presented_with or before.presented_with
+            before.also_code = run.also_code or before.also_code
             before.presented_again.append(run.commit)
             continue
         folded.append(run)
@@ -314,6 +317,7 @@ def history_view(h: History) -> dict[str, Any]:
     runs = [
         {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code,
          "again": [c[:9] for c in r.presented_again], "presented_with": r.presented_with[:9],
+         "also_code": [c[:9] for c in r.also_code],
          "cells": [_cell(r, k) for k in h.names]}
         for r in reversed(h.runs)
     ]  # fmt: skip
