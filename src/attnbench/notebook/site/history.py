@@ -315,7 +315,7 @@ def history_view(h: History) -> dict[str, Any]:
                         "seen": _values_text(values),
                         "spread": f"{measured or h.spread:.1%}", "measured": measured is not None})  # fmt: skip
     runs = [
-        {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code,
+        {"commit": r.commit[:9], "full": r.commit, "date": r.date, "subject": r.subject, "code": r.code[:9],
          "again": [c[:9] for c in r.presented_again], "presented_with": r.presented_with[:9],
          "also_code": [c[:9] for c in r.also_code],
          "cells": [_cell(r, k) for k in h.names]}
