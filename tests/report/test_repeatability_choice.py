@@ -166,15 +166,16 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
 def test_a_two_run_file_borrows_the_drift_of_a_file_run_the_same_way(tmp_path, monkeypatch):
     """The chosen file ran twice (back to back: no drift over minutes); a file of the same machine, rounds
     and preheat ran four times. Its runs 1-2 against 3-4 are the drift, named with its file and with how
-    its rows were timed otherwise; a file of other rounds lends nothing."""
-    summary = {"fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.032}}
-    write(tmp_path, "flux_repeatability-old-h200.json", p95_spread=0.008, rounds=2, preheat={"seconds": 9},
-          summaries=summary)  # fmt: skip
+    its rows were timed otherwise; a file of other rounds (or preheat) lends nothing."""
     write(tmp_path, "flux_repeatability-one-round-h200.json", p95_spread=0.09, summaries={
         "fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.061}})  # fmt: skip
     write(tmp_path, "flux_repeatability-warm-h200.json", p95_spread=0.025, rounds=2, preheat={"seconds": 6},
           row_warmup=True)  # fmt: skip
     monkeypatch.chdir(tmp_path)
+    assert "drift" not in repeatability_of({"h200-a"}, protocol=WARMED)  # one round lends no drift
+    summary = {"fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.032}}
+    write(tmp_path, "flux_repeatability-old-h200.json", p95_spread=0.008, rounds=2, preheat={"seconds": 9},
+          summaries=summary)  # fmt: skip
     view = repeatability_of({"h200-a"}, protocol=WARMED)
     assert view["file"] == "measurements/flux_repeatability-warm-h200.json"
     assert view["drift_p95"] == 0.032 and noise_p95(view) == 0.032
@@ -183,13 +184,3 @@ def test_a_two_run_file_borrows_the_drift_of_a_file_run_the_same_way(tmp_path, m
     # the file's own summary, where it has one, is never replaced by another file's
     old = repeatability_of({"h200-a"}, protocol={**WARMED, "row_warmup": False})
     assert old["drift"] == "the fastest of runs 1-2 against that of runs 3-4" and old["drift_p95"] == 0.032
-
-
-def test_no_drift_is_lent_across_rounds_or_preheat(tmp_path, monkeypatch):
-    write(tmp_path, "flux_repeatability-one-round-h200.json", p95_spread=0.09, summaries={
-        "fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.061}})  # fmt: skip
-    write(tmp_path, "flux_repeatability-warm-h200.json", p95_spread=0.025, rounds=2, preheat={"seconds": 6},
-          row_warmup=True)  # fmt: skip
-    monkeypatch.chdir(tmp_path)
-    view = repeatability_of({"h200-a"}, protocol=WARMED)
-    assert "drift" not in view and noise_p95(view) == 0.025

@@ -215,6 +215,21 @@ def test_whole_numbers_that_are_not_finite_are_shown_not_raised():
     assert key_number_text(float("inf")) == "inf"
 
 
+def commit_cells(repo: Path, codes: dict[str, str]) -> Path:
+    """Commit a label folder whose cells ran at the code commits `codes` (cell -> commit), the headline
+    (one number) written by its `report` cell; returns the folder."""
+    run = repo / "outputs" / "nb" / "gpu-a"
+    for cell, code in codes.items():
+        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
+        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}}))
+    page.write_headline(
+        page.Headline(numbers=[page.Number("n", "n", 1.0, "ms")]), run / "report" / "artifacts"
+    )
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    return run
+
+
 def test_a_run_names_its_oldest_code_and_the_newest_it_was_presented_with(tmp_path: Path):
     """The measuring cell ran at an older code commit than the report cell that presented it later: the
     run's code commit is the older one, `presented_with` the newer (commits this clone holds)."""
@@ -223,15 +238,7 @@ def test_a_run_names_its_oldest_code_and_the_newest_it_was_presented_with(tmp_pa
         commit_code(tmp_path, "1", "2026-01-01T00:00:00"),
         commit_code(tmp_path, "2", "2026-02-01T00:00:00"),
     )
-    run = tmp_path / "outputs" / "nb" / "gpu-a"
-    for cell, code in (("bench", new), ("report", old)):  # the listing order does not decide
-        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
-        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}}))
-    page.write_headline(
-        page.Headline(numbers=[page.Number("n", "n", 1.0, "ms")]), run / "report" / "artifacts"
-    )
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    run = commit_cells(tmp_path, {"bench": new, "report": old})  # the listing order does not decide
     (measured,) = run_history(tmp_path, run).runs
     assert (measured.code, measured.presented_with) == (old, new)
 
@@ -284,15 +291,7 @@ def test_a_label_measured_in_parts_names_every_code_commit(tmp_path: Path):
     a third: the run names the oldest, the one between and the newest it was presented with, in order."""
     git(tmp_path, "init", "-q")
     first, second, third = (commit_code(tmp_path, str(i), f"2026-0{i}-01T00:00:00") for i in (1, 2, 3))
-    run = tmp_path / "outputs" / "nb" / "gpu-a"
-    for cell, code in (("report", third), ("bench_fwd_bwd", second), ("bench", first)):
-        (run / cell / "artifacts").mkdir(parents=True, exist_ok=True)
-        (run / cell / "result.json").write_text(json.dumps({"code": {"commit": code}}))
-    page.write_headline(
-        page.Headline(numbers=[page.Number("n", "n", 1.0, "ms")]), run / "report" / "artifacts"
-    )
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    run = commit_cells(tmp_path, {"report": third, "bench_fwd_bwd": second, "bench": first})
     history = run_history(tmp_path, run)
     (measured,) = history.runs
     assert (measured.code, measured.also_code, measured.presented_with) == (first, [second], third)
