@@ -64,7 +64,7 @@ def source_words(view: dict | None, protocol: dict | None = None) -> str:
 
 
 def coverage_words(view: dict) -> str:
-    """ "; no pair of flash_attn3, … (run ok in both runs), so its spread does not speak for them" where the
+    """ "; no pair of flash_attn3, … (ok in both runs), so its spread does not speak for them" where the
     file's run asked for providers that gave no pair (not installed there, or failed), else ""."""
     if not view.get("missing"):
         return ""
