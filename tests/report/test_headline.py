@@ -240,3 +240,58 @@ def test_a_scoped_headline_names_its_configuration_on_the_index_and_in_its_entri
         f"cuDNN's published configuration · {e.label}" for e in plain.entries
     ]
     assert {e.label for e in plain.entries} == {"full", "causal"}
+
+
+def checked(stats: dict) -> dict:
+    """A row's extra with its correctness statistics (bench.correctness writes them per tensor)."""
+    return {"correctness": {"out": {**stats, "ok": True}}}
+
+
+FA3_OUT = checked({"max_abs": 0.0005407333374023438, "mean_abs": 4.443447205259842e-05, "rel_l2": 0.00228312})
+FA4_OUT = checked(
+    {"max_abs": 0.0005614757537841797, "mean_abs": 4.4410231929115985e-05, "rel_l2": 0.00228187}
+)
+
+
+def test_the_margin_is_against_another_kernels_output_never_a_wrapper_of_the_winners():
+    """te_flash and xformers_fa3 return FA3's output to the bit: the same kernel through other wrappers.
+    The runner-up is the fastest row whose output differs (FA4), the wrappers are named, the sentence says
+    'the next other kernel'; a row without statistics is never taken for a twin."""
+    from attnbench.report.headline_data import page_headline
+
+    rows = [row("te_flash", 4224, 1.00, extra=FA3_OUT), row("xformers_fa3", 4224, 1.002, extra=FA3_OUT),
+            row("flash_attn3", 4224, 1.01, extra=FA3_OUT), row("flash_attn4", 4224, 1.06, extra=FA4_OUT),
+            row("unknown", 4224, 1.08)]  # fmt: skip
+    h = headline(rows)
+    (best,) = h.bests
+    assert best.provider == "te_flash" and best.same_output == ["xformers_fa3", "flash_attn3"]
+    assert best.runner_up == "flash_attn4" and round(best.runner_up_slower, 3) == 1.06
+    assert h.sentences[0].endswith("the next other kernel is 6.0% slower.")
+    entry = page_headline(h, ["bench/results.jsonl"], spread=0.03).entries[0]
+    assert entry.runner_up == "flash_attn4" and entry.margin == "+6.0%"
+    assert entry.notes == ["same output to the bit: xformers_fa3, flash_attn3"]  # 6 % is beyond the spread
+    note = page_headline(h, ["bench/results.jsonl"]).entries_note
+    assert "runner-up: the fastest row whose output differs from the winner's" in note
+
+
+def test_a_winner_whose_every_rival_is_a_wrapper_of_it_has_no_runner_up():
+    rows = [row("flash_attn3", 4224, 1.0, extra=FA3_OUT), row("xformers", 4224, 1.01, extra=FA3_OUT),
+            row("xformers_fa3", 4224, 1.02, extra=FA3_OUT), row("te_flash", 4224, 1.03, extra=FA3_OUT),
+            row("xformers_compiled", 4224, 1.04, extra=FA3_OUT)]  # fmt: skip
+    from attnbench.report.headline_data import page_headline
+
+    (best,) = headline(rows).bests
+    assert best.runner_up == "" and best.runner_up_slower is None and len(best.same_output) == 4
+    (entry,) = page_headline(headline(rows)).entries
+    assert entry.margin == "" and entry.notes == [
+        "same output to the bit: xformers, xformers_fa3, te_flash and 1 more"
+    ]
+
+
+def test_without_correctness_statistics_the_next_row_is_the_runner_up():
+    rows = [
+        row("a", 4224, 1.0, extra=checked({"ok": True})),
+        row("b", 4224, 1.1, extra=checked({"ok": True})),
+    ]
+    (best,) = headline(rows).bests
+    assert best.runner_up == "b" and best.same_output == []
