@@ -29,7 +29,6 @@ from typing import Any
 from attnbench.report.check_scope import checked_at, passed_lengths, untimed_checks
 from attnbench.report.peak_share import above_peak, peak_of, peak_words
 from attnbench.report.peak_share import number as _number
-from attnbench.report.same_output import twins_and_rival
 from attnbench.report.workload import SHAPE_FIELDS, workload_key
 
 PASS_NAMES = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
@@ -54,7 +53,7 @@ class Best:
     peak: str  # "measured" (matmul peak of the same run) | "datasheet" | ""
     checked: bool  # False: no correctness check covers this row (see module doc)
     checked_at: str = ""  # not checked at its length, but its kernel passed at this shorter one (check_scope)
-    runner_up: str = ""  # the fastest row whose output differs from the winner's (report.same_output)
+    runner_up: str = ""
     runner_up_tflops: float | None = None
     runner_up_slower: float | None = None  # runner-up ms / best ms (1.08 = 8% slower)
     quantised: str = ""  # a quantised kernel faster than `provider`: "sage (612 TFLOP/s)"
@@ -65,7 +64,6 @@ class Best:
     band: float | None = None  # the winner's own p20-p80 band over its median: how steady its calls timed
     unchecked_faster: str = ""  # a faster row nothing checked, left out because checked rows ran here
     clock_mhz: float | None = None  # the winner's median SM clock over its timed calls (the row records it)
-    same_output: list[str] = field(default_factory=list)  # slower rows with its output to the bit (wrappers)
 
 
 @dataclass
@@ -257,9 +255,8 @@ def _best(
                 clock_mhz=_number(top.get("sm_clock_mhz")))  # fmt: skip
     if not checked:  # where its kernel passed at a shorter length, the page says so (check_scope)
         best.checked_at = checked_at(top, passed or {})
-    twins, second = twins_and_rival(top, ranked[1:])  # the margin is against another kernel's output
-    best.same_output = [str(r.get("provider")) for r in twins]
-    if second is not None:
+    if len(ranked) > 1:
+        second = ranked[1]
         best.runner_up = str(second.get("provider"))
         best.runner_up_tflops = _number(second.get("tflops"))
         best.runner_up_slower = second["ms_median"] / top["ms_median"]
@@ -315,8 +312,7 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
                 f"of {peak_words([k])}" for k in sorted(kinds)) + ")"  # fmt: skip
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
     if gaps:
-        runner_up = "the next other kernel" if any(b.same_output for b in bests) else "the runner-up"
-        text += f"; {runner_up} is {_range([g - 1 for g in gaps], _percent)} slower"
+        text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"
     alone = [b for b in all_bests if b.candidates == 1 and not b.baseline and b not in bests]
     if alone:  # left out of the contest above, not out of the sentence
         text += f"; {len(alone)} more shape{'s' if len(alone) > 1 else ''} where one provider ran alone"

@@ -127,8 +127,6 @@ def page_headline(
             notes.append(f"faster quantised (ranked apart): {b.quantised}")
         if b.unchecked_faster:
             notes.append(f"faster but not checked: {b.unchecked_faster}")
-        if b.same_output:
-            notes.append(f"same output to the bit: {_names(b.same_output)}")
         if _within(b, spread):
             notes.append("lead within spread")
         if b.band is not None and b.band > UNSTEADY_BAND:
@@ -151,11 +149,7 @@ def page_headline(
                 + (f'; "{checked_only_at("S N")}": its kernel passed its check on this workload at that shorter '
                    "length, not at this one (what the report derives from the length, such as the dilated "
                    "pattern's branches, may differ there)" if any(b.checked_at for b in h.bests) else "")
-                + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes"
-                + ('; runner-up: the fastest row whose output differs from the winner\'s. "Same output to the bit":'
-                   " rows whose output equals the winner's exactly (the same error against the fp32 reference to"
-                   " the last digit), in practice the same kernel through another wrapper, so a margin over them would"
-                   " measure wrappers, not kernels." if any(b.same_output for b in h.bests) else ".")
+                + ". Quantised kernels are ranked apart; margin: how much longer the runner-up takes."
         + (" Baselines (single-GPU references, dense rows of a sparse report, eager/reference runs) are"
            " listed apart below the ranking and never win." if any(b.baseline for b in h.bests) else ""))  # fmt: skip
     note = (note + _definitions(h, spread, spread_source)).strip()
@@ -259,12 +253,6 @@ def _definitions(h: Headline, spread: float | None, source: str = "") -> str:
                  " of how much one row moves from run to run on this machine, so the two are not told apart"
                  + (f" ({source})." if source else "."))  # fmt: skip
     return text
-
-
-def _names(providers: list[str], most: int = 3) -> str:
-    """ "a, b, c and 2 more" """
-    shown = ", ".join(providers[:most])
-    return shown + (f" and {len(providers) - most} more" if len(providers) > most else "")
 
 
 def _within(b, spread: float | None) -> bool:
