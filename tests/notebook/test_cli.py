@@ -174,6 +174,28 @@ def test_status_names_results_of_cells_the_notebook_no_longer_has(project):
     assert "remove them now" in out
 
 
+def test_status_of_every_label_counts_states_and_fails_on_stale_cells_no_note_keeps(project):
+    """`status --all-labels`: a line per label folder; a label whose cells went stale makes it exit 1,
+    unless the notebook's not_rerun note keeps that label (then the line says so and it exits 0)."""
+    path = project.write("s.md", notebook(cell("id=a", "print(1)"), cell("id=b needs=a", "pass")))
+    project.run(path)
+    project.run(path, label="other")
+    out = project.cli("status", path, "--env", "python", "--all-labels")
+    assert out.code == 0, out.out + out.err
+    assert [line.split()[:3] for line in out.out.splitlines()] == [["s", "other", "2"], ["s", LABEL, "2"]]
+    assert "2 cells: 2 cached" in out.out
+    path.write_text(path.read_text().replace("print(1)", "print(2)"))
+    out = project.cli("status", path, "--env", "python", "--all-labels")
+    assert out.code == 1 and "2 cells: 2 stale; stale: a, b" in out.out
+    assert "2 label(s) hold stale cells that no not_rerun note keeps" in out.out
+    text = path.read_text().replace("title: T", 'title: T\nnot_rerun:\n  other: "kept: measured elsewhere"')
+    path.write_text(text)
+    out = project.cli("status", path, "--env", "python", "--all-labels")
+    assert "stale: a, b (kept by its not_rerun note)" in out.out and "1 label(s) hold stale cells" in out.out
+    out = project.cli("status", path, "--env", "python", "--all-labels", "--label", LABEL)
+    assert out.code == 2 and "--all-labels judges every label folder" in out.err
+
+
 def _status_rows(project, path, *args) -> dict[str, str]:
     out = project.status(path, *args)
     assert out.code == 0, out.err

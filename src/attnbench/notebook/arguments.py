@@ -133,6 +133,12 @@ def _add_status(sub) -> None:
         help="also print the `attnbench run` commands that bring the label current, packed by each "
         "cell's last measured time into commands of at most SECONDS (a job's wall-clock limit)",
     )
+    status.add_argument(
+        "--all-labels",
+        action="store_true",
+        help="one line per notebook and label folder in outputs/: its cells by state, the stale ones "
+        "named, a label kept by a not_rerun note marked (exit 1 where a cell is stale and no note keeps it)",
+    )
 
 
 def _add_build(sub) -> None:

@@ -108,6 +108,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise SetupError(f"--batches {args.batches:g}: a command's time limit must be more than 0 seconds")
     if not (notebooks := _runnable(args.notebooks)):
         return 0
+    if args.all_labels:
+        if args.label or args.batches:
+            raise SetupError("--all-labels judges every label folder: give it without --label and --batches")
+        return _status_of_every_label(notebooks, args)
     session = prepare(notebooks, _options(args))
     env = session.env_summary()
     states = {}
@@ -128,6 +132,41 @@ def cmd_status(args: argparse.Namespace) -> int:
         plan = rerun_plan(session, states, args.batches)
         print("\n".join(plan_lines(plan, paths, session.label, args.batches, dict(args.params), declared)))
     return 0
+
+
+def _status_of_every_label(notebooks: list[Notebook], args: argparse.Namespace) -> int:
+    """`status --all-labels`: per notebook and label, its cells counted by state and the stale ones named;
+    1 where a cell is stale for a code reason in a label no `not_rerun` note keeps (what a full re-run
+    must leave at none), else 0."""
+    from collections import Counter
+
+    from attnbench.notebook.run.records import Status
+    from attnbench.notebook.run.status import stored_states
+    from attnbench.notebook.run.store import find_root
+
+    outputs = args.outputs or find_root(notebooks[0].path) / "outputs"
+    states, problems = stored_states(notebooks, outputs, _options(args).env)
+    unkept = 0
+    for nb in notebooks:
+        kept = nb.front_matter.get("not_rerun") or {}
+        for label, cells in sorted(states.get(nb.name, {}).items()):
+            counts = Counter(state for state, _ in cells.values())
+            stale = [cell for cell, (state, _) in cells.items() if state == Status.STALE]
+            words = ", ".join(f"{n} {state}" for state, n in counts.most_common())
+            line = f"{nb.name:<20} {label:<28} {len(cells)} cells: {words}"
+            if stale:
+                line += f"; stale: {', '.join(stale)}"
+                if label in kept:
+                    line += " (kept by its not_rerun note)"
+                else:
+                    unkept += 1
+            print(line)
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if unkept:
+        print(f"{unkept} label(s) hold stale cells that no not_rerun note keeps: re-run them "
+              "(`attnbench status NOTEBOOK --label LABEL --batches 570` packs the commands)")  # fmt: skip
+    return 1 if unkept or problems else 0
 
 
 def _say_if_label_is_new(session, name: str) -> None:
