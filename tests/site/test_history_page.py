@@ -299,3 +299,33 @@ def test_a_label_measured_in_parts_names_every_code_commit(tmp_path: Path):
 
     (shown,) = history_view(history)["runs"]
     assert shown["also_code"] == [second[:9]]
+
+
+def test_git_objects_list_a_folder_and_read_each_blob_once(tmp_path: Path, monkeypatch):
+    """The history's git reader: a folder's files with their blob shas at a commit, each blob's text read
+    once through one cat-file process (the same blob at two commits is one read), undecodable bytes
+    replaced, a sha git does not hold None; outside a repository the tree is None."""
+    from attnbench.notebook.run import provenance
+
+    git(tmp_path, "init", "-q")
+    folder = tmp_path / "outputs" / "nb"
+    folder.mkdir(parents=True)
+    (folder / "a.json").write_text('{"v": 1}')
+    (folder / "b.bin").write_bytes(b"ok \xff")
+    first = commit_code(tmp_path, "1", "2026-01-01T00:00:00")
+    (tmp_path / "outputs" / "nb" / "c.json").write_text("{}")
+    second = commit_code(tmp_path, "2", "2026-02-01T00:00:00")
+    reads = []
+    with provenance.GitObjects(tmp_path) as objects:
+        real = objects._read
+        monkeypatch.setattr(objects, "_read", lambda sha: reads.append(sha) or real(sha))
+        then, now = objects.tree(first, "outputs/nb"), objects.tree(second, "outputs/nb")
+        assert [path for _, path in then] == ["outputs/nb/a.json", "outputs/nb/b.bin"]
+        assert [path for _, path in now] == ["outputs/nb/a.json", "outputs/nb/b.bin", "outputs/nb/c.json"]
+        assert then[0][0] == now[0][0]  # a.json did not change: one blob
+        texts = [objects.text(sha) for sha, _ in then + now]
+        assert texts == ['{"v": 1}', "ok \ufffd", '{"v": 1}', "ok \ufffd", "{}"]
+        assert len(reads) == 3  # three distinct blobs
+        assert objects.text("0" * 40) is None
+    assert provenance.GitObjects(tmp_path / "outputs").tree(first, "x") == []
+    assert provenance.GitObjects(tmp_path.parent).tree(first, "outputs") is None

@@ -71,38 +71,12 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
     if log is None:
         return None
     runs, names, times = [], {}, {}
-    for line in reversed(log.strip().splitlines()):
-        commit, date, subject = (line.split("\t", 2) + ["", ""])[:3]
-        run = Run(commit=commit, date=date[:10], subject=subject)
-        files = (
-            provenance.git_output(repo, "ls-tree", "-r", "--name-only", commit, "--", str(rel)) or ""
-        ).splitlines()
-        if not files:
-            continue  # the commit removed the label folder: it holds no run
-        cells: dict[str, tuple[str, list[str] | None]] = {}  # cell -> (its code commit, the cells it reads)
-        numbered: set[str] = set()  # the cells whose headline.json gave numbers
-        for path in files:
-            parts = PurePosixPath(path).parts
-            # <cell>/artifacts/headline.json: not a failed try's, kept in <cell>/last-failure/
-            if path.endswith(f"/artifacts/{HEADLINE_FILE}") and len(parts) == len(rel.parts) + 3:
-                if _read_numbers(repo, commit, path, run, names):
-                    numbered.add(parts[-3])
-            elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
-                cells[parts[-2]] = _cell_record(provenance.git_output(repo, "show", f"{commit}:{path}"))
-        # the code of the cells the numbers come from: the headline's writers and what they read, however
-        # far upstream (a label also holds cells of other runs, e.g. a placeholder an older engine left)
-        measuring = _upstream_closure(numbered, cells) or set(cells)
-        codes = [code for cell, (code, _) in cells.items() if cell in measuring]
-        # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
-        # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
-        known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
-        run.code = known[0] if known else ""
-        run.presented_with = known[-1] if len(known) > 1 else ""
-        run.also_code = known[1:-1]
-        if not run.code:
-            found = re.search(r"commit ([0-9a-f]{7,40})", subject)
-            run.code = found.group(1) if found else ""
-        runs.append(run)
+    with provenance.GitObjects(repo) as git:
+        for line in reversed(log.strip().splitlines()):
+            commit, date, subject = (line.split("\t", 2) + ["", ""])[:3]
+            run = _run_at(git, rel, Run(commit=commit, date=date[:10], subject=subject), names, times)
+            if run is not None:
+                runs.append(run)
     runs = _fold_presentations(runs)
     _merge_renamed(runs, names)
     for key in [k for k in names if not any(k in r.numbers for r in runs)]:
@@ -110,6 +84,39 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
     _flag(runs, spread)
     return History(notebook=rel.parts[-2] if len(rel.parts) > 1 else "", label=rel.name, runs=runs,
                    names=names, spread=spread)  # fmt: skip
+
+
+def _run_at(git, rel: PurePosixPath, run: Run, names: dict[str, str], times: dict[str, float]) -> Run | None:
+    """The run the label folder `rel` held at `run.commit`: its headline numbers and the code commits its
+    cells ran; None where the commit removed the folder (it holds no run)."""
+    repo = git.root
+    files = git.tree(run.commit, str(rel)) or []
+    if not files:
+        return None
+    cells: dict[str, tuple[str, list[str] | None]] = {}  # cell -> (its code commit, the cells it reads)
+    numbered: set[str] = set()  # the cells whose headline.json gave numbers
+    for sha, path in files:
+        parts = PurePosixPath(path).parts
+        # <cell>/artifacts/headline.json: not a failed try's, kept in <cell>/last-failure/
+        if path.endswith(f"/artifacts/{HEADLINE_FILE}") and len(parts) == len(rel.parts) + 3:
+            if _read_numbers(git.text(sha), path, run, names):
+                numbered.add(parts[-3])
+        elif path.endswith("/result.json") and len(parts) == len(rel.parts) + 2:
+            cells[parts[-2]] = _cell_record(git.text(sha))
+    # the code of the cells the numbers come from: the headline's writers and what they read, however
+    # far upstream (a label also holds cells of other runs, e.g. a placeholder an older engine left)
+    measuring = _upstream_closure(numbered, cells) or set(cells)
+    codes = [code for cell, (code, _) in cells.items() if cell in measuring]
+    # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
+    # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
+    known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
+    run.code = known[0] if known else ""
+    run.presented_with = known[-1] if len(known) > 1 else ""
+    run.also_code = known[1:-1]
+    if not run.code:
+        found = re.search(r"commit ([0-9a-f]{7,40})", run.subject)
+        run.code = found.group(1) if found else ""
+    return run
 
 
 def _commit_time(repo: Path, sha: str, times: dict[str, float]) -> float:
@@ -153,9 +160,8 @@ def _upstream_closure(start: set[str], cells: dict[str, tuple[str, list[str] | N
     return seen
 
 
-def _read_numbers(repo: Path, commit: str, path: str, run: Run, names: dict[str, str]) -> bool:
-    """The headline's key numbers into `run`; whether it had any."""
-    text = provenance.git_output(repo, "show", f"{commit}:{path}")
+def _read_numbers(text: str | None, path: str, run: Run, names: dict[str, str]) -> bool:
+    """The key numbers of the headline `text` (at `path`) into `run`; whether it had any."""
     cell = PurePosixPath(path).parts[-3]  # <cell>/artifacts/headline.json: the cell whose ranking it is
     try:
         headline = parse_headline(json.loads(text or ""), Path(path))
