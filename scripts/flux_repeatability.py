@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="2, or 2K (K >= 2) to compare K-run summaries")
     parser.add_argument("--rounds", type=int, default=None,
                         help="passes over the grid per run, each row its fastest (default: the profile's)")  # fmt: skip
+    parser.add_argument("--require-all", action="store_true",
+                        help="refuse to start (exit 2) when a named provider cannot run here, naming why "
+                             "(e.g. carried wheels copied but not installed: source scripts/device_env.sh)")  # fmt: skip
     parser.add_argument("--preheat", action=argparse.BooleanOptionalAction, default=None,
                         help="time every row at the GPU's thermal equilibrium (bench/thermal.py); "
                              "default: as the Flux profile does (it preheats)")  # fmt: skip
@@ -146,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
                  for s in shape["seq_lens"]]  # fmt: skip
     chosen = providers.select(shape["providers"])
+    missing = {p.name: why for p in chosen if (why := p.unavailable())}
+    for name, why in missing.items():  # said before the long runs, not found in their rows after
+        print(f"unavailable: {name}: {why}", flush=True)
+    if missing and args.require_all:
+        print(f"--require-all: {len(missing)} of {len(chosen)} providers cannot run here; nothing timed")
+        return 2
     device = "cuda" if cuda and not args.smoke else "cpu"
     info = env.collect_env(chosen)
     peaks = flops.MeasuredPeaks(device) if device == "cuda" else None
@@ -169,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             "row_warmup": any(r.warmup_s is not None for run in runs for r in run),
             "seq_lens": list(shape["seq_lens"]),
             "providers": [p.name for p in chosen],
+            "unavailable": missing,  # named providers that could not run here, and why
             "run_seconds": seconds,
             **summary(pairs),
             "summaries": summaries_of_halves(runs) if len(runs) >= 4 and len(runs) % 2 == 0 else {},

@@ -57,3 +57,18 @@ def test_an_odd_run_count_is_refused_naming_it(capsys):
     with pytest.raises(SystemExit):
         repeatability.main(["--runs", "3", "--smoke"])
     assert "--runs 3: give 2, or an even count of at least 4" in capsys.readouterr().err
+
+
+def test_require_all_refuses_before_timing_naming_what_cannot_run(capsys, monkeypatch, tmp_path):
+    """On the GPU machine a provider whose wheel was carried but not installed would silently be missing
+    from every pair; --require-all stops before any timing and says which and why."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the refusal comes before any CUDA call
+    out = tmp_path / "r.json"
+    code = repeatability.main(["--providers", "flash_attn3", "sdpa_math", "--require-all", "--out", str(out)])
+    said = capsys.readouterr().out
+    assert code == 2 and not out.exists()
+    assert "unavailable: flash_attn3: not installed" in said
+    # a family name selects its every variant: flash_attn3, _compiled, _fp8 (and sdpa_math)
+    assert "--require-all: 3 of 4 providers cannot run here; nothing timed" in said
