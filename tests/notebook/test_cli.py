@@ -187,13 +187,29 @@ def test_status_of_every_label_counts_states_and_fails_on_stale_cells_no_note_ke
     path.write_text(path.read_text().replace("print(1)", "print(2)"))
     out = project.cli("status", path, "--env", "python", "--all-labels")
     assert out.code == 1 and "2 cells: 2 stale; stale: a, b" in out.out
-    assert "2 label(s) hold stale cells that no not_rerun note keeps" in out.out
+    assert "2 label(s) hold stale or failed cells that no not_rerun note keeps" in out.out
     text = path.read_text().replace("title: T", 'title: T\nnot_rerun:\n  other: "kept: measured elsewhere"')
     path.write_text(text)
     out = project.cli("status", path, "--env", "python", "--all-labels")
-    assert "stale: a, b (kept by its not_rerun note)" in out.out and "1 label(s) hold stale cells" in out.out
+    assert (
+        "stale: a, b (kept by its not_rerun note)" in out.out
+        and "1 label(s) hold stale or failed cells" in out.out
+    )
     out = project.cli("status", path, "--env", "python", "--all-labels", "--label", LABEL)
     assert out.code == 2 and "--all-labels judges every label folder" in out.err
+    assert project.cli("status", path, "--env", "python", "--all-labels", "-p", "n=1").code == 2
+
+
+def test_status_of_every_label_counts_a_failed_cell_and_not_a_cell_not_run(project):
+    """A failed cell is what a re-run must mend (exit 1); a cell never run is information (a label may
+    hold a part of a report by design), so a label with one exits 0."""
+    path = project.write("f.md", notebook(cell("id=a", "pass"), cell("id=bad", "raise SystemExit(3)")))
+    project.run(path)
+    out = project.cli("status", path, "--env", "python", "--all-labels")
+    assert out.code == 1 and "2 cells: 1 cached, 1 failed; failed: bad" in out.out, out.out
+    path.write_text(notebook(cell("id=a", "pass"), cell("id=later", "pass")))
+    out = project.cli("status", path, "--env", "python", "--all-labels")
+    assert out.code == 0 and "2 cells: 1 cached, 1 not run" in out.out, out.out
 
 
 def _status_rows(project, path, *args) -> dict[str, str]:

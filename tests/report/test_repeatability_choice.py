@@ -144,13 +144,14 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
     the page names what it does not speak for (the Flux answer and the headline's source both)."""
     pairs = [{"provider": "sdpa_cudnn", "pass": "fwd", "spread": 0.02}, {"provider": "flex", "spread": 0.001}]
     write(tmp_path, "flux_repeatability-h200.json", p95_spread=0.02, rounds=2, preheat={"seconds": 6},
-          row_warmup=True, pairs=pairs, providers=["flash_attn3", "sdpa_cudnn", "flex", "cudnn_frontend"])  # fmt: skip
+          row_warmup=True, pairs=pairs, providers=["flash_attn3", "sdpa_cudnn", "flex", "cudnn_frontend"],
+          unavailable={"flash_attn3": "not installed"})  # fmt: skip
     monkeypatch.chdir(tmp_path)
     view = repeatability_of({"h200-a"}, protocol=WARMED)
     assert view["missing"] == ["flash_attn3", "cudnn_frontend"] and view["rows"] == 2
     said = source_words(view, WARMED)
-    assert said.endswith("no pair of flash_attn3, cudnn_frontend (ok in both runs), so its spread does not "
-                         "speak for them")  # fmt: skip
+    assert said.endswith("no row of flash_attn3, cudnn_frontend was ok in both of its runs (unavailable there: "
+                         "flash_attn3), so its spread does not speak for them")  # fmt: skip
     row = {"status": "ok", "ok": True, "pass": "fwd", "seqlen_q": 4608, "provider": "sdpa_cudnn",
            "ms_median": 0.4, "env": "h200-a", "warmup_s": 1.0, "extra": {"rounds": 2, "preheat_s": 0.4}}  # fmt: skip
 
@@ -159,7 +160,8 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
 
     answer = " ".join(answer_for("flux_attention", Data).answer)
     assert (
-        "no pair of flash_attn3, cudnn_frontend" in answer and "a lead smaller than 2.0% is noise" in answer
+        "no row of flash_attn3, cudnn_frontend was ok" in answer
+        and "a lead smaller than 2.0% is noise" in answer
     )
 
 
@@ -181,6 +183,30 @@ def test_a_two_run_file_borrows_the_drift_of_a_file_run_the_same_way(tmp_path, m
     assert view["drift_p95"] == 0.032 and noise_p95(view) == 0.032
     assert view["drift"] == ("the fastest of runs 1-2 against that of runs 3-4 "
                              "(measurements/flux_repeatability-old-h200.json, without the per-row warm-up)")  # fmt: skip
-    # the file's own summary, where it has one, is never replaced by another file's
+    # the page's source names the drift, which is the noise here, with its file
+    assert source_words(view, WARMED).endswith(
+        "; over minutes, the fastest of runs 1-2 against that of runs 3-4 (measurements/flux_repeatability-"
+        "old-h200.json, without the per-row warm-up): 3.2%"
+    )
+    # a wider summary of another file, run alike: the old file keeps its own all the same
+    write(tmp_path, "flux_repeatability-wide-h200.json", p95_spread=0.008, rounds=2, preheat={"seconds": 9},
+          summaries={"fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.05}})  # fmt: skip
     old = repeatability_of({"h200-a"}, protocol={**WARMED, "row_warmup": False})
+    assert old["file"] == "measurements/flux_repeatability-old-h200.json"
     assert old["drift"] == "the fastest of runs 1-2 against that of runs 3-4" and old["drift_p95"] == 0.032
+    assert repeatability_of({"h200-a"}, protocol=WARMED)["drift_p95"] == 0.05  # the widest lent one
+
+
+def test_no_drift_is_lent_across_preheat_or_machines(tmp_path, monkeypatch):
+    """Four-run files that differ from the chosen one in preheat, or ran on another host of the rows'
+    (a label's rows from two leases), lend it no drift."""
+    summary = {"fastest_of_2": {"rows": 36, "median_spread": 0.003, "p95_spread": 0.06}}
+    write(tmp_path, "flux_repeatability-cold-h200.json", p95_spread=0.01, rounds=2, summaries=summary)
+    write(tmp_path, "flux_repeatability-other-host.json", machine_id="h200-b", p95_spread=0.01, rounds=2,
+          preheat={"seconds": 9}, summaries=summary)  # fmt: skip
+    write(tmp_path, "flux_repeatability-warm-h200.json", p95_spread=0.025, rounds=2, preheat={"seconds": 6},
+          row_warmup=True)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    view = repeatability_of({"h200-a", "h200-b"}, protocol=WARMED)
+    assert view["file"] == "measurements/flux_repeatability-warm-h200.json"
+    assert "drift" not in view and noise_p95(view) == 0.025

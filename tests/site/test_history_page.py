@@ -299,6 +299,14 @@ def test_a_label_measured_in_parts_names_every_code_commit(tmp_path: Path):
 
     (shown,) = history_view(history)["runs"]
     assert shown["also_code"] == [second[:9]]
+    from attnbench.notebook.site.history import write_history_page
+    from attnbench.notebook.site.render import _Renderer
+
+    env = _Renderer(tmp_path / "outputs", tmp_path / "site").env  # the site's own templates and settings
+    name = write_history_page(env, tmp_path / "site", tmp_path, run, "T")
+    html = (tmp_path / "site" / "nb" / name).read_text()
+    assert f"<code>{first[:9]}</code>, <code>{second[:9]}</code>" in html
+    assert f"(presented with <code>{third[:9]}</code>)" in html
 
 
 def test_git_objects_list_a_folder_and_read_each_blob_once(tmp_path: Path, monkeypatch):
@@ -329,3 +337,27 @@ def test_git_objects_list_a_folder_and_read_each_blob_once(tmp_path: Path, monke
         assert objects.text("0" * 40) is None
     assert provenance.GitObjects(tmp_path / "outputs").tree(first, "x") == []
     assert provenance.GitObjects(tmp_path.parent).tree(first, "outputs") is None
+
+
+def test_git_objects_survive_a_cat_file_process_that_died(tmp_path: Path):
+    """A cat-file process that ends between two reads (killed, or git gone): the read in flight gives
+    None, nothing raises, and the next read starts a fresh process; closing twice is harmless."""
+    from attnbench.notebook.run import provenance
+
+    git(tmp_path, "init", "-q")
+    (tmp_path / "a.json").write_text("{}")
+    commit = commit_code(tmp_path, "1", "2026-01-01T00:00:00")
+    objects = provenance.GitObjects(tmp_path)
+    (sha, _), *_ = objects.tree(commit, "a.json")
+    assert objects.text(sha) == "{}"
+    objects._batch.kill()
+    objects._batch.wait()
+    objects._texts.clear()
+    assert objects.text(sha) is None  # the dead process: no answer, no exception
+    objects._texts.clear()
+    assert objects.text(sha) == "{}"  # a fresh process
+    objects.close()
+    objects.close()
+    outside = provenance.GitObjects(tmp_path / "no-such-folder")
+    assert outside.text(sha) is None and outside.text(sha) is None
+    outside.close()

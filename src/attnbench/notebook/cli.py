@@ -109,8 +109,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not (notebooks := _runnable(args.notebooks)):
         return 0
     if args.all_labels:
-        if args.label or args.batches:
-            raise SetupError("--all-labels judges every label folder: give it without --label and --batches")
+        if args.label or args.batches or args.params:
+            raise SetupError("--all-labels judges every label folder with its own params: give it without "
+                             "--label, --batches and -p")  # fmt: skip
         return _status_of_every_label(notebooks, args)
     session = prepare(notebooks, _options(args))
     env = session.env_summary()
@@ -135,9 +136,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _status_of_every_label(notebooks: list[Notebook], args: argparse.Namespace) -> int:
-    """`status --all-labels`: per notebook and label, its cells counted by state and the stale ones named;
-    1 where a cell is stale for a code reason in a label no `not_rerun` note keeps (what a full re-run
-    must leave at none), else 0."""
+    """`status --all-labels`: per notebook and label, its cells counted by state, the stale and failed ones
+    named; 1 where a label no `not_rerun` note keeps holds a cell stale for a code reason or a failed one
+    (what a full re-run must leave at none), or a label cannot be judged, else 0. Cells not run, or left
+    to a label with more GPUs, are information: a label may hold a part of a report by design."""
     from collections import Counter
 
     from attnbench.notebook.run.records import Status
@@ -152,10 +154,15 @@ def _status_of_every_label(notebooks: list[Notebook], args: argparse.Namespace) 
         for label, cells in sorted(states.get(nb.name, {}).items()):
             counts = Counter(state for state, _ in cells.values())
             stale = [cell for cell, (state, _) in cells.items() if state == Status.STALE]
+            failed = [cell for cell, (state, _) in cells.items() if Status(state).bad]
             words = ", ".join(f"{n} {state}" for state, n in counts.most_common())
             line = f"{nb.name:<20} {label:<28} {len(cells)} cells: {words}"
-            if stale:
-                line += f"; stale: {', '.join(stale)}"
+            line += "".join(
+                f"; {what}: {', '.join(names)}"
+                for what, names in (("stale", stale), ("failed", failed))
+                if names
+            )
+            if stale or failed:
                 if label in kept:
                     line += " (kept by its not_rerun note)"
                 else:
@@ -164,7 +171,7 @@ def _status_of_every_label(notebooks: list[Notebook], args: argparse.Namespace) 
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     if unkept:
-        print(f"{unkept} label(s) hold stale cells that no not_rerun note keeps: re-run them "
+        print(f"{unkept} label(s) hold stale or failed cells that no not_rerun note keeps: re-run them "
               "(`attnbench status NOTEBOOK --label LABEL --batches 570` packs the commands)")  # fmt: skip
     return 1 if unkept or problems else 0
 

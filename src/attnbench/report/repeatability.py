@@ -59,17 +59,22 @@ def source_words(view: dict | None, protocol: dict | None = None) -> str:
     if not view:
         return ""
     # every repeatability file is the Flux sweep on one GPU of the machine (scripts/flux_repeatability.py)
+    drift = ""
+    if view.get("drift_p95") is not None and view["drift_p95"] > (view["p95"] or 0):  # the noise is the drift
+        drift = f"; over minutes, {view['drift']}: {view['drift_p95']:.1%}"
     return (f"{view['file']}: Flux rows on one GPU of this machine, {view['compared']}"
-            + protocol_difference(view, protocol) + coverage_words(view))  # fmt: skip
+            + protocol_difference(view, protocol) + coverage_words(view) + drift)  # fmt: skip
 
 
 def coverage_words(view: dict) -> str:
-    """ "; no pair of flash_attn3, … (ok in both runs), so its spread does not speak for them" where the
-    file's run asked for providers that gave no pair (not installed there, or failed), else ""."""
+    """ "; no row of flash_attn3, … was ok in both of its runs (unavailable there: flash_attn3), so its
+    spread does not speak for them" where the file's run asked for providers that gave no pair, else ""."""
     if not view.get("missing"):
         return ""
-    return (f"; no pair of {', '.join(view['missing'])} (ok in both runs), so its spread does not speak "
-            "for them")  # fmt: skip
+    unavailable = [name for name in view["missing"] if name in (view.get("unavailable") or {})]
+    there = f" (unavailable there: {', '.join(unavailable)})" if unavailable else ""
+    return (f"; no row of {', '.join(view['missing'])} was ok in both of its runs{there}, so its spread does "
+            "not speak for them")  # fmt: skip
 
 
 def protocol_difference(view: dict, protocol: dict | None) -> str:
@@ -96,7 +101,9 @@ def _views(path: Path, doc: dict) -> list[dict]:
     pairs = [p for p in doc.get("pairs") or [] if isinstance(p, dict)]
     paired = {p.get("provider") for p in pairs}
     asked = doc.get("providers") if isinstance(doc.get("providers"), list) else []
+    unavailable = doc.get("unavailable") if isinstance(doc.get("unavailable"), dict) else {}
     views = [{"file": f"measurements/{path.name}", "rows": len(pairs), "run_rounds": own["rounds"],
+              "machine_id": doc.get("machine_id"), "unavailable": unavailable,
               "compared": "timed twice" + rounds, "median": _num(doc.get("median_spread")),
               "p95": _num(doc.get("p95_spread")), "widest": _widest_pair(pairs),
               "missing": [str(name) for name in asked if name not in paired], **own}]  # fmt: skip
@@ -124,7 +131,9 @@ def _with_drift(chosen: dict, views: list[dict]) -> dict:
         return chosen
     later = [v for v in views if v.get("later") and v["p95"] is not None]
     own = [v for v in later if v["file"] == chosen["file"]]
-    lent = [v for v in later if all(v.get(k) == chosen.get(k) for k in ("run_rounds", "preheat"))]
+    lent = [
+        v for v in later if all(v.get(k) == chosen.get(k) for k in ("machine_id", "run_rounds", "preheat"))
+    ]
     if not (own or lent):
         return chosen
     widest = max(own or lent, key=lambda v: v["p95"])
@@ -160,9 +169,10 @@ def repeatability_of(
     """The repeatability run (scripts/flux_repeatability.py) made on the machine of `env_ids` (its
     machine_id), from the nearest repeatability files: rows, median and 95th-percentile spread and the
     file's name; None when that machine has none (a smoke run has none). With `protocol` (protocol_of the
-    rows) a measurement made the same way (rounds, preheat) comes first, a file's K-run summary counting
-    as K rounds (_views): one round repeats worse than two; a machine with no such measurement gets its
-    first file, which the answer names."""
+    rows) a measurement made the same way comes first: by rounds and preheat (MATCHED), a file's K-run
+    summary counting as K rounds (_views), since one round repeats worse than two; then, among those
+    alike there, by the per-row warm-up (ALSO_MATCHED); ties keep the order of the file names. A machine
+    with no such measurement gets the nearest in that order, and the answer says how it differs."""
     for found in _repeatability_files(start):
         docs = [(path, _load(path)) for path in found]
         views = [view for path, doc in docs

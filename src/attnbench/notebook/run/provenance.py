@@ -71,10 +71,19 @@ class GitObjects:
         self.close()
 
     def close(self) -> None:
-        if self._batch is not None:
-            self._batch.stdin.close()
-            self._batch.wait(timeout=20)
-            self._batch = None
+        """End the cat-file process: EOF on its stdin ends it; one that does not end (or died with input
+        unwritten, whose stdin would raise on close) is killed. Never raises."""
+        batch, self._batch = self._batch, None
+        if batch is None:
+            return
+        try:
+            batch.stdin.close()
+            batch.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            batch.kill()
+            batch.wait()
+        finally:
+            batch.stdout.close()
 
     def tree(self, commit: str, folder: str) -> list[tuple[str, str]] | None:
         """[(blob sha, path)] of every file under `folder` at `commit`; None where git cannot list it."""
@@ -103,12 +112,14 @@ class GitObjects:
             self._batch.stdin.write(f"{sha}\n".encode())
             self._batch.stdin.flush()
             header = self._batch.stdout.readline().decode().split()
-            if len(header) != 3:  # "<name> missing" (or the process ended)
-                return None
-            data = self._batch.stdout.read(int(header[2]))
-            self._batch.stdout.read(1)  # the newline after each object
+            if len(header) == 2 and header[1] == "missing":
+                return None  # the process lives on: the next object can still be read
+            size = int(header[2]) if len(header) == 3 else -1
+            data = self._batch.stdout.read(size) if size >= 0 else b""
+            if len(data) != size or self._batch.stdout.read(1) != b"\n":  # the process ended mid-answer
+                raise OSError(f"git cat-file answered {' '.join(header) or 'nothing'} for {sha}")
         except (OSError, ValueError):
-            self.close()
+            self.close()  # a later read starts a fresh process
             return None
         return data.decode("utf-8", errors="replace")
 
