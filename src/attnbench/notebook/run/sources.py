@@ -95,6 +95,7 @@ def _is_grouping(folder: str, rels: list[PurePosixPath], read: Callable[[PurePos
     return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
 
 
+@functools.lru_cache(maxsize=8192)  # a file's text recurs at every commit it did not change (stale reasons)
 def _canonical(text: str) -> str:
     """The code's syntax tree: reformatting or editing comments does not invalidate hours of GPU results;
     any change to what runs (docstrings included) does. Written the same on every Python version
