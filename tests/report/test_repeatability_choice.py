@@ -186,7 +186,7 @@ def test_a_two_run_file_borrows_the_drift_of_a_file_run_the_same_way(tmp_path, m
     # the page's source names the drift, which is the noise here, with its file
     assert source_words(view, WARMED).endswith(
         "; over minutes, the fastest of runs 1-2 against that of runs 3-4 (measurements/flux_repeatability-"
-        "old-h200.json, without the per-row warm-up): 3.2%"
+        "old-h200.json, without the per-row warm-up): 95th percentile 3.2%"
     )
     # a wider summary of another file, run alike: the old file keeps its own all the same
     write(tmp_path, "flux_repeatability-wide-h200.json", p95_spread=0.008, rounds=2, preheat={"seconds": 9},

@@ -41,13 +41,22 @@ class Run:
     date: str
     subject: str
     code: str = ""  # the oldest code commit its cells name (the measuring code)
-    presented_with: str = ""  # the newest, where presenting cells re-ran with later code
-    also_code: list[str] = field(default_factory=list)  # those between (a label measured in parts)
+    later_code: list[str] = field(default_factory=list)  # the other code commits its cells ran, oldest first
     numbers: dict[str, float] = field(default_factory=dict)  # key -> value
     flagged: dict[str, float] = field(default_factory=dict)  # key -> relative move vs the run before
     spreads: dict[str, float] = field(default_factory=dict)  # key -> measured run-to-run spread
     winners: dict[str, str] = field(default_factory=dict)  # key -> who won it (version-1 entries)
     presented_again: list[str] = field(default_factory=list)  # later commits that only re-presented it
+
+    @property
+    def presented_with(self) -> str:
+        """The newest code commit its cells ran, where there is more than one (presenting cells re-run)."""
+        return self.later_code[-1] if self.later_code else ""
+
+    @property
+    def also_code(self) -> list[str]:
+        """The code commits between the oldest and the newest (a label measured in parts)."""
+        return self.later_code[:-1]
 
 
 @dataclass
@@ -70,11 +79,11 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
     log = provenance.git_output(repo, "log", f"-{MAX_RUNS}", "--format=%H%x09%cI%x09%s", "--", str(rel))
     if log is None:
         return None
-    runs, names, times = [], {}, {}
+    runs, names = [], {}
     with provenance.GitObjects(repo) as git:
         for line in reversed(log.strip().splitlines()):
             commit, date, subject = (line.split("\t", 2) + ["", ""])[:3]
-            run = _run_at(git, rel, Run(commit=commit, date=date[:10], subject=subject), names, times)
+            run = _run_at(git, rel, Run(commit=commit, date=date[:10], subject=subject), names)
             if run is not None:
                 runs.append(run)
     runs = _fold_presentations(runs)
@@ -86,7 +95,7 @@ def run_history(repo: Path | None, run_dir: Path, spread: float = DEFAULT_SPREAD
                    names=names, spread=spread)  # fmt: skip
 
 
-def _run_at(git, rel: PurePosixPath, run: Run, names: dict[str, str], times: dict[str, float]) -> Run | None:
+def _run_at(git, rel: PurePosixPath, run: Run, names: dict[str, str]) -> Run | None:
     """The run the label folder `rel` held at `run.commit`: its headline numbers and the code commits its
     cells ran; None where the commit removed the folder (it holds no run)."""
     repo = git.root
@@ -109,23 +118,19 @@ def _run_at(git, rel: PurePosixPath, run: Run, names: dict[str, str], times: dic
     codes = [code for cell, (code, _) in cells.items() if cell in measuring]
     # the oldest code its cells ran (the measuring cells; presenting cells may have re-run later)
     # ties (commits this clone does not hold) keep the order the cells are listed in: the same every build
-    known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha, times))
-    run.code = known[0] if known else ""
-    run.presented_with = known[-1] if len(known) > 1 else ""
-    run.also_code = known[1:-1]
+    known = sorted(dict.fromkeys(c for c in codes if c), key=lambda sha: _commit_time(repo, sha))
+    run.code, run.later_code = (known[0], known[1:]) if known else ("", [])
     if not run.code:
         found = re.search(r"commit ([0-9a-f]{7,40})", run.subject)
         run.code = found.group(1) if found else ""
     return run
 
 
-def _commit_time(repo: Path, sha: str, times: dict[str, float]) -> float:
-    """The commit's time (provenance.commit_date), for ordering code commits; unknown here (a commit of
-    another clone) counts as newest."""
-    if sha not in times:
-        when = parse_time(provenance.commit_date(repo, sha))
-        times[sha] = when.timestamp() if when else math.inf
-    return times[sha]
+def _commit_time(repo: Path, sha: str) -> float:
+    """The commit's time (provenance.commit_date, asked once per build), for ordering code commits; unknown
+    here (a commit of another clone) counts as newest."""
+    when = parse_time(provenance.commit_date(repo, sha))
+    return when.timestamp() if when else math.inf
 
 
 def _cell_record(text: str | None) -> tuple[str, list[str] | None]:
@@ -204,8 +209,7 @@ def _fold_presentations(runs: list[Run]) -> list[Run]:
             and _same_code(run.code, before.code)
         ):
             before.numbers, before.spreads, before.winners = run.numbers, run.spreads, run.winners
-            before.presented_with = run.presented_with or before.presented_with
-            before.also_code = run.also_code or before.also_code
+            before.later_code = run.later_code or before.later_code
             before.presented_again.append(run.commit)
             continue
         folded.append(run)

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _x
-from attnbench.report.repeatability import (
-    coverage_words,
-    noise_p95,
-    protocol_difference,
-    protocol_of,
-    widest_text,
-)
+from attnbench.report.repeatability import caveats, drift_words, noise_p95, protocol_of, widest_text
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
 
@@ -43,11 +37,10 @@ def flux(data, noise: dict | None = None) -> page.Answer:
         answer.answer.append("No exact kernel rows to rank.")
     protocol = protocol_of(data.rows)
     if noise:
-        drift = f"; {noise['drift']}: 95th percentile {noise['drift_p95']:.1%}" if noise.get("drift") else ""
         answer.answer.append(
             f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}"
-            f"{protocol_difference(noise, protocol)}{coverage_words(noise)}): median spread {noise['median']:.1%}, 95th percentile "
-            f"{noise['p95']:.1%}{drift}; a lead smaller than {noise_p95(noise):.1%} is noise."
+            f"{caveats(noise, protocol)}): median spread {noise['median']:.1%}, 95th percentile "
+            f"{noise['p95']:.1%}{drift_words(noise)}; a lead smaller than {noise_p95(noise):.1%} is noise."
             + widest_text(noise.get("widest"))
         )
     return answer
