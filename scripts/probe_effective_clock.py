@@ -95,14 +95,12 @@ def _loads(device):
     import torch.nn.functional as F
 
     from attnbench.bench.flops import MATMUL_PEAK_SHAPES
+    from attnbench.bench.matmul_load import matmul_operands
 
-    m, n, k = MATMUL_PEAK_SHAPES[0]
-    a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
-    b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
-    out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+    a, b, out, matmul_flops = matmul_operands(device, MATMUL_PEAK_SHAPES[0][0])  # the peak's square GEMM
     batch, heads, tokens, dim = FLUX_SHAPE
     q, kk, v = (torch.randn(batch, heads, tokens, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
-    return {"idle": (None, 0.0), "matmul": (lambda: torch.mm(a, b, out=out), 2.0 * m * n * k),
+    return {"idle": (None, 0.0), "matmul": (lambda: torch.mm(a, b, out=out), matmul_flops),
             "attention": (lambda: F.scaled_dot_product_attention(q, kk, v), 4.0 * batch * heads * tokens**2 * dim)}  # fmt: skip
 
 
