@@ -217,3 +217,21 @@ def test_a_cell_named_under_a_label_with_no_results_says_its_upstream_runs_first
     )
     again = project.run(path, "--cell", "b")
     assert again.code == 0 and "holds no results" not in again.err
+
+
+def test_a_cell_named_over_a_stale_upstream_cell_says_it_runs_first_with_its_time(project):
+    """A label with results whose upstream cell's code changed: naming the reader runs the stale cell
+    first, said before anything starts with its time by its last run; a current upstream cell is not
+    named, and nothing is said once it is current again."""
+    a, b, c = cell("id=a", "print('a')"), cell("id=b needs=a", "print('b')"), cell("id=c", "print('c')")
+    path = project.write("s.md", notebook(a, b, c))
+    assert project.run(path).code == 0
+    project.write("s.md", notebook(cell("id=a", "print('a, changed')"), b, c))
+    stale = project.run(path, "--cell", "b")
+    assert stale.code == 0, stale.err
+    note = next(line for line in stale.err.splitlines() if line.startswith("note: the cells named"))
+    assert "not current under label t, so these run first: a " in note
+    assert note.split("run first: ")[1].split(" (")[0].endswith(" s")  # its time by its last run
+    assert " c " not in note and "c," not in note
+    again = project.run(path, "--cell", "b")
+    assert again.code == 0 and "run first" not in again.err

@@ -121,14 +121,34 @@ def _gpus(gpu: str | None, count: int) -> str:
     return f"{count} x {gpu}" if gpu else f"{count} GPU(s) of an unnamed model"
 
 
-def note_upstream_runs(session: Session, order: list[NodeId], named: set[NodeId], previous) -> None:
-    """With --cell, a label with no results here (no run.json: a first run, or a copy of the tree that
-    left outputs/ behind) runs every cell the named ones read before them: say so, naming them, before
-    anything starts (on a GPU lease they may be minutes, and a re-measured upstream cell stales the
-    label's other results)."""
+def note_upstream_runs(
+    session: Session, order: list[NodeId], named: set[NodeId], forced: set[NodeId], previous
+) -> None:
+    """With --cell, the cells the named ones read that are not current here run first: say so before
+    anything starts, naming them with their time by their last runs (on a GPU lease they may be minutes
+    of a command's limit, and a re-measured upstream cell stales the label's other results). A label with
+    no results here (no run.json: a first run, or a copy of the tree that left outputs/ behind) runs every
+    cell the named ones read."""
+    from attnbench.notebook.run.batches import estimate
+
+    starting: set[NodeId] = set()
+    for node in order:  # graph order: a cell whose upstream starts is stale by the time it is reached
+        ups = {up for _, up in session.graph.upstream[node]}
+        if _starts(session, node, forced) or ups & starting:
+            starting.add(node)
     for name in dict.fromkeys(n[0] for n in order):
-        upstream = [node[1] for node in order if node[0] == name and node not in named]
-        if previous.get(name) is None and upstream:
-            print(f"note: {store.shown(session.run_dir(name))} holds no results: {', '.join(upstream)} "
+        upstream = [node for node in order if node[0] == name and node not in named]
+        first = upstream if previous.get(name) is None else [n for n in upstream if n in starting]
+        if not first:
+            continue
+        guesses = [estimate(session, node) for node in first]
+        cells = ", ".join(g.text() if g.seconds is not None else g.cell for g in guesses)
+        if previous.get(name) is None:
+            print(f"note: {store.shown(session.run_dir(name))} holds no results: {cells} "
                   f"run first, for the cells named (bring the label folder along to reuse them)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        else:
+            print(f"note: the cells named read cells of {name}.md that are not current under label "
+                  f"{session.label}, so these run first: {cells} (name only current cells' readers, or "
+                  f"run these in a command of their own: `attnbench status --batches SECONDS` plans them)",
                   file=sys.stderr, flush=True)  # fmt: skip

@@ -78,7 +78,7 @@ class Runner:
             self.lock_fds = locks.fds
             self._tidy(order)
             if opts.cells:
-                preflight.note_upstream_runs(self.session, order, self.named, self.previous)
+                preflight.note_upstream_runs(self.session, order, self.named, forced, self.previous)
             if not opts.reuse:  # --reuse-* starts only the named cells, over what is stored: asked for
                 preflight.check_machine(self.session, order, forced, self.previous)
             for name in dict.fromkeys(n[0] for n in order):
