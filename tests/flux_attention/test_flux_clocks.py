@@ -108,6 +108,13 @@ def test_the_vendor_table_shows_each_methods_clock_and_the_check_of_the_call():
     assert line["check"] == "ok (sweep row, rel_l2 2.3e-03)"
     (sentence,) = vendor_cudnn.gap_sentences([record])
     assert "at 1545 MHz" in sentence and "at 1710 MHz" in sentence and "at 1980 MHz" in sentence
+    # each method's gain is on our events figure and its own gap is to the published one, both said
+    assert "sdpa_cudnn full fwd: published 702 TFLOP/s, ours " in sentence and "to reach it)" in sentence
+    assert (
+        "kernel-only time gives" in sentence
+        and "% on ours, " in sentence
+        and "% to reach published)" in sentence
+    )
     lines = vendor_cudnn.conditions_lines([record])
     assert any(s.startswith("events_idle: warm-up none: measures the idle-clock first call") for s in lines)
     # a record of older code (no conditions) says its clock was not recorded, never a number

@@ -175,6 +175,24 @@ def test_flux_fastest_exact_kernel_and_lead_over_sdpa():
     assert "fastest exact kernel flash_attn3" in a.answer[0] and numbers(a)["fwd|lead"] == 1.2
 
 
+def test_the_flux_lead_says_when_the_two_rows_were_timed_in_different_ways():
+    """A launch-bound call is timed in bursts queued behind a spin (the GPU idles before each burst), a
+    call the host keeps ahead of back to back at the power limit: a lead across the two says so."""
+    queued = {"timing_method": "cuda_event_per_call_queued", "extra": {"host_ms_per_call": 0.73}}
+    rows = [
+        row("te_flash", 4608, 1.0, **queued),
+        row("sdpa_cudnn", 4608, 1.2, timing_method="cuda_event_per_call"),
+    ]
+    text = answer_for("flux_attention", Artifacts(rows=rows)).answer[0]
+    assert (
+        "timed differently: te_flash in bursts queued behind an idle GPU (launch-bound: 0.73 ms of host"
+        in text
+    )
+    assert "sdpa_cudnn back to back at the power limit" in text
+    alike = [row("flash_attn3", 4608, 1.0, **queued), row("sdpa_cudnn", 4608, 1.2, **queued)]
+    assert "timed differently" not in answer_for("flux_attention", Artifacts(rows=alike)).answer[0]
+
+
 def test_masks_best_and_gaps_of_ffa_and_flex():
     rows = [row("flash_attn3", 4096, 1.0), row("magi_ffa", 4096, 1.5), row("flex", 4096, 2.0)]
     a = answer_for("attention_masks", Artifacts(rows=rows))

@@ -42,7 +42,11 @@ NVIDIA_CUDNN_H200_16K = {
     ("causal", "bwd"): 579,
 }
 # which of our providers stands for a published kernel name
-OURS_FOR = {"FA3": ("flash_attn3",), "cuDNN": ("sdpa_cudnn", "cudnn_frontend"), "FFA (MagiAttention)": ()}
+OURS_FOR = {
+    "FA3": ("flash_attn3",),
+    "cuDNN": ("sdpa_cudnn", "cudnn_frontend"),
+    "FFA (MagiAttention)": ("magi_ffa", "magi_ffa_default"),
+}
 
 
 def _seq(row: Result) -> int:

@@ -145,20 +145,19 @@ def gap_sentences(methods: list[dict]) -> list[str]:
             continue
         gap = published / tf["events"] - 1
         head = (
-            f"{m['provider']} {m['mask']} {m['pass']}: published {published:.0f}, "
-            f"ours {tf['events']:.0f}{_at(m, 'events')}"
+            f"{m['provider']} {m['mask']} {m['pass']}: published {published:.0f} TFLOP/s, "
+            f"ours {tf['events']:.0f}{_at(m, 'events')} ({gap:+.1%} to reach it)"
         )
-        parts = [f"{head} TFLOP/s ({gap:+.1%} to close)"]
-        if "kernels" in tf:
-            parts.append(
-                f"kernel-only time gives {tf['kernels']:.0f}{_at(m, 'kernels')} "
-                f"({tf['kernels'] / tf['events'] - 1:+.1%})"
-            )
-        if "events_idle" in tf:
-            parts.append(
-                f"an idle GPU before each call gives {tf['events_idle']:.0f}{_at(m, 'events_idle')} "
-                f"({tf['events_idle'] / tf['events'] - 1:+.1%})"
-            )
+        parts = [head]
+        for method, words in (
+            ("kernels", "kernel-only time"),
+            ("events_idle", "an idle GPU before each call"),
+        ):
+            if method in tf:
+                parts.append(
+                    f"{words} gives {tf[method]:.0f}{_at(m, method)} ({tf[method] / tf['events'] - 1:+.1%} on "
+                    f"ours, {published / tf[method] - 1:+.1%} to reach published)"
+                )
         if not m.get("conditions"):
             parts.append(f"clocks {NOT_RECORDED}")
         out.append("; ".join(parts))

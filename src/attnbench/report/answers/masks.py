@@ -48,7 +48,7 @@ def masks(data, noise: dict | None = None) -> page.Answer:
                 gap = other["ms_median"] / best["ms_median"] - 1
                 text += f", {name} +{_pct(gap)}"
                 # the name pairs labels (compare, history); the detail says what the share means
-                answer.numbers.append(_number(f"{mask}|{L}|{name}", f"{where}: {name} behind the best", gap * 100,
+                answer.numbers.append(_number(f"{mask}|{L}|{name}", f"{where}: {name} slower than the best by", gap * 100,
                                               "%", "wall time", f"{name} takes {1 + gap:.2f}× {best['provider']}'s time",
                                               higher=False))  # fmt: skip
         parts.append(text)
