@@ -50,7 +50,8 @@ with open("correctness.md", "w") as f:
     f.write(label + f"Checked at {sweep['check_seqlen']} tokens against fp32.\n\n" + markdown_table(checked))
 if label:
     print(label)
-print(f"sweep: {sweep['sweep_seconds']} s (estimate {sweep['estimate_s']} s), {sweep['status_counts']}")
+counts = ", ".join(f"{n} {status}" for status, n in sorted(sweep["status_counts"].items()))
+print(f"sweep: {sweep['sweep_seconds']} s (estimate {sweep['estimate_s']} s); rows by status: {counts}")
 print("  " + "; ".join(f"{'/'.join(s['passes'])}: {s['sweep_seconds']} s of a {s['budget_s'] or 'unlimited'} s budget"
                        for s in sweep["stages"]) + "\n")
 with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,

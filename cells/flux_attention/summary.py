@@ -36,7 +36,10 @@ rows, sweep = read_stages(*(attnbench.inputs(cell) for cell in
                                 ("bench", "bench_long", *(f"bench_fwd_bwd_{part}" for part in range(1, 7)))))
 peak, after = sweep.get("measured_matmul_peak_tflops"), sweep.get("matmul_peak_after_tflops")
 datasheet = sweep.get("datasheet_peak_tflops")
+peak_mhz = sweep.get("matmul_peak_sm_clock_mhz")
 measured = f"{peak:.1f} TFLOP/s" if peak else "n/a (no CUDA: CPU smoke run)"
+measured += (f" at {peak_mhz:.0f} MHz, scaled linearly to each row's SM clock for its share of it"
+             if peak and peak_mhz else "")  # fmt: skip
 measured += f" (after the sweep: {after:.1f})" if after else ""
 peaks = (f"bf16 matmul peak measured in this run (the MFU denominator): {measured}; datasheet peak of "
          f"{sweep.get('gpu') or 'this device'}: {f'{datasheet:.1f} TFLOP/s' if datasheet else 'unknown'}")
