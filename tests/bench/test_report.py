@@ -133,3 +133,25 @@ def test_report_and_results_import_without_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_correctness_table_names_the_checked_tensor_and_an_error_after_a_passed_check():
+    """A forward + backward row's figures are its tensor nearest the bound (out, dq, dk or dv): the table
+    names it. A row whose values passed but whose timing then failed (TE's backward on a second call)
+    keeps "ok" for the values and says the error beside it."""
+    grads = {name: {"rel_l2": r, "max_abs": 1e-3, "mean_abs": 1e-4, "ok": True}
+             for name, r in (("out", 2.0e-3), ("dq", 2.4e-3), ("dk", 2.3e-3), ("dv", 2.2e-3))}  # fmt: skip
+    both = row("sdpa_flash", 4224, 3.0, "fwd_bwd", rel_l2=2.4e-3)
+    both.extra["correctness"] = grads
+    failed = row("te_fused", 4224, 1.0, "bwd", rel_l2=2.9e-3)
+    failed.status, failed.ms_median = "error", None
+    failed.reason = "AttributeError: 'NoneType' object has no attribute 'grad_output'"
+    table = correctness_table([both, failed, row("te_fused", 4352, 1.0, "bwd", rel_l2=2.8e-3)])
+    by = {(r["provider"], r["pass"]): r for _, r in table.iterrows()}
+    assert by[("sdpa_flash", "fwd_bwd")]["worst at"] == "S=4224, dq"
+    te = by[("te_fused", "bwd")]
+    assert te["check"] == "ok" and te["worst at"] == "S=4224"
+    assert (
+        te["reason"]
+        == "error after the check in 1 of 2 shapes: AttributeError: 'NoneType' object has no attribute 'grad_output'"
+    )

@@ -159,7 +159,7 @@ def test_one_gpu_pairs_get_one_ratio_column_and_one_summary_part_per_group():
         line["ratios"][0]["wall"]["text"] == line["ratios"][0]["value"]["text"] for line in page["table"]
     )
     (sentence,) = page["sentences"]
-    assert "give one ratio" in sentence and sentence.count("forward: ") == 1
+    assert "give the same ratio" in sentence and sentence.count("forward: ") == 1
     assert "wall time forward" not in sentence and "TFLOP/s, per GPU forward" not in sentence
 
 
@@ -169,7 +169,7 @@ def test_multi_gpu_pairs_keep_the_wall_time_and_per_gpu_columns_apart():
                 gpus=2)  # fmt: skip
     page = comparison("nb", "T", {"x2": two, "x1": one})
     assert page["columns"] == [{"label": "x2", "one": False, "value": "TFLOP/s, per GPU"}]
-    assert "give one ratio" not in page["sentences"][0]
+    assert "give the same ratio" not in page["sentences"][0]
 
 
 def test_a_difference_is_coloured_only_when_it_moved_more_than_a_fraction_of_a_point():

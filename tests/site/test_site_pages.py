@@ -56,7 +56,8 @@ def test_comparison_page_ratios(demo_site):
     assert "gpu-b (1 GPU) against gpu-a (1 GPU)" in compare
     # both labels one GPU: wall time and per-GPU TFLOP/s are one ratio, one column, said once
     one_ratio = (
-        "so wall time and TFLOP/s, per GPU give one ratio, above 1 better there: forward: 1.50× (median"
+        "how many times as fast each ranking entry is on gpu-b (above 1: faster there; each winner ran on the same "
+        "GPU count on both, so wall time and TFLOP/s, per GPU give the same ratio): forward: 1.50× (median"
     )
     assert one_ratio + " of 2; all 1.50×); forward + backward: 1.50×" in compare
     assert "TFLOP/s, per GPU forward:" not in compare and "same unit" not in compare

@@ -24,6 +24,28 @@ def _rel_l2_key(row: Result) -> tuple[bool, float]:
     return (row.ok is False, math.inf if row.rel_l2 is None else row.rel_l2)
 
 
+def _tensor_of(row: Result) -> str:
+    """ ", dq": which of a row's checked tensors its figures are (the one nearest its bound, as
+    bench.correctness.worst picks), where it checked more than its output."""
+    checked = row.extra.get("correctness") or {}
+    if len(checked) < 2:
+        return ""
+    named = [name for name, c in checked.items() if c.get("rel_l2") == row.rel_l2]
+    return f", {named[0]}" if named else ""
+
+
+def _check_reason(worst: Result, these: list[Result]) -> str:
+    """Why the check failed, and any row whose values were checked but whose timing then failed (an
+    error after a passed check is not a pass of the row)."""
+    said = [worst.reason] if worst.status == "incorrect" else []
+    failed = [r for r in these if r.status not in ("ok", "incorrect")]
+    if failed:
+        said.append(
+            f"{failed[0].status} after the check in {len(failed)} of {len(these)} shapes: {failed[0].reason}"
+        )
+    return " | ".join(said)
+
+
 def correctness_table(rows: Iterable[Result]):
     """One row per (provider, pass) that was checked; one row per provider that never was, with why."""
     import pandas as pd
@@ -47,9 +69,9 @@ def correctness_table(rows: Iterable[Result]):
                     "mean_abs": worst.mean_abs,
                     "rel_l2": worst.rel_l2,
                     "check": check_word(all(r.ok for r in these)),
-                    "worst at": f"S={worst.workload.seqlen_k}",
+                    "worst at": f"S={worst.workload.seqlen_k}" + _tensor_of(worst),
                     "tolerance": (worst.extra.get("tolerance") or {}).get("name", ""),
-                    "reason": worst.reason if worst.status == "incorrect" else "",
+                    "reason": _check_reason(worst, these),
                 }
             )
         if not checked:

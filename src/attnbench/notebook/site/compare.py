@@ -342,10 +342,11 @@ def _sentences(base, columns, medians, views, numbers) -> list[str]:
             name = f"{basis} {group}" if basis else group
             parts.append(f"{name}: {statistics.median(values):.2f}× (median of {len(values)}; {spread})")
         if parts:
-            one = (f", each winner on the same GPU count on both, so wall time and {column['value']} give "
-                   "one ratio") if column["one"] else ""  # fmt: skip
-            sentences.append(f"{label} ({gpus(label)}) against {base} ({gpus(base)}), the same ranking entries"
-                             f"{one}, above 1 better there: " + "; ".join(parts) + ".")  # fmt: skip
+            one = (f"; each winner ran on the same GPU count on both, so wall time and {column['value']} give "
+                   "the same ratio") if column["one"] else ""  # fmt: skip
+            sentences.append(f"{label} ({gpus(label)}) against {base} ({gpus(base)}): how many times as fast "
+                             f"each ranking entry is on {label} (above 1: faster there{one}): " + "; ".join(parts)
+                             + ".")  # fmt: skip
     if numbers:
         sentences.insert(0, f"{len(numbers)} key number{'s' if len(numbers) > 1 else ''} of the answer paired by "
                             "name below, each compared only on its own basis (per GPU, total or wall time).")  # fmt: skip
