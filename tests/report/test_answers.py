@@ -683,3 +683,17 @@ def test_the_sentence_keeps_two_peaks_apart_and_counts_shapes_one_provider_ran_a
     (sentence,) = headline(rows, peaks={"measured": 1000.0}).sentences
     assert "1 more shape where one provider ran alone" in sentence
     assert " / " not in sentence  # never one range over two denominators
+
+
+def test_the_flux_answer_names_the_rows_tied_with_the_fastest_within_the_noise():
+    """A lead smaller than the run-to-run noise is no lead: the answer names the rows that close (up to
+    three, then a count), and none without a measured noise."""
+    from attnbench.report.answers.flux import tie_words
+
+    best = row("te_flash", 4608, 1.0)
+    rows = [best, row("xformers_fa3", 4608, 1.002), row("flash_attn3", 4608, 1.006), row("a", 4608, 1.01),
+            row("b", 4608, 1.02), row("sdpa_cudnn", 4608, 1.16)]  # fmt: skip
+    assert tie_words(best, rows, 0.032) == (
+        "; tied within the 3.2% run-to-run noise: xformers_fa3 (+0.2%), flash_attn3 (+0.6%), a (+1.0%) and 1 more"
+    )
+    assert tie_words(best, rows, 0.001) == "" and tie_words(best, rows, None) == ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
-from attnbench.report.answers.common import _fastest, _good, _number, _x
+from attnbench.report.answers.common import _fastest, _good, _number, _pct, _x
 from attnbench.report.repeatability import caveats, drift_words, noise_p95, protocol_of, widest_text
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
@@ -29,6 +29,21 @@ def method_words(best: dict, other: dict) -> str:
             "rather than the kernel")  # fmt: skip
 
 
+def tie_words(best: dict, rows: list[dict], noise: float | None, shown: int = 3) -> str:
+    """ "; tied within the 3.2% run-to-run noise: xformers_fa3 (+0.2%), …" naming the rows of other
+    providers whose time is within `noise` of the fastest, so a lead no run can reproduce is not read as
+    one; "" without a measured noise or a row that close."""
+    if not noise:
+        return ""
+    close = sorted((r for r in rows if r.get("provider") != best.get("provider")
+                    and r["ms_median"] <= best["ms_median"] * (1 + noise)), key=lambda r: r["ms_median"])  # fmt: skip
+    if not close:
+        return ""
+    names = [f"{r['provider']} (+{_pct(r['ms_median'] / best['ms_median'] - 1)})" for r in close[:shown]]
+    more = f" and {len(close) - shown} more" if len(close) > shown else ""
+    return f"; tied within the {_pct(noise)} run-to-run noise: {', '.join(names)}{more}"
+
+
 def flux(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
                                   "does it beat PyTorch's default SDPA?")  # fmt: skip
@@ -47,6 +62,7 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             [r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]
         ) or _fastest([r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
         text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
+        text += tie_words(best, at, noise_p95(noise) if noise else None)
         if default and default is not best:
             lead = default["ms_median"] / best["ms_median"]
             text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
