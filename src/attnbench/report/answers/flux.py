@@ -62,14 +62,14 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             [r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]
         ) or _fastest([r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
         text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
-        text += tie_words(best, at, noise_p95(noise) if noise else None)
+        method = ""
         if default and default is not best:
             lead = default["ms_median"] / best["ms_median"]
+            method = method_words(best, default)
             text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
-            text += method_words(best, default)
             answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
                                           best["provider"]))  # fmt: skip
-        answer.answer.append(text + ".")
+        answer.answer.append(text + tie_words(best, at, noise_p95(noise) if noise else None) + method + ".")
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
     protocol = protocol_of(data.rows)
