@@ -224,3 +224,19 @@ def test_the_gpus_a_label_was_measured_on_decide_what_its_plan_leaves_out(projec
         said = project.cli("status", path, "--env", "python", "--label", "gpu-b", "--batches", "600").out
         assert ("left out: 2 cells need more GPUs than label gpu-b has (1)" in said) is left_out, said
         assert ("--cell d" in said) is not left_out, said
+
+
+def test_a_time_of_older_code_gives_way_to_a_longer_newer_run_elsewhere(project):
+    """The label's own time was measured by code since changed (a new protocol can make a cell slower):
+    where the newest run under another GPU label took longer, that is the estimate; a shorter one is not."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')")))
+    for label in ("t", "gpu-b"):
+        assert project.run(path, label=label).code == 0
+    _set_duration(project, "a", 100, "t")
+    _set_duration(project, "a", 300, "gpu-b")
+    path.write_text(notebook(cell("id=a", "print('a, changed')")))
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert _commands(said) == [("--cell a", "# ~5.0 min: a 5.0 min on gpu-b")]
+    _set_duration(project, "a", 50, "gpu-b")  # shorter elsewhere: its own, older, time stands
+    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+    assert _commands(said) == [("--cell a", "# ~1.7 min: a 1.7 min")]

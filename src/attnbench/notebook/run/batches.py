@@ -80,8 +80,9 @@ STOPPED = (Status.INTERRUPTED, Status.TIMEOUT)  # a try that was stopped: its ti
 def estimate(session: Session, node: tuple[str, str]) -> Estimate:
     """How long `node` takes, from what this label's folder remembers of it: the longest of its good
     run and a later try that was stopped (a lower bound); a try that failed on its own counts only where
-    no good run is known (it may have failed at once). Else its time under another label of the same
-    kind, else its timeout (an upper bound)."""
+    no good run is known (it may have failed at once); where that time is of code since changed, the
+    newest run under another label of the same kind when it took longer. Else its time under another
+    label of the same kind, else its timeout (an upper bound)."""
     cell = session.graph.cell(node)
     tries = [r for r in (session.judge(node).stored, store.load_failure(session.cell_dir(node)))
              if r is not None and r.duration_s is not None]  # fmt: skip
@@ -90,9 +91,14 @@ def estimate(session: Session, node: tuple[str, str]) -> Estimate:
     failed = [r.duration_s for r in tries if r.status not in STOPPED and r.status != Status.OK]
     if stopped and max(stopped) >= max(good, default=0.0):
         return Estimate(node[1], max(stopped), "stopped after", cell.gpus)
-    if good or failed:
-        return Estimate(node[1], max(good or failed), "last run", cell.gpus)
     elsewhere = _latest_elsewhere(session, node)
+    if good or failed:
+        own = max(good or failed)
+        # a time of code since changed says little of the code of now: a newer run elsewhere that took
+        # longer is the better guess (a new protocol made the H100's Flux sweep 6.6 -> 9.0 min)
+        if elsewhere is not None and elsewhere[1] > own and _older_code(session, node):
+            return Estimate(node[1], elsewhere[1], f"on {elsewhere[0]}", cell.gpus)
+        return Estimate(node[1], own, "last run", cell.gpus)
     if elsewhere is not None:
         label, seconds = elsewhere
         return Estimate(node[1], seconds, f"on {label}", cell.gpus)
