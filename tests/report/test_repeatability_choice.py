@@ -118,7 +118,7 @@ def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apar
     said = " ".join(answer_for("flux_attention", Data).answer)
     assert "each the fastest of 2 rounds" in said and "95th percentile 0.8%" in said
     assert "the fastest of runs 1-2 against that of runs 3-4: 95th percentile 3.2%" in said
-    assert "a lead smaller than 3.2% is noise" in said
+    assert "A lead smaller than 3.2% is noise on this GPU" in said
     assert spread_for({"h200-a"}, protocol={"rounds": 2, "preheat": True}) == 0.0323
 
 
@@ -161,7 +161,7 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
     answer = " ".join(answer_for("flux_attention", Data).answer)
     assert (
         "no row of flash_attn3, cudnn_frontend was ok" in answer
-        and "a lead smaller than 2.0% is noise" in answer
+        and "A lead smaller than 2.0% is noise" in answer
     )
 
 

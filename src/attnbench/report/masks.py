@@ -161,8 +161,8 @@ def best_table(rows: Iterable[Result]):
 
 
 def _ours(rows: list[Result], providers: tuple[str, ...], mask: str, pass_: str, seqlen: int) -> str:
-    found = [
-        f"{r.tflops:.0f} ({r.provider})"
+    found = [  # with the clock it ran at: another report's figure for the same call may differ by it
+        f"{r.tflops:.0f} ({r.provider}" + (f", {r.sm_clock_mhz:.0f} MHz)" if r.sm_clock_mhz else ")")
         for r in rows
         if r.provider in providers
         and r.workload.mask == mask

@@ -75,9 +75,9 @@ def flux(data, noise: dict | None = None) -> page.Answer:
     protocol = protocol_of(data.rows)
     if noise:
         answer.answer.append(
-            f"Run to run on this GPU ({noise['rows']} rows {noise['compared']}, {noise['file']}"
-            f"{caveats(noise, protocol)}): median spread {noise['median']:.1%}, 95th percentile "
-            f"{noise['p95']:.1%}{drift_words(noise)}; a lead smaller than {noise_p95(noise):.1%} is noise."
+            f"A lead smaller than {noise_p95(noise):.1%} is noise on this GPU: run to run, the median spread is "
+            f"{noise['median']:.1%} and the 95th percentile {noise['p95']:.1%}{drift_words(noise)} "
+            f"({noise['rows']} rows {noise['compared']}, {noise['file']}{caveats(noise, protocol)})."
             + widest_text(noise.get("widest"))
         )
     return answer
