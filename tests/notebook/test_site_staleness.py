@@ -112,3 +112,20 @@ def test_a_kept_label_says_why_it_was_not_re_run_without_staling_anything(projec
     path.write_text(text.replace("  t: no", "  tt: no"))  # a label with no results: said, not silent
     built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
     assert built.code == 0 and "s.md: not_rerun names label 'tt', which has no results" in built.err
+
+
+def test_a_cell_with_no_result_under_a_label_links_the_gpu_labels_that_ran_it(project):
+    """A single-GPU cell is not run on a 2-GPU label: its section there links the cell on the pages of the
+    GPU labels holding a good result of it, never a CPU smoke run's."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=b", "print('b')")))
+    for label in ("nvidia-h200", "cpu"):
+        assert project.run(path, label=label).code == 0
+    assert project.run(path, "--cell", "a", label="nvidia-h200-x2").code == 0
+    built = project.cli("build", "--outputs", project.root / "outputs", "--site", project.root / "site")
+    assert built.code == 0, built.err
+    page = (project.root / "site" / "s" / "nvidia-h200-x2.html").read_text()
+    assert (
+        'not run on this machine; measured under <a href="nvidia-h200.html#cell-b">nvidia-h200</a></p>'
+        in page
+    )
+    assert 'href="cpu.html#cell-b"' not in page and 'href="nvidia-h200.html#cell-a"' not in page

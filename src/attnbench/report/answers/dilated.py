@@ -42,6 +42,9 @@ def dilated(data, noise: dict | None = None) -> page.Answer:
         stopped = [r for r in mine if not (r.get("extra") or {}).get("pattern") and r.get("status") == "skipped"
                    and (r.get("seqlen_q") or 0) > longest_d]  # fmt: skip
         if stopped:  # a budget, not a kernel, ended dense: say so with the prediction it was skipped on
+            # the prediction of the dense kernel the sentence compares against, where it has one
+            compared = d[common[-1] if common else longest_d].get("provider")
+            stopped = [r for r in stopped if r.get("provider") == compared] or stopped
             first = min(stopped, key=lambda r: r.get("seqlen_q") or 0)
             why = str(first.get("reason") or "").removeprefix("not run: ").split(" (from")[0]
             text += (
