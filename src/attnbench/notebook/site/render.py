@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import quote
 
 from attnbench.notebook.run import provenance
-from attnbench.notebook.run.machine import label_gpus
 from attnbench.notebook.run.records import RecordError
 from attnbench.notebook.run.store import RUN_FILE, file_kind, load_result, load_run
 from attnbench.notebook.site import artifacts as show
@@ -255,7 +254,7 @@ class _Renderer:
             "code_lines": len(cell.source.rstrip("\n").splitlines()),
             "collapse_code": cell.collapse_code, "collapse_output": cell.collapse_output,
             "needs": [_need_link(n, label) for n in cell.needs],
-            "elsewhere": _measured_elsewhere(run_dir, cell.id) if result is None and not hide else [],
+            "elsewhere": statuses.measured_elsewhere(run_dir, cell.id) if result is None and not hide else [],
             "command": " ".join(result.get("command") or []) if result else "",
             "stdout": self._text(cell_dir / "stdout.txt", files) if shown else None,
             "stderr": self._text(cell_dir / "stderr.txt", files) if shown else None,
@@ -396,20 +395,3 @@ def _read_record(load, folder: Path, problems: list[str], missing: str = "") -> 
             problems.append(missing)
         return None
     return record.to_json()
-
-
-def _measured_elsewhere(run_dir: Path, cell_id: str) -> list[dict]:
-    """The other labels of the notebook that hold a good result of a cell this label has none of (a
-    single-GPU cell on a 2-GPU label's page): links to the cell on their pages. A GPU label's page names
-    GPU labels only: a CPU smoke run measured nothing."""
-    found, gpu = [], label_gpus(run_dir.name) > 0
-    for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
-        if gpu and label_gpus(other.name) == 0:
-            continue
-        try:
-            result = load_result(other / cell_id)
-        except RecordError:
-            continue
-        if result is not None and result.status == "ok":
-            found.append({"text": other.name, "href": f"{quote(other.name)}.html#cell-{quote(cell_id)}"})
-    return found

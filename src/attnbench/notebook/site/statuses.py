@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
 
+from attnbench.notebook.run.machine import label_gpus
 from attnbench.notebook.run.plan import SOURCES_CHANGED
-from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, Status
+from attnbench.notebook.run.records import BAD_STATES, REPORT_ORDER, RecordError, Status
+from attnbench.notebook.run.store import load_result
 
 STATUS_ORDER = tuple(str(status) for status in REPORT_ORDER)
 NEEDS_GPUS = str(Status.NEEDS_GPUS)
@@ -89,3 +93,20 @@ def ordered(counts: Counter) -> list[str]:
 
 def css_class(status: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in status.lower())
+
+
+def measured_elsewhere(run_dir: Path, cell_id: str) -> list[dict]:
+    """The other labels of the notebook that hold a good result of a cell this label has none of (a
+    single-GPU cell on a 2-GPU label's page): links to the cell on their pages. A GPU label's page names
+    GPU labels only: a CPU smoke run measured nothing."""
+    found, gpu = [], label_gpus(run_dir.name) > 0
+    for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
+        if gpu and label_gpus(other.name) == 0:
+            continue
+        try:
+            result = load_result(other / cell_id)
+        except RecordError:
+            continue
+        if result is not None and result.status == "ok":
+            found.append({"text": other.name, "href": f"{quote(other.name)}.html#cell-{quote(cell_id)}"})
+    return found
