@@ -305,12 +305,29 @@ def scan_table(eager: list[dict], compiled: list[dict]):
             "measured / model": "" if measured is None else f"{measured / predicted:.3f}",
             "eager bwd peak MiB": _mib(row.get("peak_backward_bytes")),
             "model bwd peak MiB": _mib(row["model"]["peak_backward"]),
+            "bwd measured / model": _ratio(row.get("peak_backward_bytes"), row["model"]["peak_backward"]),
             "compiled fwd ms": _ms(other, "forward_ms") if other.get("status") else "",
             "compiled bwd ms": _ms(other, "backward_ms") if other.get("status") else "",
             "compiled MiB before bwd": _mib(other.get("mem_before_backward_bytes")),
             "eager check": scan_check(row), "compiled check": scan_check(other),
         })  # fmt: skip
     return pd.DataFrame(out)
+
+
+def _ratio(measured, predicted) -> str:
+    return "" if measured is None or not predicted else f"{measured / predicted:.3f}"
+
+
+def measured_limit(eager: list[dict], d_model, model_seq: int) -> tuple[float, int] | None:
+    """(the largest measured / model ratio of the eager backward peak at this d_model, the length the model's
+    limit moves to under it): the S² term dominates, so a peak r times the model's runs out at the
+    model's length over √r. None where no row measured its backward peak."""
+    ratios = [r["peak_backward_bytes"] / r["model"]["peak_backward"] for r in eager
+              if str(r["d_model"]) == str(d_model) and r.get("peak_backward_bytes") and r["model"].get("peak_backward")]  # fmt: skip
+    if not ratios:
+        return None
+    worst = max(ratios)
+    return worst, int(model_seq / worst**0.5)
 
 
 def scan_failures(rows: Iterable[dict]) -> list[str]:
