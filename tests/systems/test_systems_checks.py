@@ -166,15 +166,16 @@ def test_the_breakdown_records_the_clock_of_the_profiled_steps(monkeypatch):
 
 
 def test_the_scan_sets_the_measured_backward_peak_against_the_model_and_moves_its_limit():
-    """A measured backward peak 1.32× the model's is shown as such, and the model's out-of-memory length
-    moves by √1.32 (the S² term dominates); rows of another width or without a peak do not count."""
+    """A measured backward peak 1.32× the model's at the longest measured length is shown as such, and the
+    model's out-of-memory length moves by √1.32 (the S² term dominates there); a short length's ratio
+    (the allocator's fixed megabytes), another width's and a row without a peak do not count."""
     model = {"before_backward": 100, "peak_backward": 1000}
-    rows = [{"d_model": 128, "seq": 4096, "model": model, "peak_backward_bytes": 1320},
-            {"d_model": 128, "seq": 8192, "model": model, "peak_backward_bytes": 1250},
-            {"d_model": 64, "seq": 4096, "model": model, "peak_backward_bytes": 2000},
+    rows = [{"d_model": 128, "seq": 256, "model": model, "peak_backward_bytes": 5570},
+            {"d_model": 128, "seq": 8192, "model": model, "peak_backward_bytes": 1320},
+            {"d_model": 64, "seq": 16384, "model": model, "peak_backward_bytes": 2000},
             {"d_model": 128, "seq": 16384, "model": model}]  # fmt: skip
     ratio, seq = tables.measured_limit(rows, "128", 40000)
     assert ratio == pytest.approx(1.32) and seq == int(40000 / 1.32**0.5)
     assert tables.measured_limit(rows, 32, 40000) is None
-    table = tables.scan_table([{**rows[0], "status": "ok"}], []).iloc[0]
+    table = tables.scan_table([{**rows[1], "status": "ok"}], []).iloc[0]
     assert table["bwd measured / model"] == "1.320"

@@ -319,15 +319,17 @@ def _ratio(measured, predicted) -> str:
 
 
 def measured_limit(eager: list[dict], d_model, model_seq: int) -> tuple[float, int] | None:
-    """(the largest measured / model ratio of the eager backward peak at this d_model, the length the model's
-    limit moves to under it): the S² term dominates, so a peak r times the model's runs out at the
-    model's length over √r. None where no row measured its backward peak."""
-    ratios = [r["peak_backward_bytes"] / r["model"]["peak_backward"] for r in eager
-              if str(r["d_model"]) == str(d_model) and r.get("peak_backward_bytes") and r["model"].get("peak_backward")]  # fmt: skip
-    if not ratios:
+    """(the measured / model ratio of the eager backward peak at the longest length that measured one, at
+    this d_model; the length the model's limit moves to under it). The S² term dominates there (at short
+    lengths the allocator's fixed megabytes do, and the ratio says nothing of the limit), so a peak r
+    times the model's runs out at the model's length over √r. None where no row measured its peak."""
+    measured = [r for r in eager if str(r["d_model"]) == str(d_model) and r.get("peak_backward_bytes")
+                and r["model"].get("peak_backward")]  # fmt: skip
+    if not measured:
         return None
-    worst = max(ratios)
-    return worst, int(model_seq / worst**0.5)
+    longest = max(measured, key=lambda r: r["seq"])
+    ratio = longest["peak_backward_bytes"] / longest["model"]["peak_backward"]
+    return ratio, int(model_seq / ratio**0.5)
 
 
 def scan_failures(rows: Iterable[dict]) -> list[str]:
