@@ -45,8 +45,11 @@ sections = [f"**{label}**" if label else "",
 model = json.loads((attnbench.inputs("scan") / "scan_model.json").read_text())
 device_bytes = model["device_bytes"]
 for d, seq in model["oom_seq_len"].items():
+    limit = tables.measured_limit(eager, d, seq)
+    measured = (f"; the measured backward peak at the longest length run is {limit[0]:.2f}× the model's, which moves it to "
+                f"about seq {limit[1]:,}" if limit and limit[0] > 1.05 else "")
     sections.append(f"- d_model {d}: the model predicts the eager backward runs out of this GPU's "
-                    f"{device_bytes / 2**30:.0f} GiB beyond seq {seq:,}")
+                    f"{device_bytes / 2**30:.0f} GiB beyond seq {seq:,}{measured}")
 failures = tables.scan_failures(eager + compiled)
 sections.append("Rows that did not complete:\n\n" + "\n".join(f"- {line}" for line in failures) if failures else "Every row completed.")
 text = "\n\n".join(s for s in sections if s)
