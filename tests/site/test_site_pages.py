@@ -48,6 +48,11 @@ def test_a_missed_target_is_never_green_in_the_index(demo_site):
     # the index shows each machine's headline numbers
     assert "forward: fast_kernel (2/2 shapes), its best 0.134 TFLOP/s (45% of the measured peak)" in index
     assert "forward: fast_kernel (2/2 shapes), its best 0.201 TFLOP/s (67% of the measured peak)" in index
+    # a CPU smoke run's key numbers measure nothing: its card leaves them to its page
+    start = index.index('href="site_demo/cpu.html"')
+    card_cpu = index[start : index.index("</article>", start)]
+    assert "Not a GPU measurement" in card_cpu and "card-numbers" not in card_cpu
+    assert 'class="card-numbers"' in card_a
 
 
 def test_comparison_page_ratios(demo_site):
