@@ -11,18 +11,22 @@ queued) 1725 MHz, 690 W, 64 °C. If a batch after a lull runs faster than the sa
 a provider's host overhead buys it speed in the report, and rows timed queued are ranked against rows
 timed sustained on unequal terms.
 
-What. For each provider (Flux's forward: batch 1, 24 heads, 4608 tokens, head dim 128, bf16), after the
-thermal reheat the Flux profiles use and a settling second, each mode is timed for --seconds with the
-protocol's L2 flush before every call and per-call CUDA events:
-- sustained: batches of QUEUED_BATCH_MAX calls back to back (for a launch-bound call the GPU waits
-  for the host between calls, and the mode says so);
+What. For each provider (Flux's forward: batch 1, 24 heads, 4608 tokens, head dim 128, bf16, under
+no_grad as the sweep times it), each mode is timed for --seconds after the thermal reheat the Flux
+profiles use, with the protocol's L2 flush before every call and per-call CUDA events, twice, in the
+order of MODES and then reversed (so a drift over the minutes shows as the two repetitions disagreeing):
+- sustained: batches of QUEUED_BATCH_MAX calls back to back (a launch-bound call's events then count the
+  host's time, so its line is marked host_bound and left out of the ratios);
 - queued_spin: the protocol's way, each batch behind a spin of 1.5x its enqueue time (+1 ms);
 - queued_matmul: the same lull filled with bf16 GEMMs (the thermal filler's), so the batch starts at
   the power limit, as a training step's attention does after its matmuls.
-Per mode: the median ms per call, its ratio to queued_matmul, and the NVML clock, power and temperature
-over the mode (the lulls included: the burst's own clock is not separable here).
+Per mode and repetition: the median ms per call, its ratio to queued_matmul's, the lull measured on the
+GPU (an event before the spin or the GEMMs to the batch's first call), the median ms at each position
+in the batch (does a boost after the lull fade within it?), and the NVML clock, power and temperature
+over the mode (the lulls included: the burst's own clock is not separable here). A provider that cannot
+be prepared or fails is recorded with its reason and the others go on; --out is rewritten after each.
 
-    PYTHONPATH=src python3 scripts/probe_duty_cycle.py --out $OUT/duty_cycle.json   # GPU, ~1 min
+    PYTHONPATH=src python3 scripts/probe_duty_cycle.py --out $OUT/duty_cycle.json   # GPU, ~3-5 min
     PYTHONPATH=src python3 scripts/probe_duty_cycle.py --smoke                      # CPU: the summary only
 """
 
@@ -46,14 +50,21 @@ def lull_ms(calls: int, host_ms_per_call: float) -> float:
     return 1.5 * calls * host_ms_per_call + 1.0
 
 
-def summarize(provider: str, modes: dict[str, dict]) -> dict:
-    """One provider's line: per mode its median ms per call and conditions, and its time over
-    queued_matmul's (below 1: faster than a batch that starts at the power limit)."""
-    base = (modes.get("queued_matmul") or {}).get("ms_median")
+def summarize(provider: str, modes: dict[str, list[dict]], host_bound: bool = False) -> dict:
+    """One provider's line: per mode its repetitions (median ms per call and conditions) and each
+    repetition's time over queued_matmul's of the same repetition (below 1: faster than a batch that
+    starts at the power limit). A launch-bound call's sustained events count the host's time: that mode is
+    marked host_bound and gets no ratio."""
+    base = [m.get("ms_median") for m in modes.get("queued_matmul") or []]
     line = {"provider": provider, "modes": {}}
-    for mode, m in modes.items():
-        ratio = m["ms_median"] / base if base and m.get("ms_median") else None
-        line["modes"][mode] = {**m, "over_queued_matmul": ratio}
+    for mode, reps in modes.items():
+        bound = host_bound and mode == "sustained"
+        line["modes"][mode] = [
+            {**m, "host_bound": bound,
+             "over_queued_matmul": None if bound or i >= len(base) or not base[i] or not m.get("ms_median")
+             else m["ms_median"] / base[i]}
+            for i, m in enumerate(reps)
+        ]  # fmt: skip
     return line
 
 
@@ -62,20 +73,23 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _run_mode(mode, call, flush, filler, host_ms, seconds, device, sampler) -> dict:
-    """Batches of QUEUED_BATCH_MAX calls for `seconds`: per-call ms and NVML conditions."""
+def _run_mode(mode, call, flush, filler, host_ms, seconds, device, sampler, max_mhz) -> dict:
+    """Batches of QUEUED_BATCH_MAX calls for `seconds`: per-call ms, the lull the GPU ran, NVML conditions."""
     import torch
 
-    from attnbench.bench.timing import ASSUMED_MAX_MHZ, QUEUED_BATCH_MAX
+    from attnbench.bench.timing import QUEUED_BATCH_MAX
 
-    n, stream, samples = QUEUED_BATCH_MAX, torch.cuda.current_stream(device), []
+    n, stream, samples, lulls, by_position = QUEUED_BATCH_MAX, torch.cuda.current_stream(device), [], [], {}
     lull = lull_ms(n, host_ms)
+    fills = max(1, round(lull / filler[1]))
     mark, stop = sampler.mark(), time.perf_counter() + seconds
     while time.perf_counter() < stop:
+        before = torch.cuda.Event(enable_timing=True)
+        before.record(stream)
         if mode == "queued_spin":
-            torch.cuda._sleep(int(lull * ASSUMED_MAX_MHZ * 1e3))
+            torch.cuda._sleep(int(lull * max_mhz * 1e3))
         elif mode == "queued_matmul":
-            for _ in range(max(1, round(lull / filler[1]))):
+            for _ in range(fills):
                 filler[0]()
         events = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)
@@ -86,9 +100,14 @@ def _run_mode(mode, call, flush, filler, host_ms, seconds, device, sampler) -> d
             call()
             end.record(stream)
         torch.cuda.synchronize(device)
-        samples += [s.elapsed_time(e) for s, e in events]
+        lulls.append(before.elapsed_time(events[0][0]))
+        for i, (start, end) in enumerate(events):
+            by_position.setdefault(i, []).append(start.elapsed_time(end))
+            samples.append(by_position[i][-1])
     got = sampler.samples[mark:]
-    return {"calls": len(samples), "ms_median": _median(samples), "lull_ms": 0.0 if mode == "sustained" else lull,
+    return {"calls": len(samples), "ms_median": _median(samples), "lull_ms_target": 0.0 if mode == "sustained" else lull,
+            "lull_ms_measured": _median(lulls), "gemms": fills if mode == "queued_matmul" else 0,
+            "ms_by_position": [_median(by_position[i]) for i in sorted(by_position)],
             "sm_clock_mhz": _median(s.sm_mhz for s in got), "power_w": _median(s.power_w for s in got),
             "temperature_c": _median(s.temperature_c for s in got)}  # fmt: skip
 
@@ -113,7 +132,7 @@ def _host_ms(call, flush, device, reps: int = 64) -> tuple[float, float]:
 
 
 def _prepared(name: str, device):
-    """The provider's one forward call at Flux's shape, or why it cannot run here."""
+    """(the provider's one forward call at Flux's shape, its note, why it cannot run here or "")."""
     import torch
 
     from attnbench.bench import providers
@@ -122,37 +141,68 @@ def _prepared(name: str, device):
     provider = providers.get(name)
     why = provider.unavailable()
     if why:
-        return None, why
+        return None, "", why
     batch, heads, tokens, dim = FLUX_SHAPE
     workload = Workload(batch, tokens, tokens, heads, heads, dim)
     q, k, v = (torch.randn(batch, heads, tokens, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
-    return provider.prepare(q, k, v, workload, backward=False).run, None
+    with torch.no_grad():
+        prepared = provider.prepare(q, k, v, workload, backward=False)
+    return prepared.run, getattr(prepared, "note", ""), ""
+
+
+def _measure(name, device, flush, gemm, conditioner, sampler, seconds, max_mhz) -> dict:
+    """One provider's line: its host time per call, then each mode twice (MODES, then reversed), each
+    after a reheat; every step under no_grad, as the sweep times a forward."""
+    import torch
+
+    call, note, why = _prepared(name, device)
+    if call is None:
+        return {"provider": name, "not_measured": why}
+    with torch.no_grad():
+        host_ms, span_ms = _host_ms(call, flush, device)
+        modes: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        for mode in (*MODES, *reversed(MODES)):
+            heated = conditioner.reheat()
+            modes[mode].append({**_run_mode(mode, call, flush, gemm, host_ms, seconds, device, sampler, max_mhz),
+                                "reheat_s": round(heated, 2)})  # fmt: skip
+    # launch-bound as the protocol judges it: the host's enqueue time against the call's GPU time (queued)
+    gpu_ms = _median(m["ms_median"] for m in modes["queued_spin"])
+    bound = bool(gpu_ms) and host_ms >= 0.5 * gpu_ms
+    return {**summarize(name, modes, host_bound=bound), "note": note, "host_ms_per_call": host_ms,
+            "span_ms_per_call": span_ms, "launch_bound": bound}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per mode (default 3)")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="seconds per mode and repetition (default 2)"
+    )
     parser.add_argument(
         "--providers", nargs="+", default=list(PROVIDERS), help=f"default: {' '.join(PROVIDERS)}"
     )
-    parser.add_argument("--out", type=Path, help="write the lines as JSON here")
+    parser.add_argument(
+        "--out", type=Path, help="write the lines as JSON here (rewritten after each provider)"
+    )
     parser.add_argument("--smoke", action="store_true", help="CPU: the summary of made-up timings only")
     args = parser.parse_args(argv)
     if not args.seconds > 0:
         parser.error(f"--seconds {args.seconds}: give a positive number of seconds per mode")
+    from attnbench.bench import providers
+
+    known = {p.name for p in providers.all_providers()}
+    if unknown := [n for n in args.providers if n not in known]:
+        parser.error(
+            f"--providers: no provider named {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
     if args.smoke:
-        made_up = {
-            "sustained": {"ms_median": 0.35},
-            "queued_spin": {"ms_median": 0.33},
-            "queued_matmul": {"ms_median": 0.35},
-        }
-        print(json.dumps(summarize("sdpa_cudnn", made_up)))  # fmt: skip
+        made_up = {mode: [{"ms_median": ms}] for mode, ms in zip(MODES, (0.35, 0.33, 0.35))}
+        print(json.dumps(summarize("sdpa_cudnn", made_up)))
         return 0
     import torch
 
     from attnbench.bench import clocks, thermal
     from attnbench.bench.matmul_load import matmul_operands
-    from attnbench.bench.timing import flush_buffer_bytes
+    from attnbench.bench.timing import ASSUMED_MAX_MHZ, flush_buffer_bytes
 
     if not torch.cuda.is_available():
         print("error: no CUDA device: this probe times GPU calls (use --smoke on a CPU)", file=sys.stderr)
@@ -162,32 +212,28 @@ def main(argv: list[str] | None = None) -> int:
     a, b, out, _ = matmul_operands(device, thermal.MATMUL_SIZE)
     gemm = lambda: torch.mm(a, b, out=out)
     gemm_ms = _host_ms(gemm, flush, device)[1]
-    conditioner, lines, skipped = thermal.conditioner_for(device), [], {}
+    conditioner = thermal.conditioner_for(device)
     source, why = clocks.source_for(device)
     if source is None:
         print(f"warning: no NVML clock ({why}): times only", file=sys.stderr)
+    limits = source.limits() if hasattr(source, "limits") else {}
+    max_mhz = limits.get("max_sm_clock_mhz") or ASSUMED_MAX_MHZ  # the spin's cycles per ms, as the protocol
+    result = {"gpu": torch.cuda.get_device_name(device), "shape": FLUX_SHAPE, "seconds": args.seconds,
+              "gemm_ms": gemm_ms, "max_sm_clock_mhz": max_mhz, "equilibrium": None, "lines": []}  # fmt: skip
     with clocks.ClockSampler(source) as sampler:
         for name in args.providers:
-            call, why = _prepared(name, device)
-            if call is None:
-                skipped[name] = why
-                print(f"{name}: not measured: {why}", file=sys.stderr, flush=True)
-                continue
-            host_ms, gpu_ms = _host_ms(call, flush, device)
-            modes = {}
-            for mode in MODES:
-                conditioner.reheat()
-                modes[mode] = _run_mode(
-                    mode, call, flush, (gemm, gemm_ms), host_ms, args.seconds, device, sampler
+            try:
+                line = _measure(
+                    name, device, flush, (gemm, gemm_ms), conditioner, sampler, args.seconds, max_mhz
                 )
-            lines.append({**summarize(name, modes), "host_ms_per_call": host_ms, "gpu_ms_per_call": gpu_ms,
-                          "launch_bound": host_ms >= 0.5 * gpu_ms})  # fmt: skip
-            print(json.dumps(lines[-1]), flush=True)
-    result = {"gpu": torch.cuda.get_device_name(device), "shape": FLUX_SHAPE, "seconds": args.seconds,
-              "gemm_ms": gemm_ms, "lines": lines, "not_measured": skipped}  # fmt: skip
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+            except Exception as e:  # noqa: BLE001 - one provider's failure is its line; the others go on
+                line = {"provider": name, "not_measured": f"{type(e).__name__}: {e}"}
+            result["lines"].append(line)
+            result["equilibrium"] = vars(conditioner.settle())
+            print(json.dumps(line), flush=True)
+            if args.out:
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -18,22 +18,40 @@ def test_the_lull_is_one_and_a_half_times_the_batch_enqueue_time_plus_a_millisec
     assert probe.lull_ms(1, 0.0) == 1.0
 
 
-def test_each_mode_is_set_against_the_batch_that_starts_at_the_power_limit():
-    modes = {
-        "sustained": {"ms_median": 0.35},
-        "queued_spin": {"ms_median": 0.329},
-        "queued_matmul": {"ms_median": 0.35},
-    }
+def test_each_repetition_is_set_against_the_batch_that_starts_at_the_power_limit():
+    modes = {"sustained": [{"ms_median": 0.35}, {"ms_median": 0.36}],
+             "queued_spin": [{"ms_median": 0.329}, {"ms_median": 0.33}],
+             "queued_matmul": [{"ms_median": 0.35}, {"ms_median": 0.33}]}  # fmt: skip
     line = probe.summarize("sdpa_cudnn", modes)
-    assert line["modes"]["queued_spin"]["over_queued_matmul"] == pytest.approx(0.94)
-    assert line["modes"]["sustained"]["over_queued_matmul"] == pytest.approx(1.0)
-    assert line["modes"]["queued_spin"]["ms_median"] == 0.329  # the mode's own figures are kept
-    alone = probe.summarize("flash_attn3", {"sustained": {"ms_median": 0.29}})  # no base: no ratio
-    assert alone["modes"]["sustained"]["over_queued_matmul"] is None
+    spin = line["modes"]["queued_spin"]
+    assert spin[0]["over_queued_matmul"] == pytest.approx(0.94) and spin[1][
+        "over_queued_matmul"
+    ] == pytest.approx(1.0)
+    assert line["modes"]["sustained"][0]["over_queued_matmul"] == pytest.approx(1.0)
+    assert spin[0]["ms_median"] == 0.329  # the repetition's own figures are kept
+    alone = probe.summarize("flash_attn3", {"sustained": [{"ms_median": 0.29}]})  # no base: no ratio
+    assert alone["modes"]["sustained"][0]["over_queued_matmul"] is None
 
 
-def test_smoke_runs_on_a_cpu(capsys):
+def test_a_launch_bound_calls_sustained_events_count_the_host_and_get_no_ratio():
+    """Back to back, a call whose host time exceeds its GPU time is timed by the host: marked, no ratio."""
+    modes = {"sustained": [{"ms_median": 0.73}], "queued_spin": [{"ms_median": 0.29}],
+             "queued_matmul": [{"ms_median": 0.30}]}  # fmt: skip
+    line = probe.summarize("te_flash", modes, host_bound=True)
+    assert line["modes"]["sustained"][0] == {
+        "ms_median": 0.73,
+        "host_bound": True,
+        "over_queued_matmul": None,
+    }
+    assert line["modes"]["queued_spin"][0]["host_bound"] is False
+    assert line["modes"]["queued_spin"][0]["over_queued_matmul"] == pytest.approx(0.29 / 0.30)
+
+
+def test_smoke_runs_on_a_cpu_and_an_unknown_provider_is_refused_by_name(capsys):
     assert probe.main(["--smoke"]) == 0
     assert '"provider": "sdpa_cudnn"' in capsys.readouterr().out
     with pytest.raises(SystemExit):
         probe.main(["--seconds", "0"])
+    with pytest.raises(SystemExit):
+        probe.main(["--smoke", "--providers", "sdpa_cudnn", "flash_atn3"])
+    assert "no provider named flash_atn3" in capsys.readouterr().err

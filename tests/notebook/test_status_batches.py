@@ -228,15 +228,31 @@ def test_the_gpus_a_label_was_measured_on_decide_what_its_plan_leaves_out(projec
 
 def test_a_time_of_older_code_gives_way_to_a_longer_newer_run_elsewhere(project):
     """The label's own time was measured by code since changed (a new protocol can make a cell slower):
-    where the newest run under another GPU label took longer, that is the estimate; a shorter one is not."""
-    path = project.write("s.md", notebook(cell("id=a", "print('a')")))
+    where another GPU label's run finished after it and took longer, that is the estimate; a shorter one,
+    an older one, or any other label's while the own code is unchanged, is not."""
+    path = project.write("s.md", notebook(cell("id=a", "print('a')"), cell("id=b needs=a", "print('b')")))
     for label in ("t", "gpu-b"):
         assert project.run(path, label=label).code == 0
-    _set_duration(project, "a", 100, "t")
-    _set_duration(project, "a", 300, "gpu-b")
-    path.write_text(notebook(cell("id=a", "print('a, changed')")))
-    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
-    assert _commands(said) == [("--cell a", "# ~5.0 min: a 5.0 min on gpu-b")]
-    _set_duration(project, "a", 50, "gpu-b")  # shorter elsewhere: its own, older, time stands
-    said = project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
-    assert _commands(said) == [("--cell a", "# ~1.7 min: a 1.7 min")]
+
+    def set_run(label, cell_id, seconds, finished):
+        result_path = project.cell_dir("s", cell_id, label) / "result.json"
+        result = json.loads(result_path.read_text())
+        result.update(duration_s=seconds, finished=finished)
+        result_path.write_text(json.dumps(result))
+
+    def plan() -> list[tuple[str, str]]:
+        return _commands(
+            project.cli("status", path, "--env", "python", "--label", "t", "--batches", "600").out
+        )
+
+    set_run("t", "a", 100, "2026-11-01T00:00:00+00:00")
+    set_run("gpu-b", "a", 300, "2026-11-02T00:00:00+00:00")
+    set_run("t", "b", 60, "2026-11-01T00:00:00+00:00")
+    set_run("gpu-b", "b", 240, "2026-11-02T00:00:00+00:00")
+    path.write_text(notebook(cell("id=a", "print('a, changed')"), cell("id=b needs=a", "print('b')")))
+    # a's code changed: gpu-b's newer, longer time; b is stale only through a: its own time stands
+    assert plan() == [("--cell a --cell b", "# ~6.0 min: a 5.0 min on gpu-b, b 1.0 min")]
+    set_run("gpu-b", "a", 300, "2026-10-01T00:00:00+00:00")  # finished before the label's own: not newer
+    assert plan() == [("--cell a --cell b", "# ~2.7 min: a 1.7 min, b 1.0 min")]
+    set_run("gpu-b", "a", 50, "2026-11-02T00:00:00+00:00")  # newer but shorter: the own time stands
+    assert plan() == [("--cell a --cell b", "# ~2.7 min: a 1.7 min, b 1.0 min")]

@@ -223,10 +223,10 @@ def test_a_cell_named_over_a_stale_upstream_cell_says_it_runs_first_with_its_tim
     """A label with results whose upstream cell's code changed: naming the reader runs the stale cell
     first, said before anything starts with its time by its last run; a current upstream cell is not
     named, and nothing is said once it is current again."""
-    a, b, c = cell("id=a", "print('a')"), cell("id=b needs=a", "print('b')"), cell("id=c", "print('c')")
+    a, b, c = cell("id=a", "print('a')"), cell("id=b needs=a,c", "print('b')"), cell("id=c", "print('c')")
     path = project.write("s.md", notebook(a, b, c))
     assert project.run(path).code == 0
-    project.write("s.md", notebook(cell("id=a", "print('a, changed')"), b, c))
+    project.write("s.md", notebook(cell("id=a", "print('a, changed')"), b, c))  # c stays current
     stale = project.run(path, "--cell", "b")
     assert stale.code == 0, stale.err
     note = next(line for line in stale.err.splitlines() if line.startswith("note: the cells named"))

@@ -28,7 +28,7 @@ def _tensor_of(row: Result) -> str:
     """ ", dq": which of a row's checked tensors its figures are (the one nearest its bound, as
     bench.correctness.worst picks), where it checked more than its output."""
     checked = row.extra.get("correctness") or {}
-    if len(checked) < 2:
+    if len(checked) < 2 or row.rel_l2 is None:  # a non-finite error: no figure to match a tensor by
         return ""
     named = [name for name, c in checked.items() if c.get("rel_l2") == row.rel_l2]
     return f", {named[0]}" if named else ""
@@ -41,7 +41,8 @@ def _check_reason(worst: Result, these: list[Result]) -> str:
     failed = [r for r in these if r.status not in ("ok", "incorrect")]
     if failed:
         said.append(
-            f"{failed[0].status} after the check in {len(failed)} of {len(these)} shapes: {failed[0].reason}"
+            f"{failed[0].status} after the check in {len(failed)} of {len(these)} shapes: "
+            f"{failed[0].reason or 'no reason recorded'}"
         )
     return " | ".join(said)
 

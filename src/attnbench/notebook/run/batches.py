@@ -94,13 +94,15 @@ def estimate(session: Session, node: tuple[str, str]) -> Estimate:
     elsewhere = _latest_elsewhere(session, node)
     if good or failed:
         own = max(good or failed)
-        # a time of code since changed says little of the code of now: a newer run elsewhere that took
-        # longer is the better guess (a new protocol made the H100's Flux sweep 6.6 -> 9.0 min)
-        if elsewhere is not None and elsewhere[1] > own and _older_code(session, node):
+        # a time of code since changed says little of the code of now: a run elsewhere finished after it
+        # that took longer is the better guess (a new protocol made the H100's Flux sweep 6.6 -> 9.0 min)
+        finished = max((r.finished or "" for r in tries), default="")
+        if (elsewhere is not None and elsewhere[1] > own and elsewhere[2] > finished
+                and _older_code(session, node)):  # fmt: skip
             return Estimate(node[1], elsewhere[1], f"on {elsewhere[0]}", cell.gpus)
         return Estimate(node[1], own, "last run", cell.gpus)
     if elsewhere is not None:
-        label, seconds = elsewhere
+        label, seconds, _ = elsewhere
         return Estimate(node[1], seconds, f"on {label}", cell.gpus)
     if cell.timeout:
         return Estimate(node[1], float(cell.timeout), "timeout", cell.gpus)
@@ -113,9 +115,10 @@ def _kind(label: str) -> tuple[bool, str]:
     return label_gpus(label) == 0, label_overrides(label)
 
 
-def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, float] | None:
+def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, float, str] | None:
     """The newest good run of the cell under another label of its notebook and of the same kind (a CPU
-    smoke run's time says nothing of a GPU run's, nor a smoke profile's of the default's): (label, s)."""
+    smoke run's time says nothing of a GPU run's, nor a smoke profile's of the default's): (label, s,
+    when it finished)."""
     here = session.run_dir(node[0])
     found = []
     for folder in sorted(here.parent.iterdir()) if here.parent.is_dir() else []:
@@ -127,7 +130,10 @@ def _latest_elsewhere(session: Session, node: tuple[str, str]) -> tuple[str, flo
             continue
         if result is not None and result.status == Status.OK and result.duration_s is not None:
             found.append((result.finished or "", folder.name, result.duration_s))
-    return max(found)[1:] if found else None
+    if not found:
+        return None
+    finished, label, seconds = max(found)
+    return label, seconds, finished
 
 
 def _older_code(session: Session, node: tuple[str, str]) -> bool:

@@ -131,9 +131,13 @@ def note_upstream_runs(
     cell the named ones read."""
     from attnbench.notebook.run.batches import estimate
 
+    if session.options.reuse or session.options.force:  # reused as stored, or run again as asked
+        return
     starting: set[NodeId] = set()
     for node in order:  # graph order: a cell whose upstream starts is stale by the time it is reached
         ups = {up for _, up in session.graph.upstream[node]}
+        if left_out_for_gpus(session, node, forced):
+            continue  # this machine leaves it out (the run says so): it starts nothing
         if _starts(session, node, forced) or ups & starting:
             starting.add(node)
     for name in dict.fromkeys(n[0] for n in order):
