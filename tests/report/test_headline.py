@@ -240,3 +240,7 @@ def test_a_scoped_headline_names_its_configuration_on_the_index_and_in_its_entri
         f"cuDNN's published configuration · {e.label}" for e in plain.entries
     ]
     assert {e.label for e in plain.entries} == {"full", "causal"}
+    # a group of its own, so that a compare page's medians never pool it with the sweep's entries
+    assert [e.group for e in scoped.entries] == [
+        f"{e.group} · cuDNN's published configuration" for e in plain.entries
+    ]

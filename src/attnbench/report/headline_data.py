@@ -326,6 +326,8 @@ def _scoped(result: page.Headline, h: Headline, scope: str) -> None:
     result.index_lines = [f"{words}: {line}" for line in result.index_lines]
     for entry in result.entries:
         entry.label = f"{scope} · {entry.label}" if entry.label else scope
+        # a group of its own: the compare page's medians never pool another configuration with the sweep's
+        entry.group = f"{entry.group} · {scope}" if entry.group else scope
 
 
 def headline_of(
