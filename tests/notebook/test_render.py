@@ -493,6 +493,14 @@ def test_shown_rounds_for_reading_and_keeps_the_exact_value():
     assert shown(True).text == "true" and shown(None).text == ""
     long = "x" * 100
     assert shown(long) == (long, long, "long")  # cut by CSS, whole in the tooltip
+    steps = [472.96, 22.99, 23.97, 12.73, 12.02, 11.83]  # per-step times: a series, summarised
+    assert shown(steps) == (
+        "6 values: median 17.86 (11.83–473)",
+        "[472.96,22.99,23.97,12.73,12.02,11.83]",
+        "",
+    )
+    assert shown([1980.0, 1965.0]).text == "[1980.0,1965.0]"  # a short list stays as written
+    assert shown([True, False, True, True, False]).text.startswith("[true")  # not numbers: as JSON
 
 
 def test_a_need_in_another_folder_links_to_that_notebooks_page():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from typing import Any, NamedTuple
 
 MAX_TABLE_ROWS = 200  # rows shown per table; the full file is a download link
@@ -28,6 +29,11 @@ def shown(value: Any) -> Shown:
     """A CSV string or a JSON value as a table cell: long numbers rounded to 4 digits, long text cut."""
     if value is None:
         return Shown("")
+    # a series (per-step times, per-call clocks): its size and spread, the whole of it in the tooltip
+    if _numbers(value):
+        low, high = min(value), max(value)
+        text = f"{len(value)} values: median {statistics.median(value):.4g} ({low:.4g}–{high:.4g})"
+        return Shown(text, json.dumps(value, separators=(",", ":")))
     if isinstance(value, (bool, dict, list)):  # as JSON writes them: true, not True
         text = json.dumps(value, separators=(",", ":"))
     else:
@@ -41,6 +47,14 @@ def shown(value: Any) -> Shown:
     if len(text) > LONG_VALUE:
         return Shown(text, text, "long")
     return Shown(text)
+
+
+SERIES = 5  # a list of this many numbers or more is summarised in its cell
+
+
+def _numbers(value: Any) -> bool:
+    return (isinstance(value, list) and len(value) >= SERIES
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value))  # fmt: skip
 
 
 def table(columns: list[str], rows: list[list[Shown]], total: int, note: str = "", titles=None) -> dict:
