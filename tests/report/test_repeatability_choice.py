@@ -163,6 +163,12 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
         "no row of flash_attn3, cudnn_frontend was ok" in answer
         and "A lead smaller than 2.0% is noise" in answer
     )
+    # a file from before the script recorded why says so, rather than nothing
+    write(tmp_path, "flux_repeatability-h200.json", p95_spread=0.02, rounds=2, preheat={"seconds": 6},
+          row_warmup=True, pairs=pairs, providers=["flash_attn3", "sdpa_cudnn", "flex"])  # fmt: skip
+    older = source_words(repeatability_of({"h200-a"}, protocol=WARMED), WARMED)
+    assert older.endswith("no row of flash_attn3 was ok in both of its runs (the file predates recording why), "
+                          "so its spread does not speak for them")  # fmt: skip
 
 
 def test_a_two_run_file_borrows_the_drift_of_a_file_run_the_same_way(tmp_path, monkeypatch):

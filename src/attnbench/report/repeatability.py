@@ -86,8 +86,10 @@ def coverage_words(view: dict) -> str:
     spread does not speak for them" where the file's run asked for providers that gave no pair, else ""."""
     if not view.get("missing"):
         return ""
-    unavailable = [name for name in view["missing"] if name in (view.get("unavailable") or {})]
-    there = f" (unavailable there: {', '.join(unavailable)})" if unavailable else ""
+    recorded = view.get("unavailable")
+    unavailable = [name for name in view["missing"] if name in (recorded or {})]
+    there = (f" (unavailable there: {', '.join(unavailable)})" if unavailable else
+             " (the file predates recording why)" if recorded is None else "")  # fmt: skip
     return (f"; no row of {', '.join(view['missing'])} was ok in both of its runs{there}, so its spread does "
             "not speak for them")  # fmt: skip
 
@@ -116,7 +118,8 @@ def _views(path: Path, doc: dict) -> list[dict]:
     pairs = [p for p in doc.get("pairs") or [] if isinstance(p, dict)]
     paired = {p.get("provider") for p in pairs}
     asked = doc.get("providers") if isinstance(doc.get("providers"), list) else []
-    unavailable = doc.get("unavailable") if isinstance(doc.get("unavailable"), dict) else {}
+    # None: a file written before the script recorded why a provider could not run there
+    unavailable = doc.get("unavailable") if isinstance(doc.get("unavailable"), dict) else None
     views = [{"file": f"measurements/{path.name}", "rows": len(pairs), "run_rounds": own["rounds"],
               "machine_id": doc.get("machine_id"), "unavailable": unavailable,
               "compared": "timed twice" + rounds, "median": _num(doc.get("median_spread")),
