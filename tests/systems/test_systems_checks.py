@@ -46,6 +46,10 @@ def test_scan_rows_are_checked_against_the_fp32_reference():
     assert compiled["status"] == "ok" and compiled["ok"] is True
     table = tables.scan_table([row], [compiled]).iloc[0]
     assert table["eager check"].startswith("ok (") and table["compiled check"].startswith("ok (")
+    clocked = {**row, "forward_ms": {**row["forward_ms"], "sm_clock_mhz": 1755.0}}
+    clocked["backward_ms"] = {**row["backward_ms"], "sm_clock_mhz": 1740.0}
+    assert tables.scan_table([clocked], [compiled]).iloc[0]["eager fwd / bwd MHz"] == "1755 / 1740"
+    assert table["eager fwd / bwd MHz"] == ""  # a CPU row has no clock: nothing, not "None"
 
 
 def test_a_wrong_result_is_an_incorrect_row_and_the_table_shows_no_time():

@@ -270,6 +270,12 @@ def _ms(row: dict, key: str) -> str:
     return "OOM" if row["status"] == "oom" else ("error" if row["status"] == "error" else "")
 
 
+def _mhz(row: dict) -> str:
+    """ "1755 / 1740": the SM clock the forward and the backward were timed at (NVML's median)."""
+    clocks = [(row.get(key) or {}).get("sm_clock_mhz") for key in ("forward_ms", "backward_ms")]
+    return " / ".join("?" if mhz is None else f"{mhz:.0f}" for mhz in clocks) if any(clocks) else ""
+
+
 def _mib(value) -> str:
     return "" if value is None else f"{value / MIB:,.0f}"
 
@@ -301,6 +307,7 @@ def scan_table(eager: list[dict], compiled: list[dict]):
         out.append({
             "d_model": row["d_model"], "seq": row["seq"],
             "eager fwd ms": _ms(row, "forward_ms"), "eager bwd ms": _ms(row, "backward_ms"),
+            "eager fwd / bwd MHz": _mhz(row),
             "eager MiB before bwd": _mib(measured), "model MiB": _mib(predicted),
             "measured / model": "" if measured is None else f"{measured / predicted:.3f}",
             "eager bwd peak MiB": _mib(row.get("peak_backward_bytes")),
@@ -308,6 +315,7 @@ def scan_table(eager: list[dict], compiled: list[dict]):
             "bwd measured / model": _ratio(row.get("peak_backward_bytes"), row["model"]["peak_backward"]),
             "compiled fwd ms": _ms(other, "forward_ms") if other.get("status") else "",
             "compiled bwd ms": _ms(other, "backward_ms") if other.get("status") else "",
+            "compiled fwd / bwd MHz": _mhz(other),
             "compiled MiB before bwd": _mib(other.get("mem_before_backward_bytes")),
             "eager check": scan_check(row), "compiled check": scan_check(other),
         })  # fmt: skip
