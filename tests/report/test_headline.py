@@ -244,3 +244,19 @@ def test_a_scoped_headline_names_its_configuration_on_the_index_and_in_its_entri
     assert [e.group for e in scoped.entries] == [
         f"{e.group} · cuDNN's published configuration" for e in plain.entries
     ]
+
+
+def test_rows_that_ran_and_failed_are_a_badge_of_their_own_never_a_correctness_verdict():
+    """An `error` row (torch.compile failing in its fake-tensor pass) is a missing number, not a wrong one:
+    the page says how many provider/pass pairs errored, each with its first reason in the title."""
+    from attnbench.report.headline_data import verdict_badges
+
+    rows = [row("flash", 4096, 1.0), row("cudnn", 4096, 1.2),
+            row("compiled", 4096, 1.0, status="error", ms_median=None, reason="TorchRuntimeError: fake tensor"),
+            row("compiled", 8192, 1.0, status="error", ms_median=None, reason="TorchRuntimeError: again"),
+            row("missing", 4096, 1.0, status="unavailable", ms_median=None, reason="not installed")]  # fmt: skip
+    h = headline(rows)
+    assert h.errored == ["compiled forward: TorchRuntimeError: fake tensor"]
+    badges = {b.text: b for b in verdict_badges(h)}
+    assert badges["1 provider/pass errored"].title == "compiled forward: TorchRuntimeError: fake tensor"
+    assert "no correctness failure" in badges

@@ -81,6 +81,7 @@ class Headline:
     bests: list[Best] = field(default_factory=list)
     sentences: list[str] = field(default_factory=list)  # one per pass
     incorrect: list[str] = field(default_factory=list)  # "provider pass: why (where)"
+    errored: list[str] = field(default_factory=list)  # "provider pass: why": rows that ran and failed
     targets: list[Target] = field(default_factory=list)
     cpu: bool = False  # timed with perf_counter: not a GPU measurement
     rows: int = 0
@@ -221,6 +222,15 @@ def headline(
     result.sentences = [_sentence(pass_, [b for b in result.bests if b.pass_ == pass_]) for pass_ in
                         dict.fromkeys(b.pass_ for b in result.bests)]  # fmt: skip
     result.incorrect = _incorrect(rows, checks, fields)
+    # a row that ran and failed (not unavailable, unsupported, skipped or out of memory): no number, a bug;
+    # one line per provider and pass, with its first reason
+    failed = {
+        (r.get("provider"), r.get("pass")): r.get("reason")
+        for r in reversed(rows)
+        if r.get("status") == "error"
+    }
+    result.errored = [f"{p} {PASS_NAMES.get(str(pass_), pass_)}: {str(why or 'no reason recorded')[:200]}"
+                      for (p, pass_), why in reversed(failed.items())]  # fmt: skip
     return result
 
 

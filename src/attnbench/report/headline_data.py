@@ -206,6 +206,12 @@ def verdict_badges(h: Headline) -> list[page.Badge]:
         unchecked = sum(not b.checked for b in h.bests)
         badges.append(page.Badge(f"no correctness failure{_unchecked_words(h)}",
                                  page.Tone.quiet if unchecked else page.Tone.good))  # fmt: skip
+    if (
+        h.errored
+    ):  # not a correctness failure, but a number missing: said beside the verdict, each in the title
+        n = len(h.errored)
+        badges.append(page.Badge(f"{n} provider/pass{'es' if n > 1 else ''} errored", page.Tone.quiet,
+                                 "; ".join(h.errored)))  # fmt: skip
     if h.cpu and h.bests:
         badges.append(page.Badge(CPU_WARNING, page.Tone.quiet, "timed with perf_counter"))
     return badges
