@@ -74,7 +74,7 @@ def kernel_rows_table(rows: Iterable[Result]):
         "provider": r.provider, "pass": r.pass_, "status": r.status,
         "ms": "" if r.ms_median is None else f"{r.ms_median:.3f}",
         "TFLOP/s": "" if r.tflops is None else f"{r.tflops:.1f}",
-        "MFU (measured peak)": "" if r.mfu is None else f"{r.mfu:.1%}",
+        "MFU (measured peak at its clock)": "" if r.mfu is None else f"{r.mfu:.1%}",
         "rel_l2": "" if r.rel_l2 is None else f"{r.rel_l2:.1e}",
         "reason": r.reason[:120],
     } for r in rows])  # fmt: skip
