@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnbench.bench.flops import attention_flops
-from attnbench.report.cp_tables import bench_table, overlap_table, published_table
+from attnbench.report.cp_tables import bench_table, markdown, overlap_table, published_table
 from attnbench.rows import OverlapRow, Result, Workload
 from attnbench.studies.context_parallel.scoring import score_row
 
@@ -91,6 +91,11 @@ def test_bench_table_shows_no_tflops_above_a_peak_and_a_baselines_own_check():
     assert zig.status == "error" and "105%" in zig.reason
     assert pd.isna(zig.tflops_per_gpu) and pd.isna(zig.vs_single_gpu)
     assert uly.tflops_per_gpu == 480.0 and uly.vs_single_gpu == pytest.approx(480 / 600)
+    # each row's clock beside its share: a share above 100 % may be a reference timed at a lower clock
+    clocked = cp_row("ulysses", 262144, 480.0)
+    clocked.sm_clock_mhz = 1590.0
+    assert bench_table([checked, clocked]).iloc[1].sm_clock_mhz == 1590.0
+    assert "| 1590 |" in markdown(bench_table([checked, clocked]))
 
 
 def test_overlap_rows_keep_their_clock_and_older_rows_still_read():

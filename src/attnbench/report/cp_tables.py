@@ -121,6 +121,7 @@ def bench_table(rows: list[Result], correctness: Iterable[dict] | None = None):
                 "ms": r.ms_median,
                 "tflops_per_gpu": mine,
                 "vs_single_gpu": mine / theirs if mine and theirs else None,
+                "sm_clock_mhz": r.sm_clock_mhz,  # a share above 100 % may be a reference run at a lower clock
                 "peak_gib": r.peak_mem_bytes / GIB if r.peak_mem_bytes else None,
                 **({"correctness": _check_text(r, checks)} if show_checks else {}),
                 "reason": r.reason or over or "",
