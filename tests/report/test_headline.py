@@ -260,3 +260,15 @@ def test_rows_that_ran_and_failed_are_a_badge_of_their_own_never_a_correctness_v
     badges = {b.text: b for b in verdict_badges(h)}
     assert badges["1 provider/pass errored"].title == "compiled forward: TorchRuntimeError: fake tensor"
     assert "no correctness failure" in badges
+
+
+def test_a_runner_up_more_than_twice_as_slow_is_said_as_a_ratio_of_times():
+    """ "642% slower" reads as nonsense; past twice the time the sentence gives the times' ratio."""
+    rows = [
+        row("fused", 4096, 1.0),
+        row("gather", 4096, 7.42),
+        row("fused", 8192, 2.0),
+        row("gather", 8192, 2.002),
+    ]
+    (sentence,) = headline(rows).sentences
+    assert sentence.endswith("; the runner-up takes 1.00×–7.42× the time.")

@@ -321,8 +321,9 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
                 f"{_range([b.peak_share for b in bests if b.peak == k and b.peak_share is not None], _percent)} "
                 f"of {peak_words([k])}" for k in sorted(kinds)) + ")"  # fmt: skip
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
-    if gaps:
-        text += f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower"
+    if gaps:  # past twice the time a percentage misleads ("642% slower"): the times as a ratio
+        text += (f"; the runner-up takes {_range(gaps, lambda g: f'{g:.2f}×')} the time" if max(gaps) >= 2
+                 else f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower")  # fmt: skip
     alone = [b for b in all_bests if b.candidates == 1 and not b.baseline and b not in bests]
     if alone:  # left out of the contest above, not out of the sentence
         text += f"; {len(alone)} more shape{'s' if len(alone) > 1 else ''} where one provider ran alone"
