@@ -75,6 +75,11 @@ def test_summary_ranks_exact_and_quantised_apart_and_never_an_incorrect_row():
     assert first["MFU (measured peak at its clock)"] == pytest.approx(0.1 / 0.41)
     assert first["MFU (datasheet)"] == pytest.approx(0.08 / 0.41)
     assert list(summary["pass"]) == ["fwd"] * 3 + ["fwd_bwd"] * 2  # sorted by pass, then sequence
+    # over PyTorch's SDPA as the Flux answer takes it: the faster of its flash and cuDNN backends per shape
+    both = summary_table(sweep_rows(), baseline=("sdpa_flash", "sdpa_cudnn")).iloc[0]
+    assert (
+        both["best provider"] == "sdpa_cudnn" and both["speedup vs fastest of sdpa_flash, sdpa_cudnn"] == 1.0
+    )
 
 
 def test_summary_of_nothing_correct_is_empty_with_columns():

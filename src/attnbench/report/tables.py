@@ -108,12 +108,19 @@ def correctness_table(rows: Iterable[Result]):
     )
 
 
-def summary_table(rows: Iterable[Result], baseline: str = "sdpa_flash"):
-    """Best correct provider per (shape, pass): an `exact` row and, where faster, a `quantised` row."""
+def summary_table(rows: Iterable[Result], baseline: str | tuple[str, ...] = "sdpa_flash"):
+    """Best correct provider per (shape, pass): an `exact` row and, where faster, a `quantised` row. The
+    speed-up is over `baseline`, or over the fastest of several per shape and pass (PyTorch's SDPA as
+    the Flux answer takes it: the faster of its flash and cuDNN backends)."""
     import pandas as pd
 
     rows = list(rows)
-    speedups = speedup_over(rows, baseline)
+    names = (baseline,) if isinstance(baseline, str) else tuple(baseline)
+    speedups: dict = {}
+    for name in names:  # the fastest baseline's speed-up is the smallest
+        for key, value in speedup_over(rows, name).items():
+            speedups[key] = min(value, speedups.get(key, value))
+    baseline = names[0] if len(names) == 1 else f"fastest of {', '.join(names)}"
     exact = {(r.workload, r.pass_): r for r in best_by_workload(rows, quantized=False)}
     quantised = {(r.workload, r.pass_): r for r in best_by_workload(rows, quantized=True)}
     best = [("exact", r) for r in exact.values()]
