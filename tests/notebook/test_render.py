@@ -501,6 +501,14 @@ def test_shown_rounds_for_reading_and_keeps_the_exact_value():
     )
     assert shown([1980.0, 1965.0]).text == "[1980.0,1965.0]"  # a short list stays as written
     assert shown([True, False, True, True, False]).text.startswith("[true")  # not numbers: as JSON
+    peak = {
+        "tflops": 701.4643256201565,
+        "sm_clock_mhz": 1530.0,
+        "reason": None,
+    }  # a small record: read as words
+    assert shown(peak) == ("tflops 701.5, sm_clock_mhz 1530.0", json.dumps(peak, separators=(",", ":")), "")
+    assert shown([None, None]).text == ""  # nothing recorded
+    assert shown({"a": [1, 2]}).text == '{"a":[1,2]}'  # nested: as JSON
 
 
 def test_a_need_in_another_folder_links_to_that_notebooks_page():

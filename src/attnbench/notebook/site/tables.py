@@ -34,6 +34,16 @@ def shown(value: Any) -> Shown:
         low, high = min(value), max(value)
         text = f"{len(value)} values: median {statistics.median(value):.4g} ({low:.4g}–{high:.4g})"
         return Shown(text, json.dumps(value, separators=(",", ":")))
+    if isinstance(value, list) and value and all(v is None for v in value):
+        return Shown("", json.dumps(value))  # [null, null]: nothing recorded, said as nothing
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, (int, float, str)) or v is None for v in value.values())
+    ):
+        # a small record (a peak with its clock): each field as read, numbers rounded; the JSON in the tooltip
+        parts = [f"{key} {shown(v).text}" for key, v in value.items() if v is not None]
+        return Shown(", ".join(parts), json.dumps(value, separators=(",", ":")))
     if isinstance(value, (bool, dict, list)):  # as JSON writes them: true, not True
         text = json.dumps(value, separators=(",", ":"))
     else:
