@@ -195,7 +195,9 @@ def test_the_flux_lead_says_when_the_two_rows_were_timed_in_different_ways():
         row("te_flash", 4608, 1.0, **queued),
         row("sdpa_cudnn", 4608, 1.2, timing_method="cuda_event_per_call"),
     ]
+    rows[0]["extra"] = {**rows[0]["extra"], "note": "TE picked: flash (3.0.0)"}  # the kernel TE dispatched to
     text = answer_for("flux_attention", Artifacts(rows=rows)).answer[0]
+    assert "fastest exact kernel te_flash (1.000 ms wall; Transformer Engine ran flash (3.0.0))" in text
     assert (
         "timed differently: te_flash in bursts queued behind an idle GPU (launch-bound: 0.73 ms of host"
         in text

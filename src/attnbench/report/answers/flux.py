@@ -61,7 +61,17 @@ def flux(data, noise: dict | None = None) -> page.Answer:
         default = _fastest(
             [r for r in at if r.get("provider") in (SDPA_DEFAULT, "sdpa_default")]
         ) or _fastest([r for r in at if r.get("provider") in ("sdpa_flash", "sdpa_cudnn")])
-        text = f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall)"
+        picked = str(
+            (best.get("extra") or {}).get("note") or ""
+        )  # a dispatcher's choice: the kernel that ran
+        ran = (
+            f"; Transformer Engine ran {picked.removeprefix('TE picked: ')}"
+            if picked.startswith("TE picked:")
+            else ""
+        )
+        text = (
+            f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall{ran})"
+        )
         method = ""
         if default and default is not best:
             lead = default["ms_median"] / best["ms_median"]
