@@ -55,3 +55,65 @@ def test_smoke_runs_on_a_cpu_and_an_unknown_provider_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         probe.main(["--smoke", "--providers", "sdpa_cudnn", "flash_atn3"])
     assert "no provider named flash_atn3" in capsys.readouterr().err
+
+
+class _Event:
+    """A CUDA event stand-in on the host clock: record() notes the time, elapsed_time() the ms between."""
+
+    def __init__(self, enable_timing=True):
+        self.at = None
+
+    def record(self, stream=None):
+        import time
+
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3
+
+
+def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_in(monkeypatch):
+    """The probe's GPU path run on the host: CUDA events, the spin and the syncs stood in, a matmul for
+    the call. Every mode runs twice (in order, then reversed), each with its lull and per-position times."""
+    import torch
+
+    from attnbench.bench.clocks import ClockReading
+
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    a = torch.randn(64, 64)
+    monkeypatch.setattr(
+        probe, "_prepared", lambda name, device: (lambda: a @ a, "TE picked: flash (3.0.0)", "")
+    )
+
+    class Sampler:
+        samples = [ClockReading(sm_mhz=1755.0, power_w=600.0, temperature_c=60.0)] * 3
+
+        def mark(self):
+            return 0
+
+    class Conditioner:
+        def reheat(self):
+            return 0.5
+
+    flush = torch.zeros(16)
+    line = probe._measure(
+        "flash_attn3", "cpu", flush, (lambda: a @ a, 0.01), Conditioner(), Sampler(), 0.05, 1980.0
+    )
+    assert line["note"] == "TE picked: flash (3.0.0)" and line["host_ms_per_call"] > 0
+    assert set(line["modes"]) == set(probe.MODES)
+    for mode, reps in line["modes"].items():
+        assert len(reps) == 2 and all(r["calls"] >= 32 and r["ms_median"] > 0 for r in reps)
+        assert len(reps[0]["ms_by_position"]) == 32 and reps[0]["sm_clock_mhz"] == 1755.0
+        assert reps[0]["reheat_s"] == 0.5 and reps[0]["lull_ms_measured"] is not None
+    assert (
+        line["modes"]["queued_matmul"][0]["gemms"] >= 1
+        and line["modes"]["sustained"][0]["lull_ms_target"] == 0.0
+    )
+    assert line["modes"]["queued_matmul"][0]["over_queued_matmul"] == 1.0
+    # a provider that cannot run here is its line, with why, and nothing is timed
+    monkeypatch.setattr(probe, "_prepared", lambda name, device: (None, "", "not installed (no module 'x')"))
+    assert probe._measure("x", "cpu", flush, None, None, None, 0.05, 1980.0) == {
+        "provider": "x", "not_measured": "not installed (no module 'x')"}  # fmt: skip
