@@ -104,7 +104,7 @@ def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_
     )
     assert line["note"] == "TE picked: flash (3.0.0)" and line["host_ms_per_call"] > 0
     assert set(line["modes"]) == set(probe.MODES)
-    for mode, reps in line["modes"].items():
+    for reps in line["modes"].values():
         assert len(reps) == 2 and all(r["calls"] >= 32 and r["ms_median"] > 0 for r in reps)
         assert len(reps[0]["ms_by_position"]) == 32 and reps[0]["sm_clock_mhz"] == 1755.0
         assert reps[0]["reheat_s"] == 0.5 and reps[0]["lull_ms_measured"] is not None
