@@ -309,7 +309,7 @@ def scan_table(eager: list[dict], compiled: list[dict]):
             "eager fwd ms": _ms(row, "forward_ms"), "eager bwd ms": _ms(row, "backward_ms"),
             "eager fwd / bwd MHz": _mhz(row),
             "eager MiB before bwd": _mib(measured), "model MiB": _mib(predicted),
-            "measured / model": "" if measured is None else f"{measured / predicted:.3f}",
+            "measured / model": _ratio(measured, predicted),
             "eager bwd peak MiB": _mib(row.get("peak_backward_bytes")),
             "model bwd peak MiB": _mib(row["model"]["peak_backward"]),
             "bwd measured / model": _ratio(row.get("peak_backward_bytes"), row["model"]["peak_backward"]),

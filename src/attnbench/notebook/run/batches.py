@@ -83,30 +83,32 @@ def estimate(session: Session, node: tuple[str, str]) -> Estimate:
     no good run is known (it may have failed at once); where that time is of code since changed, the
     newest run under another label of the same kind when it took longer. Else its time under another
     label of the same kind, else its timeout (an upper bound)."""
-    cell = session.graph.cell(node)
+    cell, older = session.graph.cell(node), _older_code(session, node)
     tries = [r for r in (session.judge(node).stored, store.load_failure(session.cell_dir(node)))
              if r is not None and r.duration_s is not None]  # fmt: skip
     good = [r.duration_s for r in tries if r.status == Status.OK]
     stopped = [r.duration_s for r in tries if r.status in STOPPED]
     failed = [r.duration_s for r in tries if r.status not in STOPPED and r.status != Status.OK]
+
+    def guess(seconds, basis) -> Estimate:
+        return Estimate(node[1], seconds, basis, cell.gpus, older_code=older)
+
     if stopped and max(stopped) >= max(good, default=0.0):
-        return Estimate(node[1], max(stopped), "stopped after", cell.gpus)
-    elsewhere = _latest_elsewhere(session, node)
+        return guess(max(stopped), "stopped after")
     if good or failed:
         own = max(good or failed)
         # a time of code since changed says little of the code of now: a run elsewhere finished after it
         # that took longer is the better guess (a new protocol made the H100's Flux sweep 6.6 -> 9.0 min)
+        elsewhere = _latest_elsewhere(session, node) if older else None
         finished = max((r.finished or "" for r in tries), default="")
-        if (elsewhere is not None and elsewhere[1] > own and elsewhere[2] > finished
-                and _older_code(session, node)):  # fmt: skip
-            return Estimate(node[1], elsewhere[1], f"on {elsewhere[0]}", cell.gpus)
-        return Estimate(node[1], own, "last run", cell.gpus)
-    if elsewhere is not None:
-        label, seconds, _ = elsewhere
-        return Estimate(node[1], seconds, f"on {label}", cell.gpus)
+        if elsewhere is not None and elsewhere[1] > own and elsewhere[2] > finished:
+            return guess(elsewhere[1], f"on {elsewhere[0]}")
+        return guess(own, "last run")
+    if (elsewhere := _latest_elsewhere(session, node)) is not None:
+        return guess(elsewhere[1], f"on {elsewhere[0]}")
     if cell.timeout:
-        return Estimate(node[1], float(cell.timeout), "timeout", cell.gpus)
-    return Estimate(node[1], None, "unknown", cell.gpus)
+        return guess(float(cell.timeout), "timeout")
+    return guess(None, "unknown")
 
 
 def _kind(label: str) -> tuple[bool, str]:
@@ -169,7 +171,6 @@ def rerun_plan(session: Session, states: dict[tuple[str, str], Status], limit_s:
             continue
         guess = estimate(session, node)
         guess.notebook = node[0]
-        guess.older_code = _older_code(session, node)
         seconds = guess.seconds or 0.0
         last = batches[-1] if batches else None
         # a cell stopped at its last try took longer than it shows: it gets a command of its own

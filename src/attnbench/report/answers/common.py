@@ -19,6 +19,12 @@ def _pct(x: float) -> str:
     return f"{x:.1%}" if abs(x) < 0.1 else f"{x:.0%}"
 
 
+def _first_of(names: list[str], shown: int = 3) -> str:
+    """ "a, b, c and 2 more": the first `shown` names, and how many more there are."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def _x(ratio: float) -> str:
     return f"{ratio:.2f}×"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
-from attnbench.report.answers.common import _good, _num, _number, _pct
+from attnbench.report.answers.common import _first_of, _good, _num, _number, _pct
 from attnbench.report.cp_rows import is_reference, reference_for
 from attnbench.report.repeatability import noise_p95
 from attnbench.rows import Result
@@ -62,10 +62,7 @@ def _tied(multi: list[Result], L: int, rows: list[Result], best: Result, noise: 
                    key=lambda r: -r.tflops)  # fmt: skip
     if not close:
         return ""
-    names = ", ".join(r.provider for r in close[:3]) + (
-        f" and {len(close) - 3} more" if len(close) > 3 else ""
-    )
-    return f", tied within the {_pct(noise)} run-to-run noise with {names}"
+    return f", tied within the {_pct(noise)} run-to-run noise with {_first_of([r.provider for r in close])}"
 
 
 def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> str:

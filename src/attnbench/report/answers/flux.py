@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
-from attnbench.report.answers.common import _fastest, _good, _number, _pct, _x
+from attnbench.report.answers.common import _fastest, _first_of, _good, _number, _pct, _x
 from attnbench.report.repeatability import caveats, drift_words, noise_p95, protocol_of, widest_text
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
@@ -39,9 +39,8 @@ def tie_words(best: dict, rows: list[dict], noise: float | None, shown: int = 3)
                     and r["ms_median"] <= best["ms_median"] * (1 + noise)), key=lambda r: r["ms_median"])  # fmt: skip
     if not close:
         return ""
-    names = [f"{r['provider']} (+{_pct(r['ms_median'] / best['ms_median'] - 1)})" for r in close[:shown]]
-    more = f" and {len(close) - shown} more" if len(close) > shown else ""
-    return f"; tied within the {_pct(noise)} run-to-run noise: {', '.join(names)}{more}"
+    names = [f"{r['provider']} (+{_pct(r['ms_median'] / best['ms_median'] - 1)})" for r in close]
+    return f"; tied within the {_pct(noise)} run-to-run noise: {_first_of(names, shown)}"
 
 
 def flux(data, noise: dict | None = None) -> page.Answer:
