@@ -22,6 +22,8 @@ from attnbench.bench.providers.base import Prepared, Provider
 from attnbench.rows import Workload
 
 FLUX = Workload(1, 4352, 4352, 24, 24, 128)
+ENV_KEYS = ("gpu", "sm_count", "l2_bytes", "driver", "cuda", "cudnn", "torch", "sm_clock_mhz",
+            "max_sm_clock_mhz", "machine_id")  # fmt: skip
 failures: list[str] = []
 
 
@@ -71,32 +73,16 @@ def trust_check() -> float:
     return tf
 
 
-def main() -> int:
+def print_environment() -> dict:
     info = env.collect_env()
-    print(
-        json.dumps(
-            {
-                k: info[k]
-                for k in (
-                    "gpu",
-                    "sm_count",
-                    "l2_bytes",
-                    "driver",
-                    "cuda",
-                    "cudnn",
-                    "torch",
-                    "sm_clock_mhz",
-                    "max_sm_clock_mhz",
-                    "machine_id",
-                )
-            },
-            indent=1,
-        )
-    )
-    before = env.clock_snapshot()
+    print(json.dumps({k: info[k] for k in ENV_KEYS}, indent=1))
+    return info
 
+
+def check_matmul_peak(gpu: str | None) -> tuple[float, float | None]:
+    """The measured bf16 matmul peak against the datasheet's. Returns both (TFLOP/s)."""
     peak = flops.measure_matmul_peak("cuda")
-    sheet = flops.datasheet_peak(info["gpu"])
+    sheet = flops.datasheet_peak(gpu)
     print(f"bf16 matmul peak measured {peak:.1f} TFLOP/s, datasheet {sheet}")
     # Sustained torch.mm medians sit well under the datasheet: on our H200 (2026-11-22) 673 TFLOP/s cold
     # and 680 after a 0.5 s warm-up, stable before and after a 60 s sweep (69 % of 989.5; short bursts
@@ -107,8 +93,10 @@ def main() -> int:
         if sheet
         else "no datasheet peak for this GPU",
     )
+    return peak, sheet
 
-    attention_tflops = trust_check()
+
+def check_attention_below_matmul(attention_tflops: float, peak: float) -> None:
     # attention spends issue slots on softmax that a matmul does not: at or above the matmul, the
     # denominator is wrong (cold clocks while measuring it), not the kernel brilliant
     check(
@@ -117,6 +105,8 @@ def main() -> int:
         f"peak ({peak:.0f} TFLOP/s), so MFU < 100 %",
     )
 
+
+def check_l2_flush() -> None:
     small = torch.randn(4 << 20, device="cuda")  # 16 MiB: fits in L2, so a warm L2 helps
     warm = timing.measure(lambda: small * 2, device="cuda", flush_l2=False, min_reps=50, min_time_ms=50.0)
     cold = timing.measure(lambda: small * 2, device="cuda", flush_l2=True, min_reps=50, min_time_ms=50.0)
@@ -125,6 +115,8 @@ def main() -> int:
         cold.ms_median >= 0.95 * warm.ms_median, "flushing the L2 does not make a memory-bound kernel faster"
     )
 
+
+def check_peak_memory_accounting() -> None:
     gib = 1 << 30
     mem = timing.measure(
         lambda: torch.empty(gib, dtype=torch.uint8, device="cuda"), device="cuda", min_reps=5, min_time_ms=0.0
@@ -134,6 +126,9 @@ def main() -> int:
         f"peak memory of a 1 GiB allocation: {mem.peak_mem_bytes} B",
     )
 
+
+def check_sweep_survives_oom(peak: float, sheet: float | None) -> None:
+    """A small SDPA sweep behind the Hog: its rows are `oom`, the sweep goes on, memory is accounted."""
     providers = [Hog(), *_sdpa_providers()]
     start = time.perf_counter()
     rows = sweep.run_sweep(
@@ -156,6 +151,16 @@ def main() -> int:
                 r.peak_mem_bytes and r.peak_mem_bytes >= r.extra["mem_inputs_bytes"],
                 f"{r.provider} peak memory",
             )
+
+
+def main() -> int:
+    info = print_environment()
+    before = env.clock_snapshot()
+    peak, sheet = check_matmul_peak(info["gpu"])
+    check_attention_below_matmul(trust_check(), peak)
+    check_l2_flush()
+    check_peak_memory_accounting()
+    check_sweep_survives_oom(peak, sheet)
     print(env.clock_report(before, env.clock_snapshot()))
     print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
     return 1 if failures else 0

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 FLUX_SEQ_LENS = (4224, 4352, 4416, 4480, 4544, 4608)  # 4096 image tokens + 128 ... 512 text tokens
 SMOKE = {"seq_lens": (288, 320), "heads": 2, "head_dim": 64, "providers": ["sdpa_math"],
@@ -107,7 +108,7 @@ def summaries_of_halves(runs: list[list]) -> dict:
             for how in ("fastest", "mean")}  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("flux_repeatability.json"))
     parser.add_argument("--providers", nargs="*", default=[], help="names or families (default: all)")
@@ -126,17 +127,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 2 or args.runs % 2:
         parser.error(f"--runs {args.runs}: give 2, or an even count of at least 4")
+    return args
 
-    import torch
 
-    from attnbench.bench import env, flops, providers
-    from attnbench.bench.sweep import run_sweep
-    from attnbench.rows import Workload
+class SweepPlan(NamedTuple):  # not a dataclass: tests load this script without registering it in sys.modules
+    """What every run times, and how: the Flux profile's shape and counts (SMOKE's with --smoke), as the
+    options override them."""
 
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.smoke:
-        print("no CUDA device: run on the GPU machine, or pass --smoke for the CPU plumbing check")
-        return 2
+    shape: dict  # seq_lens, heads, head_dim, providers (names asked for), timing
+    rounds: int
+    providers: list  # the registered providers chosen
+    unavailable: dict[str, str]  # chosen providers that cannot run here, and why
+    device: str
+
+    @property
+    def preheat(self) -> bool:
+        return bool(self.shape["timing"].get("preheat"))
+
+
+def plan_sweep(args: argparse.Namespace, cuda: bool) -> SweepPlan:
+    """The plan for the options given; names each chosen provider that cannot run here."""
+    from attnbench.bench import providers
     from attnbench.studies.flux_attention.profiles import PROFILES  # the report's own counts and shape
 
     flux = PROFILES["default"]
@@ -144,67 +155,87 @@ def main(argv: list[str] | None = None) -> int:
                                       "providers": args.providers, "timing": flux["timing"]}  # fmt: skip
     if args.preheat is not None:  # --preheat / --no-preheat over the profile's choice
         shape = {**shape, "timing": {**shape["timing"], "preheat": args.preheat}}
-    preheat = bool(shape["timing"].get("preheat"))
     rounds = args.rounds if args.rounds is not None else (1 if args.smoke else flux.get("rounds", 1))
-    workloads = [Workload(1, s, s, shape["heads"], shape["heads"], shape["head_dim"], "bfloat16", "full")
-                 for s in shape["seq_lens"]]  # fmt: skip
     chosen = providers.select(shape["providers"])
     missing = {p.name: why for p in chosen if (why := p.unavailable())}
     for name, why in missing.items():  # said before the long runs, not found in their rows after
         print(f"unavailable: {name}: {why}", flush=True)
-    if missing and args.require_all:
-        print(f"--require-all: {len(missing)} of {len(chosen)} providers cannot run here; nothing timed")
-        return 2
     device = "cuda" if cuda and not args.smoke else "cpu"
-    info = env.collect_env(chosen)
-    peaks = flops.MeasuredPeaks(device) if device == "cuda" else None
+    return SweepPlan(shape=shape, rounds=rounds, providers=chosen, unavailable=missing, device=device)
+
+
+def preheat_summary(runs: list[list]) -> dict:
+    """What the rows started from: seconds of filler per row, the equilibrium."""
+    heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
+    return {
+        "equilibrium_c": max(
+            (e for r in heated if (e := r.extra.get("equilibrium_c")) is not None), default=None
+        ),
+        "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
+        "rows": len(heated),
+    }
+
+
+def repeatability_result(
+    plan: SweepPlan, runs: list[list], seconds: list[float], info: dict, smoke: bool
+) -> dict:
+    """The document --out holds once two or more runs are done."""
+    pairs = pair_spreads(runs[0], runs[1])
+    result = {
+        "what": f"Flux sweep run {len(runs)} times in one process: per-row spread |a-b|/mean of ms_median "
+        "of runs 1 and 2 (and, with 4+ runs, of K-run summaries)",
+        "smoke": smoke,
+        "gpu": info.get("gpu"),
+        "machine_id": info.get("machine_id"),
+        "power_limit_w": info.get("power_limit_w"),
+        "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
+        "timing": plan.shape["timing"],
+        "rounds": plan.rounds,
+        # each row warmed to steady state before its timed calls (bench.warmup): how the pages' rows are
+        # timed since the timing protocol; report.repeatability matches the rows' protocol against it
+        "row_warmup": any(r.warmup_s is not None for run in runs for r in run),
+        "seq_lens": list(plan.shape["seq_lens"]),
+        "providers": [p.name for p in plan.providers],
+        "unavailable": plan.unavailable,  # named providers that could not run here, and why
+        "run_seconds": seconds,
+        **summary(pairs),
+        "summaries": summaries_of_halves(runs) if len(runs) >= 4 and len(runs) % 2 == 0 else {},
+        "pairs": pairs,
+    }
+    if plan.preheat:
+        result["preheat"] = preheat_summary(runs)
+    return result
+
+
+def run_and_write(plan: SweepPlan, args: argparse.Namespace) -> dict:
+    """Runs the sweep args.runs times; returns the result of them all, written to args.out."""
+    from attnbench.bench import env, flops
+    from attnbench.bench.sweep import run_sweep
+    from attnbench.rows import Workload
+
+    heads, head_dim = plan.shape["heads"], plan.shape["head_dim"]
+    workloads = [
+        Workload(1, s, s, heads, heads, head_dim, "bfloat16", "full") for s in plan.shape["seq_lens"]
+    ]
+    info = env.collect_env(plan.providers)
+    peaks = flops.MeasuredPeaks(plan.device) if plan.device == "cuda" else None
     datasheet = flops.datasheet_peak(info.get("gpu"))
     runs, seconds = [], []
-
-    def result_so_far() -> dict:
-        pairs = pair_spreads(runs[0], runs[1])
-        result = {
-            "what": f"Flux sweep run {len(runs)} times in one process: per-row spread |a-b|/mean of ms_median "
-            "of runs 1 and 2 (and, with 4+ runs, of K-run summaries)",
-            "smoke": args.smoke,
-            "gpu": info.get("gpu"),
-            "machine_id": info.get("machine_id"),
-            "power_limit_w": info.get("power_limit_w"),
-            "max_sm_clock_mhz": info.get("max_sm_clock_mhz"),
-            "timing": shape["timing"],
-            "rounds": rounds,
-            # each row warmed to steady state before its timed calls (bench.warmup): how the pages' rows are
-            # timed since the timing protocol; report.repeatability matches the rows' protocol against it
-            "row_warmup": any(r.warmup_s is not None for run in runs for r in run),
-            "seq_lens": list(shape["seq_lens"]),
-            "providers": [p.name for p in chosen],
-            "unavailable": missing,  # named providers that could not run here, and why
-            "run_seconds": seconds,
-            **summary(pairs),
-            "summaries": summaries_of_halves(runs) if len(runs) >= 4 and len(runs) % 2 == 0 else {},
-            "pairs": pairs,
-        }
-        if preheat:  # what the rows started from: seconds of filler per row, the equilibrium
-            heated = [r for run in runs for r in run if r.extra.get("preheat_s") is not None]
-            result["preheat"] = {
-                "equilibrium_c": max(
-                    (e for r in heated if (e := r.extra.get("equilibrium_c")) is not None), default=None
-                ),
-                "seconds": round(sum(r.extra["preheat_s"] for r in heated), 1),
-                "rows": len(heated),
-            }
-        return result
-
     for attempt in range(1, args.runs + 1):
         started = time.perf_counter()
         print(f"--- run {attempt} of {args.runs} ---", flush=True)
-        runs.append(run_sweep(chosen, workloads, ("fwd", "fwd_bwd"), device=device, peak_tflops=peaks,
-                              datasheet_tflops=datasheet, timing_options=shape["timing"], rounds=rounds))  # fmt: skip
+        runs.append(run_sweep(plan.providers, workloads, ("fwd", "fwd_bwd"), device=plan.device,
+                              peak_tflops=peaks, datasheet_tflops=datasheet,
+                              timing_options=plan.shape["timing"], rounds=plan.rounds))  # fmt: skip
         seconds.append(round(time.perf_counter() - started, 1))
         # written after every run from the second on: a run stopped by a time limit keeps these
         if attempt >= 2:
-            result = result_so_far()
+            result = repeatability_result(plan, runs, seconds, info, args.smoke)
             args.out.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def print_spreads(result: dict, out: Path) -> None:
     if result["rows"]:
         print(f"{result['rows']} rows: median spread {result['median_spread']:.2%}, "
               f"95th percentile {result['p95_spread']:.2%}, max {result['max_spread']:.2%}")  # fmt: skip
@@ -214,7 +245,24 @@ def main(argv: list[str] | None = None) -> int:
                       f"95th percentile {stats['p95_spread']:.2%}")  # fmt: skip
     else:
         print("no row was measured ok in both runs")
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.smoke:
+        print("no CUDA device: run on the GPU machine, or pass --smoke for the CPU plumbing check")
+        return 2
+    plan = plan_sweep(args, cuda)
+    if plan.unavailable and args.require_all:
+        print(f"--require-all: {len(plan.unavailable)} of {len(plan.providers)} providers cannot run here; "
+              "nothing timed")  # fmt: skip
+        return 2
+    result = run_and_write(plan, args)
+    print_spreads(result, args.out)
     return 0 if result["rows"] else 1
 
 
