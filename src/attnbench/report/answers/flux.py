@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
+from attnbench.report import method_gap
 from attnbench.report.answers.common import _fastest, _first_of, _good, _number, _pct, _x
+from attnbench.report.method_gap import QUEUED
 from attnbench.report.repeatability import caveats, drift_words, noise_p95, protocol_of, widest_text
 
 SDPA_DEFAULT = "sdpa"  # PyTorch's default scaled_dot_product_attention dispatch
-
-
-QUEUED = "cuda_event_per_call_queued"  # bench.timing: a launch-bound call, timed in bursts behind a spin
 
 
 def method_words(best: dict, other: dict) -> str:
@@ -17,7 +16,7 @@ def method_words(best: dict, other: dict) -> str:
     back to back, else "". A burst waits behind a one-warp spin, so the GPU idles before it and starts
     it below its power limit; a call run back to back runs at the limit. An idle GPU before each call
     made cuDNN's forward ~11 % faster on an H200 (the Flux report's cuDNN section), so a lead across
-    the two methods may be partly the lull (scripts/probe_duty_cycle.py measures it per provider)."""
+    the two methods may be partly the lull; report.method_gap measures how much on the page itself."""
     queued = [r for r in (best, other) if r.get("timing_method") == QUEUED]
     if len(queued) != 1:
         return ""
@@ -48,6 +47,7 @@ def flux(data, noise: dict | None = None) -> page.Answer:
                                   "does it beat PyTorch's default SDPA?")  # fmt: skip
     from attnbench.report.headline import is_baseline, is_quantised
 
+    crossed = False  # a lead compared rows timed the two ways
     for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
         # reference implementations (sdpa_math) are baselines, never the answer, as in the ranking table
         rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)
@@ -79,8 +79,12 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
                                           best["provider"]))  # fmt: skip
         answer.answer.append(text + tie_words(best, at, noise_p95(noise) if noise else None) + method + ".")
+        crossed = crossed or bool(method)
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
+    measured = method_gap.words([r for r in data.rows if _good(r)]) if crossed else ""
+    if measured:
+        answer.answer.append(measured)
     protocol = protocol_of(data.rows)
     if noise:
         answer.answer.append(
