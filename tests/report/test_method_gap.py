@@ -55,6 +55,14 @@ def test_no_words_without_a_kernel_timed_both_ways_and_a_sign_where_back_to_back
     assert "ran -5.0% to +5.0% back to back against queued" in method_gap.words(straddle)
 
 
+def test_rows_of_another_workload_at_the_same_length_are_never_paired():
+    other_mask = [
+        row("flash_attn3", 4608, 1.10, **STEADY, mask="full"),
+        row("xformers_fa3", 4608, 1.0, **QUEUED),
+    ]
+    assert method_gap.points(other_mask) == []
+
+
 def test_table_lists_the_points_timed_both_ways_with_their_clocks():
     table = method_gap.table(_rows())
     assert list(table["seq"]) == [4352, 4608]

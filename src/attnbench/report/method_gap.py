@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from attnbench.report.workload import workload_key
+
 QUEUED = "cuda_event_per_call_queued"  # bench.timing: a launch-bound call, timed in bursts behind a spin
 SAME_KERNEL = {
     "FlashAttention-3": ("flash_attn3", "flash_attn3_compiled", "xformers_fa3", "xformers_fa3_compiled")
@@ -59,11 +61,11 @@ def points(rows: list[Mapping]) -> list[Point]:
     rows = [r for r in rows if r.get("status") == "ok" and r.get("ok") is not False]
     found = []
     for kernel, providers in SAME_KERNEL.items():
-        mine: dict[tuple[str, int], list[Mapping]] = {}
+        mine: dict[tuple[str, int, str], list[Mapping]] = {}  # one problem: pass, length, the whole workload
         for r in rows:
             if r.get("provider") in providers and r.get("ms_median"):
-                mine.setdefault((r.get("pass"), r.get("seqlen_q") or 0), []).append(r)
-        for (pass_, seqlen), group in sorted(mine.items(), key=lambda item: (str(item[0][0]), item[0][1])):
+                mine.setdefault((str(r.get("pass")), r.get("seqlen_q") or 0, workload_key(r)), []).append(r)
+        for (pass_, seqlen, _), group in sorted(mine.items()):
             if len({r["provider"] for r in group}) < 2:
                 continue
             burst = [r for r in group if _queued(r)]
