@@ -11,6 +11,7 @@ Nothing here is measured: it only brings the GPU and its fans to a sustained loa
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 
@@ -19,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to run the load (default 60)")
     parser.add_argument("--device", default="cuda", help="the GPU to warm (default cuda, the current one)")
     args = parser.parse_args(argv)
-    if args.seconds <= 0:
-        parser.error(f"--seconds {args.seconds:g}: give a positive number of seconds")
+    if not (math.isfinite(args.seconds) and args.seconds > 0):  # nan or inf would never stop the load
+        parser.error(f"--seconds {args.seconds:g}: give a positive, finite number of seconds")
 
     import torch
 

@@ -22,8 +22,11 @@ def test_a_cpu_device_is_refused_by_name(capsys):
     assert "--device cpu: no CUDA GPU here" in capsys.readouterr().err
 
 
-def test_seconds_must_be_positive(capsys):
+@pytest.mark.parametrize("seconds", ["0", "-5", "nan", "inf"])
+def test_seconds_must_be_positive_and_finite(capsys, seconds):
     with pytest.raises(SystemExit) as stop:
-        _script().main(["--seconds", "0"])
+        _script().main(["--seconds", seconds])
     assert stop.value.code == 2
-    assert "--seconds 0: give a positive number of seconds" in capsys.readouterr().err
+    assert (
+        f"--seconds {float(seconds):g}: give a positive, finite number of seconds" in capsys.readouterr().err
+    )
