@@ -77,7 +77,7 @@ def test_context_parallel_share_above_one_is_explained_per_mask():
     a = answer_for("context_parallel", Artifacts(rows=rows))
     assert sorted(n.key for n in a.numbers) == ["causal|8192|efficiency", "full|8192|efficiency"]
     assert "causal, S 8192" in a.answer[0] and "full, S 8192" in a.answer[0]
-    assert "not a timing error" in a.answer[1]  # causal 102%: why it can exceed one GPU
+    assert "not a timing error" in a.caveats[0] and len(a.answer) == 1  # causal 102%: why, under the answer
     assert "slowest" not in a.answer[0]  # one strategy a length: no other end to name
 
 
@@ -139,15 +139,16 @@ def test_the_flux_lead_says_when_the_two_rows_were_timed_in_different_ways():
         row("sdpa_cudnn", 4608, 1.2, timing_method="cuda_event_per_call"),
     ]
     rows[0]["extra"] = {**rows[0]["extra"], "note": "TE picked: flash (3.0.0)"}  # the kernel TE dispatched to
-    text = answer_for("flux_attention", Artifacts(rows=rows)).answer[0]
-    assert "fastest exact kernel te_flash (1.000 ms wall; Transformer Engine ran flash (3.0.0))" in text
-    assert (
-        "timed differently: te_flash in bursts queued behind an idle GPU (launch-bound: 0.73 ms of host"
-        in text
+    said = answer_for("flux_attention", Artifacts(rows=rows))
+    assert said.answer[0] == ("forward at S 4608: fastest exact kernel te_flash (1.000 ms wall; Transformer Engine "
+                              "ran flash (3.0.0)), 1.20× the speed of PyTorch's SDPA (sdpa_cudnn, 1.200 ms).")  # fmt: skip
+    (text,) = said.caveats  # what qualifies the lead: under the answer, never in it
+    assert text.startswith(
+        "forward: timed differently: te_flash in bursts queued behind an idle GPU (launch-bound: 0.73 ms of host"
     )
     assert "sdpa_cudnn back to back at the power limit" in text
     alike = [row("flash_attn3", 4608, 1.0, **queued), row("sdpa_cudnn", 4608, 1.2, **queued)]
-    assert "timed differently" not in answer_for("flux_attention", Artifacts(rows=alike)).answer[0]
+    assert not answer_for("flux_attention", Artifacts(rows=alike)).caveats
 
 
 def test_masks_best_and_gaps_of_ffa_and_flex():
@@ -228,8 +229,8 @@ def test_the_distributed_dilated_answer_compares_wall_time_with_one_gpu():
     )
     assert answer.answer[0] == said  # the one-GPU run is named: it is the same path, not the fastest kernel
     assert (
-        "the one-GPU page's fastest kernel (the fused one where it ran) is another path" in answer.answer[1]
-    )
+        "the one-GPU page's fastest kernel (the fused one where it ran) is another path" in answer.caveats[0]
+    ) and len(answer.answer) == 1
     # keys of their own: the compare page never pairs them with the one-GPU report's speed-up over dense
     assert [(n.key, n.unit, n.per) for n in answer.numbers] == [("fwd|split_speedup", "×", "wall time"),
                                                                 ("fwd|split_longest", "tokens", "")]  # fmt: skip

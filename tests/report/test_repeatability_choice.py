@@ -115,7 +115,7 @@ def test_the_noise_a_lead_must_beat_includes_the_drift_between_runs_minutes_apar
     class Data:
         rows: ClassVar[list[dict]] = [row, {**row, "provider": "sdpa_flash", "ms_median": 0.8}]
 
-    said = " ".join(answer_for("flux_attention", Data).answer)
+    said = " ".join(answer_for("flux_attention", Data).caveats)
     assert "each the fastest of 2 rounds" in said and "95th percentile 0.8%" in said
     assert "the fastest of runs 1-2 against that of runs 3-4: 95th percentile 3.2%" in said
     assert "A lead smaller than 3.2% is noise on this GPU" in said
@@ -158,7 +158,7 @@ def test_providers_a_run_asked_for_but_never_paired_are_named(tmp_path, monkeypa
     class Data:
         rows = (row, {**row, "provider": "sdpa_flash", "ms_median": 0.8})
 
-    answer = " ".join(answer_for("flux_attention", Data).answer)
+    answer = " ".join(answer_for("flux_attention", Data).caveats)
     assert (
         "no row of flash_attn3, cudnn_frontend was ok" in answer
         and "A lead smaller than 2.0% is noise" in answer

@@ -259,6 +259,37 @@ def test_past_four_key_numbers_the_rest_fold_under_the_answer():
     assert "<details" not in few and "number 3" in few
 
 
+def test_caveats_come_under_the_answer_lines_plain_and_a_headline_json_keeps_them(tmp_path):
+    """What qualifies the answer (ties, the timing method, the noise) is listed under its bold lines, in
+    the order given; headline.json carries it, merged headlines join it, and a file without it reads."""
+    from pathlib import Path
+
+    import jinja2
+
+    from attnbench.notebook.site import render
+    from attnbench.notebook.site.headline import Answer, Headline, load_headline, write_headline
+    from attnbench.notebook.site.summary import answer_view
+
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(render.__file__).with_name("templates"))
+    )
+    head = Headline().with_answer(
+        Answer(question="Q?", answer=["A is 1.2× B."], caveats=["tied: C.", "noise 3%."])
+    )
+    html = templates.get_template("answer.html.j2").render(head=answer_view(head), label="gpu-a")
+    answer_at, first, second = (html.index(s) for s in ("<strong>A is 1.2× B.</strong>", "<li>tied: C.</li>",
+                                                          "<li>noise 3%.</li>"))  # fmt: skip
+    assert answer_at < first < second and "<strong>tied" not in html
+    assert load_headline(write_headline(head, tmp_path)).caveats == ["tied: C.", "noise 3%."]
+    assert head.merged(Headline(caveats=["more."])).caveats == ["tied: C.", "noise 3%.", "more."]
+    (tmp_path / "headline.json").write_text('{"version": 2, "answer": ["A."]}')  # written before caveats
+    assert load_headline(tmp_path / "headline.json").caveats == []
+    plain = templates.get_template("answer.html.j2").render(
+        head=answer_view(Headline(answer=["A."])), label="a"
+    )
+    assert 'class="caveats' not in plain
+
+
 def test_comparison_page_says_which_side_older_code_measured(demo_project, tmp_path):
     """A label measured by code that has changed since, or kept without a re-run, is named above the
     ratios: they set results of older code beside current ones. A label current with the code is not."""

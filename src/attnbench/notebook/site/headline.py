@@ -28,6 +28,7 @@ directly under them, and baselines kept apart from the ranking (a version-1 file
      "answer": ["forward: dilated_flex is 3.10× the speed of dense sdpa_cudnn at S 131072 ..."],
      "numbers": [{"key": "fwd|speedup", "name": "forward speed-up at S 131072", "value": 3.1,
                   "unit": "×", "per": "per GPU|total|wall time", "higher_is_better": true, "detail": "..."}],
+     "caveats": ["tied within the 3.2% run-to-run noise: ..."],   # what qualifies the answer: under it, smaller
      "key_figure": "figures/tflops.svg",    # "<cell>/<artifact path>", shown under the answer
      entries[].baseline: true               # a reference (single GPU, dense, eager): listed apart, never the winner
      entries[].per: "per GPU"               # what `value` is of: "per GPU", "total", "wall time"
@@ -126,9 +127,12 @@ class Answer:
     """The question a notebook asks and what its rows answer (version 2 fields of Headline)."""
 
     question: str = ""
-    answer: list[str] = field(default_factory=list)
+    answer: list[str] = field(default_factory=list)  # the conclusion, first on the page
     numbers: list[Number] = field(default_factory=list)
     key_figure: str = ""
+    caveats: list[str] = field(
+        default_factory=list
+    )  # ties, method, noise: under the answer, never instead of it
 
 
 @dataclass
@@ -157,10 +161,12 @@ class Headline:
     answer: list[str] = field(default_factory=list)
     numbers: list[Number] = field(default_factory=list)
     key_figure: str = ""
+    caveats: list[str] = field(default_factory=list)
 
     def with_answer(self, answer: Answer) -> Headline:
         self.question, self.answer = answer.question, list(answer.answer)
         self.numbers, self.key_figure = list(answer.numbers), answer.key_figure
+        self.caveats = list(answer.caveats)
         return self
 
     @property
@@ -185,6 +191,7 @@ class Headline:
             answer=self.answer + other.answer,
             numbers=self.numbers + other.numbers,
             key_figure=self.key_figure or other.key_figure,
+            caveats=self.caveats + other.caveats,
         )
 
 

@@ -85,11 +85,13 @@ def _ranking(entries: list[Entry]) -> dict[str, Any]:
 
 
 def answer_view(h) -> dict[str, Any]:
-    """Headline version 2: the question, its answer, the key numbers and the key figure's path."""
+    """Headline version 2: the question, its answer, what qualifies it, the key numbers and the key figure's
+    path."""
 
     numbers = [{"name": n.name, "value": key_number_text(n.value), "unit": n.unit, "per": n.per, "detail": n.detail}
                for n in h.numbers]  # fmt: skip
-    return {"question": h.question, "answer": h.answer, "numbers": numbers, "key_figure": h.key_figure}
+    return {"question": h.question, "answer": h.answer, "caveats": h.caveats, "numbers": numbers,
+            "key_figure": h.key_figure}  # fmt: skip
 
 
 def missing_headline(report_cells: list[dict]) -> str:

@@ -45,9 +45,9 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
                          + "; ".join(parts) + "." if parts else
                          "No single-GPU reference and multi-GPU strategy at one per-GPU length to compare.")  # fmt: skip
     if above:
-        answer.answer.append("A share above 100% is not a timing error: a rank's part of a causal problem holds "
-                             "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
-                             "and full blocks run faster.")  # fmt: skip
+        answer.caveats.append("A share above 100% is not a timing error: a rank's part of a causal problem holds "
+                              "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
+                              "and full blocks run faster.")  # fmt: skip
     return answer
 
 

@@ -78,16 +78,20 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
             answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
                                           best["provider"]))  # fmt: skip
-        answer.answer.append(text + tie_words(best, at, noise_p95(noise) if noise else None) + method + ".")
+        answer.answer.append(text + ".")
+        # what qualifies the lead goes under the answer (page.Answer.caveats), one line a pass
+        qualified = tie_words(best, at, noise_p95(noise) if noise else None) + method
+        if qualified:
+            answer.caveats.append(f"{word}: {qualified.removeprefix('; ')}.")
         crossed = crossed or bool(method)
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
     measured = method_gap.words([r for r in data.rows if _good(r)]) if crossed else ""
     if measured:
-        answer.answer.append(measured)
+        answer.caveats.append(measured)
     protocol = protocol_of(data.rows)
     if noise:
-        answer.answer.append(
+        answer.caveats.append(
             f"A lead smaller than {noise_p95(noise):.1%} is noise on this GPU: run to run, the median spread is "
             f"{noise['median']:.1%} and the 95th percentile {noise['p95']:.1%}{drift_words(noise)} "
             f"({noise['rows']} rows {noise['compared']}, {noise['file']}{caveats(noise, protocol)})."
