@@ -69,8 +69,8 @@ def masks(data, noise: dict | None = None) -> page.Answer:
     if ffa:
         answer.answer.append(ffa)
     budget = _not_attempted(data.rows)
-    if budget:
-        answer.answer.append(budget)
+    if budget:  # it qualifies every winner: under the answer (page.Answer.caveats)
+        answer.caveats.append(budget)
     return answer
 
 
