@@ -87,7 +87,7 @@ def _code_cell(cell: Cell):
         "needs": [str(n) for n in cell.needs],
         "outputs": cell.outputs,
         "timeout": cell.timeout,
-        "gpus": cell.gpus,
+        "gpus": f"{cell.gpus}+" if cell.gpus_or_more else cell.gpus,  # as written: N+ resolves per label
         "env": cell.env,
         "requires-python": cell.requires_python,
         "script": cell.script,  # uvnote's script=: the code below was read from this file

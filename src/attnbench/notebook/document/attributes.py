@@ -1,5 +1,6 @@
 """The attributes of a ```python fence: `id=bench deps=torch,pandas needs=gpu,other.md:x outputs=*.svg
 timeout=900 gpus=2 env=K=V,K2=V2 collapse-code collapse-output script=file.py`, typed and checked.
+`gpus=2+` asks for every GPU of the label's machine, at least 2 (the engine resolves it per label).
 
 Every problem is a NotebookError naming the fence's `path:line` and the bad value.
 """
@@ -35,6 +36,7 @@ class FenceAttributes:
     outputs: list[str] = field(default_factory=list)
     timeout: float | None = None
     gpus: int | None = None
+    gpus_or_more: bool = False  # gpus=N+: every GPU of the label's machine, at least N
     env: dict[str, str] = field(default_factory=dict)  # repeated env= merge
     script: str | None = None
     collapse_code: bool | None = None  # None: not given
@@ -71,9 +73,14 @@ def fence_attributes(path: Path, line: int, words: list[str]) -> FenceAttributes
         elif key == "timeout":
             attrs.timeout = _timeout(path, line, value)
         elif key == "gpus":
-            if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
-                raise NotebookError(path, line, f"gpus={value!r} must be a whole number >= 1")
-            attrs.gpus = int(value)
+            found = re.fullmatch(r"([0-9]+)(\+?)", value)
+            if not found or int(found.group(1)) < 1:
+                raise NotebookError(
+                    path,
+                    line,
+                    f"gpus={value!r} must be a whole number >= 1, or N+ for every GPU (at least N)",
+                )
+            attrs.gpus, attrs.gpus_or_more = int(found.group(1)), bool(found.group(2))
         elif key == "env":
             attrs.env.update(_env(path, line, value))
         elif key == "script":

@@ -186,6 +186,9 @@ class Cell:
     outputs: list[str] = field(default_factory=list)  # artifact globs; empty = every file written
     timeout: float | None = None  # seconds
     gpus: int | None = None  # launch under torch.distributed.run with this many processes per node
+    # gpus=N+: as many processes as the label's machine has GPUs, at least N (session.prepare resolves it into
+    # `gpus` per label, so a key, a launch and a GPU check see the count that ran; a CPU label runs N)
+    gpus_or_more: bool = False
     env: dict[str, str] = field(default_factory=dict)  # per-cell environment overrides
     collapse_code: bool = False
     collapse_output: bool = False

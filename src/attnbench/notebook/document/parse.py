@@ -258,6 +258,7 @@ def _cell(src: _Source, line: int, info: str, body: str, written: str) -> Cell |
         outputs=_unique(attrs.outputs),
         timeout=attrs.timeout,
         gpus=attrs.gpus,
+        gpus_or_more=attrs.gpus_or_more,
         env=attrs.env,
         collapse_code=collapsed if attrs.collapse_code is None else attrs.collapse_code,
         collapse_output=collapsed if attrs.collapse_output is None else attrs.collapse_output,

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from attnbench.notebook.run.launchers import DistOptions, EnvSpec, LaunchError, 
 from attnbench.notebook.run.machine import Interpreter, Machine, ProbeError
 from attnbench.notebook.run.plan import SOURCES_CHANGED, CacheKey, cell_key, stale_reasons
 from attnbench.notebook.run.project import HOST_DIR, ProjectError, host_checkout, indexed_package
-from attnbench.notebook.run.records import CellResult, RunRecord, Status
+from attnbench.notebook.run.records import CellResult, RecordError, RunRecord, Status
 from attnbench.notebook.run.sources import SourceIndex
 
 
@@ -289,6 +289,24 @@ def override_label(label: str, changed: dict[str, Any]) -> str:
     return f"{label}+{suffix}"
 
 
+def resolve_gpus_or_more(graph: Graph, label: str, outputs: Path) -> None:
+    """Each `gpus=N+` cell's process count under `label`: the GPUs of the machine the label's results came
+    from (its run.json), else what the label's name says (machine.label_gpus), at least N; a CPU label runs
+    N ranks on gloo. The graph gets copies of those notebooks: the parsed ones may serve another label."""
+    for name, notebook in list(graph.notebooks.items()):
+        if not any(c.gpus_or_more for c in notebook.cells):
+            continue
+        try:
+            run = store.load_run(outputs / name / label)
+        except RecordError:
+            run = None  # a broken run.json is reported where the label's results are read
+        count = run.machine.get("gpu_count") if run else None
+        count = machine_mod.label_gpus(label) if count is None else count
+        blocks = [replace(b, cell=replace(b.cell, gpus=max(b.cell.gpus or 1, count)))
+                  if b.cell is not None and b.cell.gpus_or_more else b for b in notebook.blocks]  # fmt: skip
+        graph.notebooks[name] = replace(notebook, blocks=blocks)
+
+
 def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
     """Load the notebooks (paths, or notebooks already parsed) and everything a run needs. Raises
     NotebookError or SetupError."""
@@ -305,6 +323,7 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
             label = store.check_label(override_label(label, changed_params(graph, params)))
     except ValueError as e:
         raise SetupError(str(e)) from None
+    resolve_gpus_or_more(graph, label, outputs)
     # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on
     # PYTHONPATH: an installed package's parent is a site-packages folder, which must not leak into
     # another interpreter.
