@@ -18,6 +18,7 @@ from attnbench.notebook.run import machine as machine_mod
 from attnbench.notebook.run.launchers import EnvSpec
 from attnbench.notebook.run.session import Options, prepare
 from attnbench.notebook.run.status import stored_states
+from attnbench.notebook.site.render import build_site
 
 WORLD = cell("id=w gpus=2+", "import os\nprint('world ' + os.environ['WORLD_SIZE'])")
 READS = cell("id=r needs=w", "print('reads w')")
@@ -80,6 +81,26 @@ def test_a_run_takes_every_gpu_and_its_result_stays_current_where_it_is_judged(p
     small = project.run(path, label="cpu")  # and the same notebook on the CPU label runs its N ranks
     assert small.code == 0, small.out + small.err
     assert (project.root / "outputs" / "s" / "cpu" / "w" / "stdout.txt").read_text().count("world 2") == 2
+
+
+def test_a_first_run_under_a_label_of_another_name_takes_what_its_run_json_will_record(project, gpus):
+    """No run.json yet: the count is this machine's (what the run records), not the label's name, so the
+    result is current on the next look rather than stale at once."""
+    path = project.write("s.md", notebook(WORLD, READS))
+    gpus(4)
+    assert project.run(path, label="mybox").code == 0  # a label of the user's naming (one GPU by its name)
+    assert (project.root / "outputs" / "s" / "mybox" / "w" / "stdout.txt").read_text().count("world 4") == 4
+    states, problems = stored_states([parse_notebook(path)], project.root / "outputs", EnvSpec("python"))
+    assert problems == [] and {c: s for c, (s, _) in states["s"]["mybox"].items()} == {
+        "w": "cached",
+        "r": "cached",
+    }
+    again = project.run(path, label="mybox")
+    assert again.code == 0 and "2 hit" in again.out
+    build_site(
+        project.root / "outputs", project.root / "site", states
+    )  # the page says what ran, not the fence
+    assert "4 GPU processes" in (project.root / "site" / "s" / "mybox.html").read_text()
 
 
 def test_one_parsed_notebook_judges_labels_of_different_sizes_apart(project):

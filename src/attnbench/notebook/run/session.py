@@ -289,10 +289,12 @@ def override_label(label: str, changed: dict[str, Any]) -> str:
     return f"{label}+{suffix}"
 
 
-def resolve_gpus_or_more(graph: Graph, label: str, outputs: Path) -> None:
-    """Each `gpus=N+` cell's process count under `label`: the GPUs of the machine the label's results came
-    from (its run.json), else what the label's name says (machine.label_gpus), at least N; a CPU label runs
-    N ranks on gloo. The graph gets copies of those notebooks: the parsed ones may serve another label."""
+def resolve_gpus_or_more(graph: Graph, label: str, outputs: Path, here: int) -> None:
+    """Each `gpus=N+` cell's process count under `label`, at least N: the GPUs of the machine the label's
+    results came from (its run.json); for a label with none yet, this machine's `here` (what its first run
+    will record), else, on a machine without GPUs, what the label's name says (machine.label_gpus: a CPU
+    label runs N ranks on gloo). The graph gets copies of those notebooks: the parsed ones may serve
+    another label."""
     for name, notebook in list(graph.notebooks.items()):
         if not any(c.gpus_or_more for c in notebook.cells):
             continue
@@ -301,7 +303,7 @@ def resolve_gpus_or_more(graph: Graph, label: str, outputs: Path) -> None:
         except RecordError:
             run = None  # a broken run.json is reported where the label's results are read
         count = run.machine.get("gpu_count") if run else None
-        count = machine_mod.label_gpus(label) if count is None else count
+        count = (here or machine_mod.label_gpus(label)) if count is None else count
         blocks = [replace(b, cell=replace(b.cell, gpus=max(b.cell.gpus or 1, count)))
                   if b.cell is not None and b.cell.gpus_or_more else b for b in notebook.blocks]  # fmt: skip
         graph.notebooks[name] = replace(notebook, blocks=blocks)
@@ -323,7 +325,7 @@ def prepare(notebooks: list[Path | Notebook], options: Options) -> Session:
             label = store.check_label(override_label(label, changed_params(graph, params)))
     except ValueError as e:
         raise SetupError(str(e)) from None
-    resolve_gpus_or_more(graph, label, outputs)
+    resolve_gpus_or_more(graph, label, outputs, machine.gpu_count)
     # Cells import inputs() from the engine's host package. Only a source checkout's src/ goes on
     # PYTHONPATH: an installed package's parent is a site-packages folder, which must not leak into
     # another interpreter.

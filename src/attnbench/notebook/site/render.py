@@ -250,7 +250,9 @@ class _Renderer:
             "duration": show.duration(result.get("duration_s")) if result else "",
             "result": result or {}, "duration_s": (result or {}).get("duration_s"),
             "started_at": (result or {}).get("started"), "finished_at": (result or {}).get("finished"),
-            "code": self._highlight(cell.source, "python"), "deps": sorted(set(cell.deps)), "gpus": cell.gpus,
+            "code": self._highlight(cell.source, "python"), "deps": sorted(set(cell.deps)),
+            # the processes that ran (a gpus=N+ cell resolves per label), else what the fence says
+            "gpus": (result or {}).get("gpus") or (f"{cell.gpus}+" if cell.gpus_or_more else cell.gpus),
             "code_lines": len(cell.source.rstrip("\n").splitlines()),
             "collapse_code": cell.collapse_code, "collapse_output": cell.collapse_output,
             "needs": [_need_link(n, label) for n in cell.needs],

@@ -127,7 +127,7 @@ def headline_view(data: RunData, report_cells: list[dict] | None = None) -> dict
     if h is None:
         return {"missing": missing_headline(report_cells or []), "badges": [], "sentences": [], "rows": [], "failures": [],
                 "missed": [], "not_gpu": False, "index_lines": [],
-                "question": "", "answer": [], "numbers": [], "key_figure": ""}  # fmt: skip
+                "question": "", "answer": [], "caveats": [], "numbers": [], "key_figure": ""}  # fmt: skip
     return {
         "missing": "",
         "not_gpu": h.not_gpu,

@@ -110,7 +110,7 @@ def dilated_distributed(data, noise: dict | None = None) -> page.Answer:
                                       longest["seqlen_q"], "tokens"))  # fmt: skip
         answer.answer.append(text)
     if answer.answer:  # the split path against one GPU is not the split path against the best one GPU
-        answer.caveats.append("The speed-up is of one path (the gather path) against itself on one GPU; the one-GPU "
+        answer.caveats.append("The split run's speed-up is of one path (the gather path) against itself on one GPU; the one-GPU "
                               "page's fastest kernel (the fused one where it ran) is another path, which the compare "
                               "page sets beside the split run.")  # fmt: skip
     return answer
