@@ -18,7 +18,7 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
     rows = [Result.from_dict(r) for r in ([r for r in good if r.get("pass") == "fwd_bwd"] or good)]
     passes = {r.pass_ for r in rows}
     word = "Forward + backward" if passes == {"fwd_bwd"} else "Forward" if passes == {"fwd"} else "All passes"
-    parts, above, worlds = [], False, set()
+    parts, ties, above, worlds = [], [], False, set()
     for mask in dict.fromkeys(r.workload.mask for r in rows):
         multi = [r for r in rows if not is_reference(r) and r.workload.mask == mask]
         for L in sorted({r.workload.seqlen_q for r in multi}):
@@ -32,11 +32,10 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
             worlds.add(world)
             text = (f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} "
                     f"({best.tflops:.0f} of {ref.provider}'s {ref.tflops:.0f} TFLOP/s)")  # fmt: skip
-            parts.append(
-                text
-                + _tied(multi, L, rows, best, noise_p95(noise) if noise else None)
-                + _slowest(multi, L, rows, best)
-            )
+            parts.append(text + _slowest(multi, L, rows, best))
+            tied = _tied(multi, L, rows, best, noise_p95(noise) if noise else None)
+            if tied:  # a lead no run can reproduce qualifies the answer: said under it (page.Answer.caveats)
+                ties.append(f"{mask}, S {L}: {best.provider} {tied}")
             answer.numbers.append(_number(f"{mask}|{L}|efficiency",
                                           f"{mask} S {L} scaling efficiency ({best.provider})",
                                           share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
@@ -44,6 +43,8 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
     answer.answer.append(f"{word}, TFLOP/s per GPU{on} against one GPU at the same per-GPU tokens: "
                          + "; ".join(parts) + "." if parts else
                          "No single-GPU reference and multi-GPU strategy at one per-GPU length to compare.")  # fmt: skip
+    if ties:
+        answer.caveats.append("; ".join(ties) + ".")
     if above:
         answer.caveats.append("A share above 100% is not a timing error: a rank's part of a causal problem holds "
                               "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
@@ -52,7 +53,7 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
 
 
 def _tied(multi: list[Result], L: int, rows: list[Result], best: Result, noise: float | None) -> str:
-    """ ", tied within the 9.2% run-to-run noise with cp_ulysses+fa3, …": the strategies on the best's
+    """ "tied within the 9.2% run-to-run noise with cp_ulysses+fa3, …": the strategies on the best's
     kernel whose throughput is within `noise` of it, so a lead no run can reproduce is not read as one."""
     if not noise:
         return ""
@@ -62,7 +63,7 @@ def _tied(multi: list[Result], L: int, rows: list[Result], best: Result, noise: 
                    key=lambda r: -r.tflops)  # fmt: skip
     if not close:
         return ""
-    return f", tied within the {_pct(noise)} run-to-run noise with {_first_of([r.provider for r in close])}"
+    return f"tied within the {_pct(noise)} run-to-run noise with {_first_of([r.provider for r in close])}"
 
 
 def _slowest(multi: list[Result], L: int, rows: list[Result], best: Result) -> str:
