@@ -32,7 +32,7 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
             worlds.add(world)
             text = (f"{mask}, S {L} ({L // world} per GPU): {best.provider} keeps {_pct(share)} "
                     f"({best.tflops:.0f} of {ref.provider}'s {ref.tflops:.0f} TFLOP/s)")  # fmt: skip
-            parts.append(text + _slowest(multi, L, rows, best))
+            parts.append(text + _slowest(multi, L, rows, best) + ".")
             tied = _tied(multi, L, rows, best, noise_p95(noise) if noise else None)
             if tied:  # a lead no run can reproduce qualifies the answer: said under it (page.Answer.caveats)
                 ties.append(f"{mask}, S {L}: {best.provider} {tied}")
@@ -40,11 +40,13 @@ def context_parallel(data, noise: dict | None = None) -> page.Answer:
                                           f"{mask} S {L} scaling efficiency ({best.provider})",
                                           share * 100, "%", "per GPU", "of the single-GPU reference"))  # fmt: skip
     on = f" on {min(worlds)} GPUs" if len(worlds) == 1 else ""
-    answer.answer.append(f"{word}, TFLOP/s per GPU{on} against one GPU at the same per-GPU tokens: "
-                         + "; ".join(parts) + "." if parts else
-                         "No single-GPU reference and multi-GPU strategy at one per-GPU length to compare.")  # fmt: skip
-    if ties:
-        answer.caveats.append("; ".join(ties) + ".")
+    if parts:  # what is compared, then one line a mask and length: a reader finds a point without parsing a paragraph
+        answer.answer += [f"{word}, TFLOP/s per GPU{on} against one GPU at the same per-GPU tokens:", *parts]
+    else:
+        answer.answer.append(
+            "No single-GPU reference and multi-GPU strategy at one per-GPU length to compare."
+        )
+    answer.caveats += [f"{tie}." for tie in ties]
     if above:
         answer.caveats.append("A share above 100% is not a timing error: a rank's part of a causal problem holds "
                               "more full (off-diagonal) blocks than one GPU's causal problem of the same tokens, "
