@@ -153,7 +153,10 @@ def test_masks_best_and_gaps_of_ffa_and_flex():
     rows = [row("flash_attn3", 4096, 1.0), row("magi_ffa", 4096, 1.5), row("flex", 4096, 2.0)]
     a = answer_for("attention_masks", Artifacts(rows=rows))
     assert numbers(a) == {"causal|4096|magi_ffa": 50.0, "causal|4096|flex": 100.0}  # the length keys it
-    assert "causal at 4k: flash_attn3, magi_ffa +50%, flex +100%" in a.answer[0]
+    assert (
+        a.answer[1] == "causal at 4k: flash_attn3, magi_ffa +50%, flex +100%."
+    )  # a line a mask, under the header
+    assert a.answer[0].startswith("Fastest per mask (forward, at the longest length FFA and Flex both ran")
     assert [n.detail for n in a.numbers] == [
         "magi_ffa takes 1.50× flash_attn3's time",
         "flex takes 2.00× flash_attn3's time",
@@ -167,11 +170,11 @@ def test_masks_are_answered_where_the_peers_ran_not_where_one_kernel_reached():
             row("flash_attn3", 65536, 4.0), row("magi_ffa", 65536, 4.2),
             row("sdpa_flash", 131072, 30.0)]  # fmt: skip
     a = answer_for("attention_masks", Artifacts(rows=rows))
-    assert "causal at 32k: flash_attn3, magi_ffa +10%, flex +100%" in a.answer[0]
+    assert "causal at 32k: flash_attn3, magi_ffa +10%, flex +100%" in a.answer[1]
     only_ffa = answer_for("attention_masks", Artifacts(rows=rows[3:]))
-    assert "causal at 64k: flash_attn3, magi_ffa +5.0%, flex did not run" in only_ffa.answer[0]
+    assert "causal at 64k: flash_attn3, magi_ffa +5.0%, flex did not run" in only_ffa.answer[1]
     alone = answer_for("attention_masks", Artifacts(rows=rows[5:]))
-    assert "causal at 128k: sdpa_flash, magi_ffa did not run" in alone.answer[0]
+    assert "causal at 128k: sdpa_flash, magi_ffa did not run" in alone.answer[1]
 
 
 def test_masks_say_how_many_rows_the_time_budget_left_out():
@@ -299,17 +302,17 @@ def test_masks_say_where_ffa_wins_costs_and_what_its_default_forward_costs():
             row("magi_ffa", 4096, 1.0, mask="varlen_block_causal"), row("flex", 4096, 1.7, mask="varlen_block_causal"),
             row("magi_ffa_default", 4096, 1.232), row("magi_ffa_default", 4096, 1.05, mask="varlen_block_causal")]  # fmt: skip
     said = answer_for("attention_masks", Artifacts(rows=rows)).answer
-    assert "varlen_block_causal at 4k: magi_ffa, flex +70%" in said[0]
-    assert said[1].startswith(
+    assert "varlen_block_causal at 4k: magi_ffa, flex +70%." in said  # its own line, under the header
+    assert said[-1].startswith(
         "FFA is the fastest at varlen_block_causal; elsewhere it is 10% behind the best"
     )
     assert (
         "(atomic reduction, magi_ffa_default) is 5.0%–12% slower than with disable_fwd_atomic_reduction=True"
-        in said[1]
+        in said[-1]
     )
-    assert "over 2 mask × length points" in said[1]
+    assert "over 2 mask × length points" in said[-1]
     no_ffa = answer_for("attention_masks", Artifacts(rows=rows[:1] + rows[2:3])).answer
-    assert len(no_ffa) == 1  # nothing to say of FFA where it did not run
+    assert len(no_ffa) == 2 and "FFA" not in no_ffa[-1]  # the header and one mask: nothing to say of FFA
 
 
 def test_cs336_names_a_copy_kernel_as_a_copy_not_math():

@@ -59,10 +59,10 @@ def masks(data, noise: dict | None = None) -> page.Answer:
                 _fastest([r for r in at if r.get("provider") == "magi_ffa"])["ms_median"] / best["ms_median"]
                 - 1
             )
-    if parts:
-        answer.answer.append(f"Fastest per mask ({'forward + backward' if pass_ == 'fwd_bwd' else 'forward'}, "
-                             "at the longest length FFA and Flex both ran, wall time; + is how much longer): "
-                             + "; ".join(parts) + ".")  # fmt: skip
+    if parts:  # what is compared, then one line a mask
+        which = "forward + backward" if pass_ == "fwd_bwd" else "forward"
+        header = f"Fastest per mask ({which}, at the longest length FFA and Flex both ran, wall time; + is how much longer):"
+        answer.answer += [header, *(f"{part}." for part in parts)]
     else:
         answer.answer.append("No mask rows to rank.")
     ffa = _ffa_flexibility(rows, wins, behind, noise)
