@@ -1,6 +1,6 @@
 """Run the thermal filler's matmul load on a GPU for a while before a lease's first preheated cell.
 
-Why: on 2026-11-28 a cold H100's first Flux cell ran ~14 s a row instead of ~5 s, likely because the
+Why: on 2026-11-28 a cold H100's first Flux cell ran ~14 s a row instead of 2–4 s, likely because the
 per-row reheat (bench/thermal.py) chased an equilibrium that the cold start read too high; after 60 s of
 this load the next machine's cells ran at their usual pace (scripts/carry/README.md, "Budgeting a lease").
 Nothing here is measured: it only brings the GPU and its fans to a sustained load's state.
