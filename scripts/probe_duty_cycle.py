@@ -12,7 +12,8 @@ a provider's host overhead buys it speed in the report, and rows timed queued ar
 timed sustained on unequal terms.
 
 What. For each provider (Flux's forward: batch 1, 24 heads, 4608 tokens, head dim 128, bf16, under
-no_grad as the sweep times it), each mode is timed for --seconds after the thermal reheat the Flux
+no_grad as the sweep times it; with --pass fwd_bwd the forward and backward step the sweep times, the
+gradients of q, k and v taken from one upstream gradient), each mode is timed for --seconds after the thermal reheat the Flux
 profiles use, with the protocol's L2 flush before every call and per-call CUDA events, twice, in the
 order of MODES and then reversed (so a drift over the minutes shows as the two repetitions disagreeing):
 - sustained: batches of QUEUED_BATCH_MAX calls back to back (a launch-bound call's events then count the
@@ -27,12 +28,14 @@ over the mode (the lulls included: the burst's own clock is not separable here).
 be prepared or fails is recorded with its reason and the others go on; --out is rewritten after each.
 
     PYTHONPATH=src python3 scripts/probe_duty_cycle.py --out $OUT/duty_cycle.json   # GPU, ~3-5 min
+    PYTHONPATH=src python3 scripts/probe_duty_cycle.py --pass fwd_bwd --providers sdpa_cudnn flash_attn3 flash_attn4
     PYTHONPATH=src python3 scripts/probe_duty_cycle.py --smoke                      # CPU: the summary only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -42,6 +45,7 @@ from pathlib import Path
 FLUX_SHAPE = (1, 24, 4608, 128)  # batch, heads, tokens, head dim: Flux's joint attention at 1024²
 MODES = ("sustained", "queued_spin", "queued_matmul")
 PROVIDERS = ("sdpa_cudnn", "flash_attn3", "te_flash", "xformers_fa3")
+PASSES = ("fwd", "fwd_bwd")  # the sweep's names (rows.Row.pass)
 
 
 def lull_ms(calls: int, host_ms_per_call: float) -> float:
@@ -131,11 +135,15 @@ def _host_ms(call, flush, device, reps: int = 64) -> tuple[float, float]:
     return host, begin.elapsed_time(end) / reps
 
 
-def _prepared(name: str, device):
-    """(the provider's one forward call at Flux's shape, its note, why it cannot run here or "")."""
+def _prepared(name: str, device, pass_: str = "fwd"):
+    """(the provider's call at Flux's shape, its note, why it cannot run here or ""): its forward, or for
+    fwd_bwd the step bench.sweep times, autograd.grad of q, k and v from one upstream gradient."""
     import torch
 
     from attnbench.bench import providers
+
+    # the sweep's own helpers, so that the probe times the step the report times
+    from attnbench.bench.sweep import _grad_inputs, _native_grad_output
     from attnbench.rows import Workload
 
     provider = providers.get(name)
@@ -145,20 +153,25 @@ def _prepared(name: str, device):
     batch, heads, tokens, dim = FLUX_SHAPE
     workload = Workload(batch, tokens, tokens, heads, heads, dim)
     q, k, v = (torch.randn(batch, heads, tokens, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
-    with torch.no_grad():
-        prepared = provider.prepare(q, k, v, workload, backward=False)
-    return prepared.run, getattr(prepared, "note", ""), ""
+    if pass_ == "fwd":
+        with torch.no_grad():
+            prepared = provider.prepare(q, k, v, workload, backward=False)
+        return prepared.run, getattr(prepared, "note", ""), ""
+    prepared = provider.prepare(q, k, v, workload, backward=True)
+    inputs = _grad_inputs(prepared)
+    dout = _native_grad_output(prepared.run(), prepared.to_canonical, torch.randn_like(q))
+    return (lambda: torch.autograd.grad(prepared.run(), inputs, dout)), getattr(prepared, "note", ""), ""
 
 
-def _measure(name, device, flush, gemm, conditioner, sampler, seconds, max_mhz) -> dict:
+def _measure(name, device, flush, gemm, conditioner, sampler, seconds, max_mhz, pass_="fwd") -> dict:
     """One provider's line: its host time per call, then each mode twice (MODES, then reversed), each
-    after a reheat; every step under no_grad, as the sweep times a forward."""
+    after a reheat; a forward's every step under no_grad, as the sweep times it."""
     import torch
 
-    call, note, why = _prepared(name, device)
+    call, note, why = _prepared(name, device, pass_)
     if call is None:
         return {"provider": name, "not_measured": why}
-    with torch.no_grad():
+    with torch.no_grad() if pass_ == "fwd" else contextlib.nullcontext():
         host_ms, span_ms = _host_ms(call, flush, device)
         modes: dict[str, list[dict]] = {mode: [] for mode in MODES}
         for mode in (*MODES, *reversed(MODES)):
@@ -183,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, help="write the lines as JSON here (rewritten after each provider)"
     )
+    parser.add_argument(
+        "--pass",
+        dest="pass_",
+        choices=PASSES,
+        default="fwd",
+        help="the forward (default) or forward + backward",
+    )
     parser.add_argument("--smoke", action="store_true", help="CPU: the summary of made-up timings only")
     args = parser.parse_args(argv)
     if not args.seconds > 0:
@@ -200,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
-    from attnbench.bench import clocks, thermal
+    from attnbench.bench import clocks, env, thermal
     from attnbench.bench.matmul_load import matmul_operands
     from attnbench.bench.timing import ASSUMED_MAX_MHZ, flush_buffer_bytes
 
@@ -218,14 +238,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: no NVML clock ({why}): times only", file=sys.stderr)
     limits = source.limits() if hasattr(source, "limits") else {}
     max_mhz = limits.get("max_sm_clock_mhz") or ASSUMED_MAX_MHZ  # the spin's cycles per ms, as the protocol
-    result = {"gpu": torch.cuda.get_device_name(device), "shape": FLUX_SHAPE, "seconds": args.seconds,
+    gpu = torch.cuda.get_device_name(device)
+    # machine_id (host and GPU model, as the repeatability files): what a report matches this file by
+    result = {"gpu": gpu, "machine_id": env.machine_id(gpu), "pass": args.pass_, "shape": FLUX_SHAPE,
+              "seconds": args.seconds,
               "gemm_ms": gemm_ms, "max_sm_clock_mhz": max_mhz, "equilibrium": None, "lines": []}  # fmt: skip
     with clocks.ClockSampler(source) as sampler:
         for name in args.providers:
             try:
-                line = _measure(
-                    name, device, flush, (gemm, gemm_ms), conditioner, sampler, args.seconds, max_mhz
-                )
+                line = _measure(name, device, flush, (gemm, gemm_ms), conditioner, sampler, args.seconds,
+                                max_mhz, args.pass_)  # fmt: skip
             except Exception as e:  # noqa: BLE001 - one provider's failure is its line; the others go on
                 line = {"provider": name, "not_measured": f"{type(e).__name__}: {e}"}
             result["lines"].append(line)

@@ -85,7 +85,7 @@ def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
     a = torch.randn(64, 64)
     monkeypatch.setattr(
-        probe, "_prepared", lambda name, device: (lambda: a @ a, "TE picked: flash (3.0.0)", "")
+        probe, "_prepared", lambda name, device, pass_: (lambda: a @ a, "TE picked: flash (3.0.0)", "")
     )
 
     class Sampler:
@@ -114,6 +114,23 @@ def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_
     )
     assert line["modes"]["queued_matmul"][0]["over_queued_matmul"] == 1.0
     # a provider that cannot run here is its line, with why, and nothing is timed
-    monkeypatch.setattr(probe, "_prepared", lambda name, device: (None, "", "not installed (no module 'x')"))
+    monkeypatch.setattr(
+        probe, "_prepared", lambda name, device, pass_: (None, "", "not installed (no module 'x')")
+    )
     assert probe._measure("x", "cpu", flush, None, None, None, 0.05, 1980.0) == {
         "provider": "x", "not_measured": "not installed (no module 'x')"}  # fmt: skip
+
+
+def test_the_forward_backward_step_is_the_sweeps_gradients_of_q_k_and_v(monkeypatch):
+    """--pass fwd_bwd times autograd.grad of the provider's output from one upstream gradient: each call
+    gives dq, dk and dv of the inputs' shape, and repeats them (the same inputs, the same gradient)."""
+    import torch
+
+    monkeypatch.setattr(probe, "FLUX_SHAPE", (1, 2, 16, 8))
+    call, _, why = probe._prepared("sdpa_math", "cpu", "fwd_bwd")
+    assert why == "" and call is not None
+    first, again = call(), call()
+    assert [tuple(g.shape) for g in first] == [(1, 2, 16, 8)] * 3
+    assert all(torch.equal(a, b) and a.abs().sum() > 0 for a, b in zip(first, again))
+    forward, _, _ = probe._prepared("sdpa_math", "cpu", "fwd")
+    assert tuple(forward().shape) == (1, 2, 16, 8) and not forward().requires_grad
