@@ -14,8 +14,15 @@ C=${CARRY_DIR:-/tmp/carry}; P=$C/parts; mkdir -p "$P"
 REPO=$(pwd)
 PIP=${CARRY_PIP:-"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"}
 echo "--- arrived ($(date +%T)):"; ls -la .carry/c*/ 2>/dev/null | grep -v MANIFEST || echo "(nothing under .carry/)"
-for f in .carry/c*/*; do [ -f "$f" ] && cp "$f" "$P/"; done
-[ -f "$P/MANIFEST" ] || { echo "no MANIFEST yet: carry a .carry/cNN folder"; exit 2; }
+# Every call folder holds a MANIFEST, and folders of earlier calls can still lie under .carry/ here (an
+# ignored path stays on a warm machine): a second prepare.sh inside one lease (another group) cuts a new
+# MANIFEST, so the groups are the union of every MANIFEST seen, not the last one copied
+for f in .carry/c*/*; do
+  [ -f "$f" ] || continue
+  if [ "$(basename "$f")" = MANIFEST ]; then cat "$f" >> "$P/MANIFEST.seen"; else cp "$f" "$P/"; fi
+done
+[ -f "$P/MANIFEST.seen" ] || { echo "no MANIFEST yet: carry a .carry/cNN folder"; exit 2; }
+sort -u "$P/MANIFEST.seen" -o "$P/MANIFEST.seen" && cp "$P/MANIFEST.seen" "$P/MANIFEST"
 source "$REPO/scripts/carry/env.sh"
 
 install_small() {
