@@ -10,25 +10,12 @@ entry of a run on that machine carries it, so the history page flags only moves 
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
+from attnbench.report import measurements
 from attnbench.report.peak_share import number as _num
 
 REPEATABILITY = "measurements/*repeatability*.json"  # scripts/flux_repeatability.py: the same rows run twice
-
-
-def _repeatability_files(start: Path | None = None):
-    """The repeatability files (REPEATABILITY) of the nearest folder holding any, above `start` (default:
-    the working directory), then above this package; a search stops at the project root (pyproject.toml)."""
-    for top in (start or Path.cwd(), Path(__file__).resolve()):
-        for folder in (top, *top.parents):
-            found = sorted(folder.glob(REPEATABILITY))
-            if found:
-                yield found
-            if found or (folder / "pyproject.toml").exists():
-                break
 
 
 MATCHED = ("rounds", "preheat")  # what picks a repeatability file for rows first
@@ -191,16 +178,14 @@ def repeatability_of(
     summary counting as K rounds (_views), since one round repeats worse than two; then, among those
     alike there, by the per-row warm-up (ALSO_MATCHED); ties keep the order of the file names. A machine
     with no such measurement gets the nearest in that order, and the answer says how it differs."""
-    for found in _repeatability_files(start):
-        docs = [(path, _load(path)) for path in found]
-        views = [view for path, doc in docs
-                 if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))
-                 for view in _views(path, doc)]  # fmt: skip
-        if protocol is not None:  # the same protocol first, then the order of the names (stable)
-            views.sort(key=lambda view: tuple(any(view[k] != protocol.get(k) for k in keys)
-                                              for keys in (MATCHED, ALSO_MATCHED)))  # fmt: skip
-        return _with_drift(views[0], views) if views else None
-    return None
+    docs = [(path, _load(path)) for path in measurements.nearest(REPEATABILITY, start)]
+    views = [view for path, doc in docs
+             if doc.get("machine_id") in env_ids and not doc.get("smoke") and _num(doc.get("p95_spread"))
+             for view in _views(path, doc)]  # fmt: skip
+    if protocol is not None:  # the same protocol first, then the order of the names (stable)
+        views.sort(key=lambda view: tuple(any(view[k] != protocol.get(k) for k in keys)
+                                          for keys in (MATCHED, ALSO_MATCHED)))  # fmt: skip
+    return _with_drift(views[0], views) if views else None
 
 
 def _widest_pair(pairs: list) -> dict | None:
@@ -221,20 +206,6 @@ def widest_text(pair: dict | None) -> str:
 
 
 def _load(path: Path) -> dict:
-    """The repeatability file as a dict; one that cannot be read, or is not a JSON object with a string
-    machine_id, is named on stderr and counts as no file (the report goes on without its spread)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        print(f"warning: {path}: {e}; its run-to-run spread is not used", file=sys.stderr)
-        return {}
-    if not isinstance(document, dict) or not isinstance(document.get("machine_id"), str):
-        what = (
-            "not a JSON object"
-            if not isinstance(document, dict)
-            else f"machine_id {document.get('machine_id')!r}"
-        )
-        print(f"warning: {path}: {what} (scripts/flux_repeatability.py writes an object with a string "
-              "machine_id); its run-to-run spread is not used", file=sys.stderr)  # fmt: skip
-        return {}
-    return document
+    """The repeatability file (report.measurements.load); a bad one counts as none and the report goes on
+    without its spread."""
+    return measurements.load(path, "scripts/flux_repeatability.py")

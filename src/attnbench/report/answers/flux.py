@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attnbench.notebook.site import headline as page
-from attnbench.report import method_gap
+from attnbench.report import duty_cycle, method_gap
 from attnbench.report.answers.common import _fastest, _first_of, _good, _number, _pct, _x
 from attnbench.report.method_gap import QUEUED
 from attnbench.report.repeatability import caveats, drift_words, noise_p95, protocol_of, widest_text
@@ -42,12 +42,31 @@ def tie_words(best: dict, rows: list[dict], noise: float | None, shown: int = 3)
     return f"; tied within the {_pct(noise)} run-to-run noise: {_first_of(names, shown)}"
 
 
+def timed_alike(
+    best: dict, default: dict, probe: dict | None, pass_: str, word: str, answer: page.Answer
+) -> str:
+    """ "; timed alike, 1.08× back to back and …" where the duty-cycle probe of this machine timed both
+    providers at the answer's workload (report.duty_cycle), its number added to the answer (back to back,
+    the protocol's way for a call that is not launch-bound, else queued); "" where it did not."""
+    if not probe or not duty_cycle.at_point(probe, best):
+        return ""
+    words = duty_cycle.lead_words(probe, best["provider"], default["provider"])
+    found = duty_cycle.leads(probe, best["provider"], default["provider"])
+    mode = next((m for m in ("sustained", "queued_spin") if m in found), None)
+    if not words or mode is None:
+        return ""
+    answer.numbers.append(_number(f"{pass_}|lead_alike", f"{word} lead over SDPA, timed alike", found[mode], "×",
+                                  f"wall time, {duty_cycle.MODES[mode]}", best["provider"], probe["file"]))  # fmt: skip
+    return f"; {words}"
+
+
 def flux(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
                                   "does it beat PyTorch's default SDPA?")  # fmt: skip
     from attnbench.report.headline import is_baseline, is_quantised
 
     crossed = False  # a lead compared rows timed the two ways
+    env_ids = {str(r.get("env")) for r in data.rows if r.get("env")}
     for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
         # reference implementations (sdpa_math) are baselines, never the answer, as in the ranking table
         rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)
@@ -71,18 +90,24 @@ def flux(data, noise: dict | None = None) -> page.Answer:
         text = (
             f"{word} at S {L}: fastest exact kernel {best['provider']} ({best['ms_median']:.3f} ms wall{ran})"
         )
-        method = ""
+        method = lull = ""
         if default and default is not best:
             lead = default["ms_median"] / best["ms_median"]
             method = method_words(best, default)
             text += f", {_x(lead)} the speed of PyTorch's SDPA ({default['provider']}, {default['ms_median']:.3f} ms)"
             answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
                                           best["provider"]))  # fmt: skip
+            if method:  # the lead crossed the two timing methods: the probe's, timed alike, beside it
+                probe = duty_cycle.probe_of(env_ids, pass_)
+                text += timed_alike(best, default, probe, pass_, word, answer)
+                lull = duty_cycle.caveat(probe, word) if probe else ""
         answer.answer.append(text + ".")
         # what qualifies the lead goes under the answer (page.Answer.caveats), one line a pass
         qualified = tie_words(best, at, noise_p95(noise) if noise else None) + method
         if qualified:
             answer.caveats.append(f"{word}: {qualified.removeprefix('; ')}.")
+        if method and lull:
+            answer.caveats.append(lull)
         crossed = crossed or bool(method)
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")

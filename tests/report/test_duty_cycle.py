@@ -1,0 +1,117 @@
+"""The duty-cycle probe's files in a report: matched to the rows' machine and pass, a back-to-back time
+the host set left out, and the Flux answer's lead timed alike beside the lead its page mixed."""
+
+import json
+
+import pytest
+from answers_helpers import numbers, row
+
+from attnbench.report import duty_cycle
+from attnbench.report.answers import answer_for
+from attnbench.report.headline_data import Artifacts
+
+SHAPE = [1, 24, 4608, 128]
+
+
+def line(provider, sustained, spin, matmul, host=0.1, clock=1700.0):
+    """One provider's line as scripts/probe_duty_cycle.py writes it: each mode twice."""
+    modes = {mode: [{"ms_median": ms, "sm_clock_mhz": clock}, {"ms_median": ms * 1.002, "sm_clock_mhz": clock}]
+             for mode, ms in (("sustained", sustained), ("queued_spin", spin), ("queued_matmul", matmul))}  # fmt: skip
+    return {"provider": provider, "modes": modes, "host_ms_per_call": host}
+
+
+def probe_file(folder, name="duty_cycle-gpu.json", machine="h200-abc", pass_="fwd", lines=None, shape=SHAPE):
+    (folder / "measurements").mkdir(exist_ok=True)
+    doc = {"gpu": "NVIDIA H200", "machine_id": machine, "shape": shape, "lines": lines or [
+        line("te_flash", 0.402, 0.373, 0.433, host=0.29),
+        line("sdpa_cudnn", 0.435, 0.403, 0.451),
+        {"provider": "flash_attn4", "not_measured": "import failed: ModuleNotFoundError: No module named 'x'"}]}  # fmt: skip
+    if pass_ is not None:
+        doc["pass"] = pass_
+    (folder / "measurements" / name).write_text(json.dumps(doc))
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project root (pyproject.toml) the search stops at, as the working directory."""
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_file_is_matched_by_machine_and_pass_and_one_naming_no_pass_is_a_forwards(project):
+    probe_file(project, "duty_cycle-a.json", pass_=None)
+    probe_file(project, "duty_cycle-b.json", pass_="fwd_bwd", lines=[line("flash_attn4", 1.58, 1.44, 1.71)])
+    probe_file(project, "duty_cycle-c.json", machine="h100-xyz")
+    assert duty_cycle.probe_of({"h200-abc"}, "fwd")["file"] == "measurements/duty_cycle-a.json"
+    assert duty_cycle.probe_of({"h200-abc"}, "fwd_bwd")["file"] == "measurements/duty_cycle-b.json"
+    assert duty_cycle.probe_of({"h100-xyz"}, "fwd")["file"] == "measurements/duty_cycle-c.json"
+    assert duty_cycle.probe_of({"h200-other-host"}, "fwd") is None  # another host's is never lent
+
+
+def test_a_broken_file_is_named_and_skipped(project, capsys):
+    probe_file(project)
+    (project / "measurements" / "duty_cycle-zz.json").write_text("{not json")
+    assert duty_cycle.probe_of({"h200-abc"}, "fwd")["file"] == "measurements/duty_cycle-gpu.json"
+    assert "duty_cycle-zz.json" in capsys.readouterr().err
+
+
+def test_a_back_to_back_time_the_host_set_is_left_out():
+    doc = {
+        "lines": [line("te_flash", 0.401, 0.377, 0.440, host=0.41), line("sdpa_cudnn", 0.437, 0.407, 0.455)]
+    }
+    timed = duty_cycle.times(doc)
+    assert set(timed["te_flash"]) == {"queued_spin", "queued_matmul"}  # host 0.41 ms per 0.40 ms call
+    assert timed["sdpa_cudnn"]["sustained"] == pytest.approx(0.437 * 1.001)
+    leads = duty_cycle.leads(doc, "te_flash", "sdpa_cudnn")
+    assert set(leads) == {"queued_spin", "queued_matmul"} and leads["queued_spin"] == pytest.approx(
+        0.407 / 0.377
+    )
+    low, high, n = duty_cycle.lull_range(doc)
+    assert n == 1 and low == high == pytest.approx(1 - 0.407 / 0.437)  # te_flash has no back-to-back time
+
+
+def flux_rows(env="h200-abc", seq=4608):
+    queued = {"timing_method": "cuda_event_per_call_queued", "extra": {"host_ms_per_call": 0.79}}
+    shape = {"heads_q": 24, "heads_kv": 24, "head_dim": 128, "mask": "full", "env": env}
+    return [row("te_flash", seq, 0.369, **queued, **shape),
+            row("sdpa_cudnn", seq, 0.428, timing_method="cuda_event_per_call", **shape)]  # fmt: skip
+
+
+def test_the_flux_answer_gives_the_lead_timed_alike_where_the_probe_timed_both(project):
+    probe_file(project)
+    said = answer_for("flux_attention", Artifacts(rows=flux_rows()))
+    assert said.answer[0].endswith(
+        "1.16× the speed of PyTorch's SDPA (sdpa_cudnn, 0.428 ms); timed alike, 1.08× back to back and 1.08× "
+        "queued behind an idle GPU (measurements/duty_cycle-gpu.json)."
+    )
+    assert numbers(said)["fwd|lead_alike"] == pytest.approx(0.435 / 0.402)  # back to back: the protocol's way
+    (lull,) = [c for c in said.caveats if "measured on purpose" in c]
+    assert lull.startswith("forward: measured on purpose at S 4608 (measurements/duty_cycle-gpu.json")
+    assert "took 7.2%–7.4% less time than back to back (2 providers)" in lull  # te_flash, cudnn
+
+
+def test_without_a_probe_of_that_machine_or_workload_the_answer_says_nothing_timed_alike(project):
+    probe_file(project)
+    elsewhere = answer_for("flux_attention", Artifacts(rows=flux_rows(env="h200-elsewhere")))
+    assert "timed alike" not in elsewhere.answer[0] and "fwd|lead_alike" not in numbers(elsewhere)
+    assert not [c for c in elsewhere.caveats if "measured on purpose" in c]
+    # the machine's probe at another length: no lead timed alike, but what the lull is worth there, said so
+    shorter = answer_for("flux_attention", Artifacts(rows=flux_rows(seq=4224)))
+    assert "timed alike" not in shorter.answer[0] and "fwd|lead_alike" not in numbers(shorter)
+    assert [c for c in shorter.caveats if c.startswith("forward: measured on purpose at S 4608")]
+
+
+def test_the_summary_section_tables_each_pass_the_machine_was_probed_in(project):
+    assert duty_cycle.sections({"h200-abc"}) == []
+    probe_file(project, lines=[line("sdpa_cudnn", 0.435, 0.403, 0.451)])
+    ((words, lines),) = duty_cycle.sections({"h200-abc"})  # no forward + backward file: one pass
+    assert words.startswith("**forward**, B1 S4608 H24 D128 bf16, each mode twice in one process")
+    assert "a call took 7.4% less time than back to back (1 providers)" in words
+    assert lines == [{"provider": "sdpa_cudnn", "back to back (ms)": pytest.approx(0.435435),
+                      "back to back (MHz)": 1700.0, "queued behind an idle GPU (ms)": pytest.approx(0.403403),
+                      "queued behind an idle GPU (MHz)": 1700.0, "queued behind GEMMs (ms)": pytest.approx(0.451451),
+                      "queued behind GEMMs (MHz)": 1700.0, "host ms per call": 0.1}]  # fmt: skip
+    failed = duty_cycle.table({"lines": [{"provider": "flash_attn4", "not_measured": "import failed: x"}]})
+    assert failed == [{"provider": "flash_attn4", "not measured": "import failed: x"}]
