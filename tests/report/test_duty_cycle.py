@@ -87,6 +87,9 @@ def test_the_flux_answer_gives_the_lead_timed_alike_where_the_probe_timed_both(p
         "queued behind an idle GPU (measurements/duty_cycle-gpu.json)."
     )
     assert numbers(said)["fwd|lead_alike"] == pytest.approx(0.435 / 0.402)  # back to back: the protocol's way
+    (alike,) = [n for n in said.numbers if n.key == "fwd|lead_alike"]
+    assert (alike.unit, alike.per, alike.detail, alike.higher_is_better) == (
+        "×", "wall time, back to back", "te_flash", True)  # fmt: skip
     (lull,) = [c for c in said.caveats if "measured on purpose" in c]
     assert lull.startswith("forward: measured on purpose at S 4608 (measurements/duty_cycle-gpu.json")
     assert "took 7.2%–7.4% less time than back to back (2 providers)" in lull  # te_flash, cudnn

@@ -56,7 +56,7 @@ def timed_alike(
     if not words or mode is None:
         return ""
     answer.numbers.append(_number(f"{pass_}|lead_alike", f"{word} lead over SDPA, timed alike", found[mode], "×",
-                                  f"wall time, {duty_cycle.MODES[mode]}", best["provider"], probe["file"]))  # fmt: skip
+                                  f"wall time, {duty_cycle.MODES[mode]}", best["provider"]))  # fmt: skip
     return f"; {words}"
 
 
