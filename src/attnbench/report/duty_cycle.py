@@ -98,16 +98,16 @@ def lead_words(doc: Mapping, best: str, other: str) -> str:
     return f"timed alike, {' and '.join(said)} ({doc['file']})"
 
 
-def caveat(doc: Mapping, word: str) -> str:
-    """One line for the answer's caveats: what the lull is worth on this machine, measured on purpose."""
+def lull_words(doc: Mapping) -> str:
+    """What the lull is worth on this machine, measured on purpose: a clause for the answer's caveat of a
+    lead that crossed the two methods ("" without a provider timed both ways)."""
     span = lull_range(doc)
     if not span:
         return ""
     shape = doc.get("shape") or ()
     at = f" at S {shape[2]}" if len(shape) > 2 else ""
-    return (f"{word}: measured on purpose{at} ({doc['file']}, scripts/probe_duty_cycle.py), the same call queued "
-            f"behind an idle GPU took {_span(span)} less time than back to back ({span[2]} providers), so a lead "
-            "between rows timed the two ways is partly the method; the answer gives the lead timed alike.")  # fmt: skip
+    return (f"measured on purpose{at} ({doc['file']}, scripts/probe_duty_cycle.py), the same call queued behind an "
+            f"idle GPU took {_span(span)} less time than back to back ({span[2]} providers)")  # fmt: skip
 
 
 def table(doc: Mapping) -> list[dict]:

@@ -100,14 +100,14 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             if method:  # the lead crossed the two timing methods: the probe's, timed alike, beside it
                 probe = duty_cycle.probe_of(env_ids, pass_)
                 text += timed_alike(best, default, probe, pass_, word, answer)
-                lull = duty_cycle.caveat(probe, word) if probe else ""
+                lull = duty_cycle.lull_words(probe) if probe else ""
         answer.answer.append(text + ".")
         # what qualifies the lead goes under the answer (page.Answer.caveats), one line a pass
         qualified = tie_words(best, at, noise_p95(noise) if noise else None) + method
+        if lull:  # the lull measured on this machine: the answer's lead timed alike comes from it
+            qualified += f"; {lull}"
         if qualified:
             answer.caveats.append(f"{word}: {qualified.removeprefix('; ')}.")
-        if method and lull:
-            answer.caveats.append(lull)
         crossed = crossed or bool(method)
     if not answer.answer:
         answer.answer.append("No exact kernel rows to rank.")
