@@ -16,8 +16,9 @@ no_grad as the sweep times it; with --pass fwd_bwd the forward and backward step
 gradients of q, k and v taken from one upstream gradient), each mode is timed for --seconds after the thermal reheat the Flux
 profiles use, with the protocol's L2 flush before every call and per-call CUDA events, twice, in the
 order of MODES and then reversed (so a drift over the minutes shows as the two repetitions disagreeing):
-- sustained: batches of QUEUED_BATCH_MAX calls back to back (a launch-bound call's events then count the
-  host's time, so its line is marked host_bound and left out of the ratios);
+- sustained: batches of QUEUED_BATCH_MAX calls back to back (where the host enqueues a call in no less time
+  than the GPU runs it, the events count the host's time: that repetition is marked host_bound and gets
+  no ratio, by report.duty_cycle.timed_by_gpu, the rule the reports read these files by);
 - queued_spin: the protocol's way, each batch behind a spin of 1.5x its enqueue time (+1 ms);
 - queued_matmul: the same lull filled with bf16 GEMMs (the thermal filler's), so the batch starts at
   the power limit, as a training step's attention does after its matmuls.
@@ -42,6 +43,8 @@ import sys
 import time
 from pathlib import Path
 
+from attnbench.report.duty_cycle import timed_by_gpu
+
 FLUX_SHAPE = (1, 24, 4608, 128)  # batch, heads, tokens, head dim: Flux's joint attention at 1024²
 MODES = ("sustained", "queued_spin", "queued_matmul")
 PROVIDERS = ("sdpa_cudnn", "flash_attn3", "te_flash", "xformers_fa3")
@@ -54,18 +57,19 @@ def lull_ms(calls: int, host_ms_per_call: float) -> float:
     return 1.5 * calls * host_ms_per_call + 1.0
 
 
-def summarize(provider: str, modes: dict[str, list[dict]], host_bound: bool = False) -> dict:
+def summarize(provider: str, modes: dict[str, list[dict]], host_ms: float | None = None) -> dict:
     """One provider's line: per mode its repetitions (median ms per call and conditions) and each
     repetition's time over queued_matmul's of the same repetition (below 1: faster than a batch that
-    starts at the power limit). A launch-bound call's sustained events count the host's time: that mode is
-    marked host_bound and gets no ratio."""
+    starts at the power limit). A back-to-back repetition the host set (host_ms per call not below its ms,
+    report.duty_cycle.timed_by_gpu) is marked host_bound and gets no ratio."""
     base = [m.get("ms_median") for m in modes.get("queued_matmul") or []]
     line = {"provider": provider, "modes": {}}
     for mode, reps in modes.items():
-        bound = host_bound and mode == "sustained"
+        bound = [mode == "sustained" and host_ms is not None and not timed_by_gpu(host_ms, m.get("ms_median"))
+                 for m in reps]  # fmt: skip
         line["modes"][mode] = [
-            {**m, "host_bound": bound,
-             "over_queued_matmul": None if bound or i >= len(base) or not base[i] or not m.get("ms_median")
+            {**m, "host_bound": bound[i],
+             "over_queued_matmul": None if bound[i] or i >= len(base) or not base[i] or not m.get("ms_median")
              else m["ms_median"] / base[i]}
             for i, m in enumerate(reps)
         ]  # fmt: skip
@@ -181,7 +185,7 @@ def _measure(name, device, flush, gemm, conditioner, sampler, seconds, max_mhz, 
     # launch-bound as the protocol judges it: the host's enqueue time against the call's GPU time (queued)
     gpu_ms = _median(m["ms_median"] for m in modes["queued_spin"])
     bound = bool(gpu_ms) and host_ms >= 0.5 * gpu_ms
-    return {**summarize(name, modes, host_bound=bound), "note": note, "host_ms_per_call": host_ms,
+    return {**summarize(name, modes, host_ms), "note": note, "host_ms_per_call": host_ms,
             "span_ms_per_call": span_ms, "launch_bound": bound}  # fmt: skip
 
 

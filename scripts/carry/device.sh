@@ -23,6 +23,11 @@ for f in .carry/c*/*; do
 done
 [ -f "$P/MANIFEST.seen" ] || { echo "no MANIFEST yet: carry a .carry/cNN folder"; exit 2; }
 sort -u "$P/MANIFEST.seen" -o "$P/MANIFEST.seen" && cp "$P/MANIFEST.seen" "$P/MANIFEST"
+# one group cut twice (prepare.sh re-run for it within the lease): its pieces may mix, and which cut is the
+# newer cannot be told here; say so before the checksum fails
+for group in $(cut -d' ' -f1 "$P/MANIFEST" | uniq -d); do
+  echo "$group: two cuts seen (prepare.sh ran twice for it in this lease); if its sha256 fails, give the machine back and carry one cut"
+done
 source "$REPO/scripts/carry/env.sh"
 
 install_small() {

@@ -33,11 +33,17 @@ def test_each_repetition_is_set_against_the_batch_that_starts_at_the_power_limit
     assert alone["modes"]["sustained"][0]["over_queued_matmul"] is None
 
 
-def test_a_launch_bound_calls_sustained_events_count_the_host_and_get_no_ratio():
-    """Back to back, a call whose host time exceeds its GPU time is timed by the host: marked, no ratio."""
-    modes = {"sustained": [{"ms_median": 0.73}], "queued_spin": [{"ms_median": 0.29}],
-             "queued_matmul": [{"ms_median": 0.30}]}  # fmt: skip
-    line = probe.summarize("te_flash", modes, host_bound=True)
+def test_a_back_to_back_repetition_the_host_set_is_marked_and_gets_no_ratio():
+    """Back to back, a call the host enqueues no faster than the GPU runs it is timed by the host: marked,
+    no ratio. One the host keeps ahead of is the GPU's time, launch-bound by the protocol's rule or not."""
+    modes = {"sustained": [{"ms_median": 0.73}, {"ms_median": 0.80}], "queued_spin": [{"ms_median": 0.29}],
+             "queued_matmul": [{"ms_median": 0.30}, {"ms_median": 0.5}]}  # fmt: skip
+    line = probe.summarize("te_flash", modes, host_ms=0.75)
+    assert line["modes"]["sustained"][1] == {
+        "ms_median": 0.80,
+        "host_bound": False,
+        "over_queued_matmul": 1.6,
+    }
     assert line["modes"]["sustained"][0] == {
         "ms_median": 0.73,
         "host_bound": True,
@@ -45,6 +51,7 @@ def test_a_launch_bound_calls_sustained_events_count_the_host_and_get_no_ratio()
     }
     assert line["modes"]["queued_spin"][0]["host_bound"] is False
     assert line["modes"]["queued_spin"][0]["over_queued_matmul"] == pytest.approx(0.29 / 0.30)
+    assert probe.summarize("te_flash", modes)["modes"]["sustained"][0]["host_bound"] is False  # host unknown
 
 
 def test_smoke_runs_on_a_cpu_and_an_unknown_provider_is_refused_by_name(capsys):
@@ -83,9 +90,14 @@ def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
-    a = torch.randn(64, 64)
+    a, grad_enabled = torch.randn(64, 64), []  # whether autograd was on at each timed call
+
+    def call():
+        grad_enabled.append(torch.is_grad_enabled())
+        return a @ a
+
     monkeypatch.setattr(
-        probe, "_prepared", lambda name, device, pass_: (lambda: a @ a, "TE picked: flash (3.0.0)", "")
+        probe, "_prepared", lambda name, device, pass_: (call, "TE picked: flash (3.0.0)", "")
     )
 
     class Sampler:
@@ -113,6 +125,11 @@ def test_one_provider_is_measured_in_every_mode_twice_with_the_cuda_calls_stood_
         and line["modes"]["sustained"][0]["lull_ms_target"] == 0.0
     )
     assert line["modes"]["queued_matmul"][0]["over_queued_matmul"] == 1.0
+    assert grad_enabled and not any(grad_enabled)  # a forward is timed under no_grad, as the sweep does
+    grad_enabled.clear()  # forward + backward needs autograd on for every call
+    probe._measure("flash_attn3", "cpu", flush, (lambda: a @ a, 0.01), Conditioner(), Sampler(), 0.02, 1980.0,
+                   "fwd_bwd")  # fmt: skip
+    assert grad_enabled and all(grad_enabled)
     # a provider that cannot run here is its line, with why, and nothing is timed
     monkeypatch.setattr(
         probe, "_prepared", lambda name, device, pass_: (None, "", "not installed (no module 'x')")
@@ -133,4 +150,4 @@ def test_the_forward_backward_step_is_the_sweeps_gradients_of_q_k_and_v(monkeypa
     assert [tuple(g.shape) for g in first] == [(1, 2, 16, 8)] * 3
     assert all(torch.equal(a, b) and a.abs().sum() > 0 for a, b in zip(first, again))
     forward, _, _ = probe._prepared("sdpa_math", "cpu", "fwd")
-    assert tuple(forward().shape) == (1, 2, 16, 8) and not forward().requires_grad
+    assert tuple(forward().shape) == (1, 2, 16, 8)

@@ -64,12 +64,29 @@ def test_a_back_to_back_time_the_host_set_is_left_out():
     timed = duty_cycle.times(doc)
     assert set(timed["te_flash"]) == {"queued_spin", "queued_matmul"}  # host 0.41 ms per 0.40 ms call
     assert timed["sdpa_cudnn"]["sustained"] == pytest.approx(0.437 * 1.001)
-    leads = duty_cycle.leads(doc, "te_flash", "sdpa_cudnn")
+    leads = duty_cycle.leads(timed, "te_flash", "sdpa_cudnn")
     assert set(leads) == {"queued_spin", "queued_matmul"} and leads["queued_spin"] == pytest.approx(
         0.407 / 0.377
     )
-    low, high, n = duty_cycle.lull_range(doc)
-    assert n == 1 and low == high == pytest.approx(1 - 0.407 / 0.437)  # te_flash has no back-to-back time
+    # te_flash has no back-to-back time: the lull is sdpa_cudnn's alone
+    assert duty_cycle.lull_sentence(timed) == "took 6.9% less time than back to back (1 provider)"
+    assert duty_cycle.timed_by_gpu(0.29, 0.40) and not duty_cycle.timed_by_gpu(0.41, 0.40)
+    assert not duty_cycle.timed_by_gpu(None, 0.40)  # a host time not recorded proves nothing
+
+
+@pytest.mark.parametrize("broken", [{"lines": 5}, {"shape": 5}, {"shape": [1, 24]}, {"shape": [None] * 4},
+                                    {"lines": [{"provider": "x", "modes": {"sustained": None}}]},
+                                    {"lines": [{"provider": "x", "modes": {"queued_spin": [5]}}]},
+                                    {"lines": [{"modes": {}}]}])  # fmt: skip
+def test_a_malformed_file_is_named_once_and_skipped_never_a_crash(project, capsys, broken):
+    probe_file(project)
+    doc = json.loads((project / "measurements" / "duty_cycle-gpu.json").read_text())
+    (project / "measurements" / "duty_cycle-gpu.json").write_text(json.dumps({**doc, **broken}))
+    assert duty_cycle.probe_of({"h200-abc"}, "fwd") is None and duty_cycle.sections({"h200-abc"}) == []
+    said = answer_for("flux_attention", Artifacts(rows=flux_rows()))
+    assert "timed alike" not in said.answer[0]
+    warned = capsys.readouterr().err
+    assert warned.count("duty_cycle-gpu.json") == 1 and "is not used" in warned
 
 
 def flux_rows(env="h200-abc", seq=4608):
@@ -107,9 +124,9 @@ def test_without_a_probe_of_that_machine_or_workload_the_answer_says_nothing_tim
     assert "timed alike" not in elsewhere.answer[0] and "fwd|lead_alike" not in numbers(elsewhere)
     assert not [c for c in elsewhere.caveats if "measured on purpose" in c]
     # the machine's probe at another length: no lead timed alike, but what the lull is worth there, said so
-    shorter = answer_for("flux_attention", Artifacts(rows=flux_rows(seq=4224)))
+    shorter = answer_for("flux_attention", Artifacts(rows=flux_rows(seq=4224)))  # the probe timed S 4608
     assert "timed alike" not in shorter.answer[0] and "fwd|lead_alike" not in numbers(shorter)
-    assert [c for c in shorter.caveats if "; measured on purpose at S 4608" in c]
+    assert not [c for c in shorter.caveats if "measured on purpose" in c]
 
 
 def test_the_summary_section_tables_each_pass_the_machine_was_probed_in(project):
@@ -117,10 +134,19 @@ def test_the_summary_section_tables_each_pass_the_machine_was_probed_in(project)
     probe_file(project, lines=[line("sdpa_cudnn", 0.435, 0.403, 0.451)])
     ((words, lines),) = duty_cycle.sections({"h200-abc"})  # no forward + backward file: one pass
     assert words.startswith("**forward**, B1 S4608 H24 D128 bf16, each mode twice in one process")
-    assert "a call took 7.4% less time than back to back (1 providers)" in words
+    assert "a call took 7.4% less time than back to back (1 provider)" in words
     assert lines == [{"provider": "sdpa_cudnn", "back to back (ms)": pytest.approx(0.435435),
-                      "back to back (MHz)": 1700.0, "queued behind an idle GPU (ms)": pytest.approx(0.403403),
-                      "queued behind an idle GPU (MHz)": 1700.0, "queued behind GEMMs (ms)": pytest.approx(0.451451),
-                      "queued behind GEMMs (MHz)": 1700.0, "host ms per call": 0.1}]  # fmt: skip
-    failed = duty_cycle.table({"lines": [{"provider": "flash_attn4", "not_measured": "import failed: x"}]})
+                      "back to back (MHz, lulls included)": 1700.0, "queued behind an idle GPU (ms)": pytest.approx(0.403403),
+                      "queued behind an idle GPU (MHz, lulls included)": 1700.0, "queued behind GEMMs (ms)": pytest.approx(0.451451),
+                      "queued behind GEMMs (MHz, lulls included)": 1700.0, "host ms per call": 0.1}]  # fmt: skip
+    failed = duty_cycle.table({"lines": [{"provider": "flash_attn4", "not_measured": "import failed: x"}]})  # fmt: skip
     assert failed == [{"provider": "flash_attn4", "not measured": "import failed: x"}]
+
+
+def test_two_files_of_one_machine_and_pass_are_named_and_the_last_by_name_is_used(project, capsys):
+    probe_file(project, "duty_cycle-h200.json")
+    probe_file(project, "duty_cycle-h200-again.json", lines=[line("sdpa_cudnn", 0.5, 0.4, 0.6)])
+    assert duty_cycle.probe_of({"h200-abc"}, "fwd")["file"] == "measurements/duty_cycle-h200.json"
+    warned = capsys.readouterr().err
+    assert "one machine and pass (fwd) in several files; the last is used" in warned
+    assert "duty_cycle-h200-again.json" in warned

@@ -11,131 +11,174 @@ So the lead of one provider over another *timed alike* is read off one mode, and
 beside the lead its page measured across the two methods.
 
 A back-to-back time counts only where the host enqueued each call faster than the GPU ran it (host time
-per call below the call's time): otherwise the events timed the host. A file is matched to rows by its
+per call below the call's time: `timed_by_gpu`, which the probe's own flags use too); otherwise the events
+timed the host. The NVML clock of a mode is its median over the mode, lulls included. A file is matched to rows by its
 machine_id (host and GPU model, as the repeatability files): another card's power management differs.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 
 from attnbench.report import measurements
 from attnbench.report.peak_share import number
 
 DUTY_CYCLE = "measurements/duty_cycle*.json"  # scripts/probe_duty_cycle.py --out
+MADE_BY = "scripts/probe_duty_cycle.py"
 MODES = {  # the probe's modes and what the page calls them
     "sustained": "back to back",
     "queued_spin": "queued behind an idle GPU",
     "queued_matmul": "queued behind GEMMs",
 }
+PASS_WORDS = {"fwd": "forward", "fwd_bwd": "forward + backward"}
 HEADING = "The timing method, measured on purpose (scripts/probe_duty_cycle.py)"
+FORMATS = {
+    **{f"{name} (ms)": (lambda v: f"{v:.4f}") for name in MODES.values()},
+    **{f"{name} (MHz, lulls included)": (lambda v: f"{v:.0f}") for name in MODES.values()},
+    "host ms per call": lambda v: f"{v:.3f}",
+}
+
+
+def timed_by_gpu(host_ms: float | None, ms: float | None) -> bool:
+    """Whether back-to-back events timed the GPU: the host enqueued each call in less time than the GPU
+    ran it, so the GPU never waited for the next one."""
+    return host_ms is not None and ms is not None and host_ms < ms
+
+
+def problem(doc: Mapping) -> str:
+    """Why a probe file cannot be used ("" when it can): its shape is four positive integers, its lines a
+    list of objects each naming a provider, with either why it was not measured or its modes, each a list of
+    repetition objects."""
+    shape = doc.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(n, int) and n > 0 for n in shape)):
+        return f"shape {shape!r} (batch, heads, tokens, head dim)"
+    lines = doc.get("lines")
+    if not isinstance(lines, list):
+        return f"lines {type(lines).__name__} (a list)"
+    for i, line in enumerate(lines):
+        modes = line.get("modes") if isinstance(line, Mapping) else None
+        if not isinstance(line, Mapping) or not isinstance(line.get("provider"), str):
+            return f"lines[{i}] names no provider"
+        if "not_measured" in line:
+            continue
+        if not isinstance(modes, Mapping) or not all(
+            isinstance(reps, list) and all(isinstance(r, Mapping) for r in reps) for reps in modes.values()
+        ):
+            return f"lines[{i}] ({line['provider']}): modes are not lists of repetitions"
+    return ""
+
+
+@lru_cache(maxsize=64)
+def _read(path: Path, mtime_ns: int) -> dict:
+    """The file if it can be used, else {} after one warning naming it and why (once per process: every
+    report of a build reads it)."""
+    doc = measurements.load(path, MADE_BY)
+    why = problem(doc) if doc else ""
+    if why:
+        print(f"warning: {path}: {why}; {MADE_BY} writes that, so this file is not used", file=sys.stderr)
+        return {}
+    return doc
+
+
+_warned: set[tuple[str, ...]] = set()
 
 
 def probe_of(env_ids: set[str], pass_: str, start: Path | None = None) -> dict | None:
     """The nearest duty-cycle file made on the machine of `env_ids` for `pass_` (a file that names no
     pass is a forward's: the probe timed only forwards then), with its file name under "file"; None where
-    that machine has none. Of several, the last by name."""
-    found = None
-    for path in measurements.nearest(DUTY_CYCLE, start):
-        doc = measurements.load(path, "scripts/probe_duty_cycle.py")
-        if doc.get("machine_id") in env_ids and doc.get("pass", "fwd") == pass_:
-            found = {**doc, "file": f"measurements/{path.name}"}
-    return found
+    that machine has none. Of several, the last by name, and a warning names them (keep one: git keeps
+    the earlier runs)."""
+    found = [(path, doc) for path in measurements.nearest(DUTY_CYCLE, start)
+             if (doc := _read(path, path.stat().st_mtime_ns)) and doc.get("machine_id") in env_ids
+             and doc.get("pass", "fwd") == pass_]  # fmt: skip
+    if len(found) > 1 and (names := tuple(str(path) for path, _ in found)) not in _warned:
+        _warned.add(names)
+        print(f"warning: {', '.join(names)}: one machine and pass ({pass_}) in several files; the last is used",
+              file=sys.stderr)  # fmt: skip
+    return {**found[-1][1], "file": f"measurements/{found[-1][0].name}"} if found else None
 
 
 def at_point(doc: Mapping, row: Mapping) -> bool:
-    """Whether the probe timed the workload of `row`: its batch, tokens, heads and head dim (bf16, full)."""
-    batch, heads, tokens, dim = (doc.get("shape") or (None,) * 4)[:4]
-    return (row.get("batch"), row.get("heads_q"), row.get("seqlen_q"), row.get("seqlen_k"), row.get("head_dim")) == (
-        batch, heads, tokens, tokens, dim) and row.get("mask", "full") == "full"  # fmt: skip
+    """Whether the probe timed the workload of `row`: batch, tokens, heads (as many for keys and values)
+    and head dim, bf16 and no mask, as the probe does."""
+    batch, heads, tokens, dim = doc["shape"]
+    return (row.get("batch"), row.get("heads_q"), row.get("heads_kv", row.get("heads_q")), row.get("seqlen_q"),
+            row.get("seqlen_k"), row.get("head_dim"), row.get("dtype", "bfloat16"), row.get("mask", "full")) == (
+        batch, heads, heads, tokens, tokens, dim, "bfloat16", "full")  # fmt: skip
 
 
 def times(doc: Mapping) -> dict[str, dict[str, float]]:
-    """provider → mode → ms per call (the mean of the mode's repetitions). A back-to-back time whose host
-    enqueue time per call is not below it is left out: the GPU waited for the host."""
+    """provider → mode → ms per call (the mean of the mode's repetitions), for the providers measured. A
+    back-to-back time the host set (not `timed_by_gpu`) is left out."""
     out: dict[str, dict[str, float]] = {}
-    for line in doc.get("lines") or []:
-        if not isinstance(line, Mapping) or not isinstance(line.get("modes"), Mapping):
-            continue  # a provider the probe could not run (`not_measured`) has no times
-        host = number(line.get("host_ms_per_call"))
+    for line in doc["lines"]:
+        if "not_measured" in line:
+            continue
         modes = {}
         for mode, reps in line["modes"].items():
-            ms = [number(r.get("ms_median")) for r in reps if isinstance(r, Mapping)]
-            ms = [m for m in ms if m]
+            ms = [m for m in (number(r.get("ms_median")) for r in reps) if m]
             if mode in MODES and ms:
                 modes[mode] = statistics.fmean(ms)
-        if "sustained" in modes and (host is None or host >= modes["sustained"]):
+        if "sustained" in modes and not timed_by_gpu(
+            number(line.get("host_ms_per_call")), modes["sustained"]
+        ):
             del modes["sustained"]
-        out[str(line.get("provider"))] = modes
+        out[line["provider"]] = modes
     return out
 
 
-def leads(doc: Mapping, best: str, other: str) -> dict[str, float]:
+def leads(timed: Mapping, best: str, other: str) -> dict[str, float]:
     """mode → how many times faster `best` ran than `other` there (other's ms over best's), in every mode
-    the probe timed both."""
-    timed = times(doc)
-    a, b = timed.get(best) or {}, timed.get(other) or {}
-    return {mode: b[mode] / a[mode] for mode in MODES if mode in a and mode in b}
+    where `timed` (`times`) holds both."""
+    fast, slow = timed.get(best) or {}, timed.get(other) or {}
+    return {mode: slow[mode] / fast[mode] for mode in MODES if mode in fast and mode in slow}
 
 
-def lull_range(doc: Mapping) -> tuple[float, float, int] | None:
-    """(least, most, providers): how much less time a call took queued behind the idle spin than back to
-    back, over the providers timed both ways; None without one."""
-    saved = [1 - m["queued_spin"] / m["sustained"] for m in times(doc).values()
-             if "queued_spin" in m and "sustained" in m]  # fmt: skip
-    return (min(saved), max(saved), len(saved)) if saved else None
-
-
-def lead_words(doc: Mapping, best: str, other: str) -> str:
-    """ "timed alike, 1.08× back to back and 1.08× queued behind an idle GPU (measurements/…)", or "" where
-    the probe did not time both; the GEMM mode is left to the table (its lull differs per provider)."""
-    found = leads(doc, best, other)
-    said = [f"{ratio:.2f}× {MODES[mode]}" for mode, ratio in found.items() if mode != "queued_matmul"]
-    if not said:
+def lull_sentence(timed: Mapping) -> str:
+    """'took 7.3%–7.7% less time than back to back (4 providers)': how much less time a call took queued
+    behind the idle spin, over the providers timed both ways; "" without one."""
+    saved = [
+        1 - m["queued_spin"] / m["sustained"]
+        for m in timed.values()
+        if "queued_spin" in m and "sustained" in m
+    ]
+    if not saved:
         return ""
-    return f"timed alike, {' and '.join(said)} ({doc['file']})"
+    low, high = f"{min(saved):.1%}", f"{max(saved):.1%}"
+    n = len(saved)
+    return (f"took {low if low == high else f'{low}–{high}'} less time than back to back "
+            f"({n} provider{'s' if n > 1 else ''})")  # fmt: skip
 
 
 def lull_words(doc: Mapping) -> str:
     """What the lull is worth on this machine, measured on purpose: a clause for the answer's caveat of a
     lead that crossed the two methods ("" without a provider timed both ways)."""
-    span = lull_range(doc)
-    if not span:
-        return ""
-    shape = doc.get("shape") or ()
-    at = f" at S {shape[2]}" if len(shape) > 2 else ""
-    return (f"measured on purpose{at} ({doc['file']}, scripts/probe_duty_cycle.py), the same call queued behind an "
-            f"idle GPU took {_span(span)} less time than back to back ({span[2]} providers)")  # fmt: skip
+    said = lull_sentence(times(doc))
+    return (f"measured on purpose at S {doc['shape'][2]} ({doc['file']}, {MADE_BY}), the same call queued behind "
+            f"an idle GPU {said}") if said else ""  # fmt: skip
 
 
 def table(doc: Mapping) -> list[dict]:
-    """The probe's file as rows for the summary: per provider, ms in each mode and its SM clock."""
-    rows = []
-    for line in doc.get("lines") or []:
-        if not isinstance(line, Mapping):
+    """The probe's file as rows for the summary: per provider, ms in each mode and the mode's SM clock."""
+    timed, rows = times(doc), []
+    for line in doc["lines"]:
+        if "not_measured" in line:
+            rows.append({"provider": line["provider"], "not measured": line["not_measured"]})
             continue
-        if not isinstance(line.get("modes"), Mapping):
-            rows.append({"provider": line.get("provider"), "not measured": line.get("not_measured", "")})
-            continue
-        timed, row = times(doc).get(str(line.get("provider")), {}), {"provider": line.get("provider")}
+        row = {"provider": line["provider"]}
         for mode, name in MODES.items():
-            clocks = [number(r.get("sm_clock_mhz")) for r in line["modes"].get(mode) or []]
-            clocks = [c for c in clocks if c]
-            row[f"{name} (ms)"] = timed.get(mode)
-            row[f"{name} (MHz)"] = statistics.median(clocks) if clocks and mode in timed else None
+            clocks = [c for c in (number(r.get("sm_clock_mhz")) for r in line["modes"].get(mode) or []) if c]
+            row[f"{name} (ms)"] = timed[line["provider"]].get(mode)
+            row[f"{name} (MHz, lulls included)"] = (
+                statistics.median(clocks) if clocks and mode in timed[line["provider"]] else None
+            )
         row["host ms per call"] = number(line.get("host_ms_per_call"))
         rows.append(row)
     return rows
-
-
-FORMATS = {
-    **{f"{name} (ms)": (lambda v: f"{v:.4f}") for name in MODES.values()},
-    **{f"{name} (MHz)": (lambda v: f"{v:.0f}") for name in MODES.values()},
-    "host ms per call": lambda v: f"{v:.3f}",
-}
-PASS_WORDS = {"fwd": "forward", "fwd_bwd": "forward + backward"}
 
 
 def sections(env_ids: set[str], start: Path | None = None) -> list[tuple[str, list[dict]]]:
@@ -147,18 +190,11 @@ def sections(env_ids: set[str], start: Path | None = None) -> list[tuple[str, li
         doc = probe_of(env_ids, pass_, start)
         if doc is None:
             continue
-        shape = doc.get("shape") or ()
-        what = f"B{shape[0]} S{shape[2]} H{shape[1]} D{shape[3]} bf16" if len(shape) == 4 else "its shape"
-        span = lull_range(doc)
-        worth = (f" Queued behind the idle GPU, a call took {_span(span)} less time than back to back "
-                 f"({span[2]} providers)." if span else "")  # fmt: skip
-        words = (f"**{word}**, {what}, each mode twice in one process ({doc['file']}).{worth} A back-to-back time "
-                 "is left out where the host enqueued calls slower than the GPU ran them.")  # fmt: skip
+        batch, heads, tokens, dim = doc["shape"]
+        said = lull_sentence(times(doc))
+        worth = f" Queued behind the idle GPU, a call {said}." if said else ""
+        words = (f"**{word}**, B{batch} S{tokens} H{heads} D{dim} bf16, each mode twice in one process "
+                 f"({doc['file']}).{worth} A back-to-back time is left out where the host enqueued calls slower "
+                 "than the GPU ran them.")  # fmt: skip
         parts.append((words, table(doc)))
     return parts
-
-
-def _span(span: tuple[float, float, int]) -> str:
-    """'7.3%–7.7%', or '7.4%' where both ends read the same."""
-    low, high = f"{span[0]:.1%}", f"{span[1]:.1%}"
-    return low if low == high else f"{low}–{high}"

@@ -42,22 +42,26 @@ def tie_words(best: dict, rows: list[dict], noise: float | None, shown: int = 3)
     return f"; tied within the {_pct(noise)} run-to-run noise: {_first_of(names, shown)}"
 
 
-def timed_alike(
-    best: dict, default: dict, probe: dict | None, pass_: str, word: str, answer: page.Answer
-) -> str:
-    """ "; timed alike, 1.08× back to back and …" where the duty-cycle probe of this machine timed both
-    providers at the answer's workload (report.duty_cycle), its number added to the answer (back to back,
-    the protocol's way for a call that is not launch-bound, else queued); "" where it did not."""
-    if not probe or not duty_cycle.at_point(probe, best):
-        return ""
-    words = duty_cycle.lead_words(probe, best["provider"], default["provider"])
-    found = duty_cycle.leads(probe, best["provider"], default["provider"])
-    mode = next((m for m in ("sustained", "queued_spin") if m in found), None)
-    if not words or mode is None:
-        return ""
-    answer.numbers.append(_number(f"{pass_}|lead_alike", f"{word} lead over SDPA, timed alike", found[mode], "×",
+def timed_alike(best: dict, default: dict, pass_: str, word: str, answer: page.Answer) -> tuple[str, str]:
+    """(answer clause, caveat clause) where this machine's duty-cycle probe (report.duty_cycle) timed the
+    winner and SDPA at the answer's workload: "; timed alike, 1.08× back to back and 1.08× queued …" and
+    what the lull is worth there, the number added to the answer (back to back, at the power limit, where
+    the host kept ahead of both calls, else both queued); ("", "") where it did not."""
+    envs = {str(r["env"]) for r in (best, default) if r.get("env")}
+    probe = duty_cycle.probe_of(envs, pass_)
+    if not probe or not (duty_cycle.at_point(probe, best) and duty_cycle.at_point(probe, default)):
+        return "", ""
+    found = duty_cycle.leads(duty_cycle.times(probe), best["provider"], default["provider"])
+    shown = {
+        mode: found[mode] for mode in ("sustained", "queued_spin") if mode in found
+    }  # the GEMM lull varies
+    if not shown:
+        return "", ""
+    mode = next(iter(shown))
+    answer.numbers.append(_number(f"{pass_}|lead_alike", f"{word} lead over SDPA, timed alike", shown[mode], "×",
                                   f"wall time, {duty_cycle.MODES[mode]}", best["provider"]))  # fmt: skip
-    return f"; {words}"
+    said = " and ".join(f"{ratio:.2f}× {duty_cycle.MODES[m]}" for m, ratio in shown.items())
+    return f"; timed alike, {said} ({probe['file']})", duty_cycle.lull_words(probe)
 
 
 def flux(data, noise: dict | None = None) -> page.Answer:
@@ -66,7 +70,6 @@ def flux(data, noise: dict | None = None) -> page.Answer:
     from attnbench.report.headline import is_baseline, is_quantised
 
     crossed = False  # a lead compared rows timed the two ways
-    env_ids = {str(r.get("env")) for r in data.rows if r.get("env")}
     for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
         # reference implementations (sdpa_math) are baselines, never the answer, as in the ranking table
         rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)
@@ -98,13 +101,12 @@ def flux(data, noise: dict | None = None) -> page.Answer:
             answer.numbers.append(_number(f"{pass_}|lead", f"{word} lead over SDPA", lead, "×", "wall time",
                                           best["provider"]))  # fmt: skip
             if method:  # the lead crossed the two timing methods: the probe's, timed alike, beside it
-                probe = duty_cycle.probe_of(env_ids, pass_)
-                text += timed_alike(best, default, probe, pass_, word, answer)
-                lull = duty_cycle.lull_words(probe) if probe else ""
+                alike, lull = timed_alike(best, default, pass_, word, answer)
+                text += alike
         answer.answer.append(text + ".")
         # what qualifies the lead goes under the answer (page.Answer.caveats), one line a pass
         qualified = tie_words(best, at, noise_p95(noise) if noise else None) + method
-        if lull:  # the lull measured on this machine: the answer's lead timed alike comes from it
+        if lull:  # what the lull is worth where the answer's lead timed alike was measured
             qualified += f"; {lull}"
         if qualified:
             answer.caveats.append(f"{word}: {qualified.removeprefix('; ')}.")
