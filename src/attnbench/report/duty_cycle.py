@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from attnbench.report import measurements
+from attnbench.report.headline import PASS_NAMES, value_range
+from attnbench.report.method_gap import counted
 from attnbench.report.peak_share import number
 
 DUTY_CYCLE = "measurements/duty_cycle*.json"  # scripts/probe_duty_cycle.py --out
@@ -34,7 +36,7 @@ MODES = {  # the probe's modes and what the page calls them
     "queued_spin": "queued behind an idle GPU",
     "queued_matmul": "queued behind GEMMs",
 }
-PASS_WORDS = {"fwd": "forward", "fwd_bwd": "forward + backward"}
+PASSES = ("fwd", "fwd_bwd")  # the passes the probe times (--pass)
 HEADING = "The timing method, measured on purpose (scripts/probe_duty_cycle.py)"
 FORMATS = {
     **{f"{name} (ms)": (lambda v: f"{v:.4f}") for name in MODES.values()},
@@ -148,10 +150,8 @@ def lull_sentence(timed: Mapping) -> str:
     ]
     if not saved:
         return ""
-    low, high = f"{min(saved):.1%}", f"{max(saved):.1%}"
-    n = len(saved)
-    return (f"took {low if low == high else f'{low}–{high}'} less time than back to back "
-            f"({n} provider{'s' if n > 1 else ''})")  # fmt: skip
+    return (f"took {value_range(saved, lambda v: f'{v:.1%}')} less time than back to back "
+            f"({counted(len(saved), 'provider')})")  # fmt: skip
 
 
 def lull_words(doc: Mapping) -> str:
@@ -186,14 +186,14 @@ def sections(env_ids: set[str], start: Path | None = None) -> list[tuple[str, li
     where, the lull's worth) and the table's rows (`table`, formatted with FORMATS); [] where none. The
     notebook lays them out, so that a table module's edit re-keys no answer (report.answers imports this)."""
     parts = []
-    for pass_, word in PASS_WORDS.items():
+    for pass_ in PASSES:
         doc = probe_of(env_ids, pass_, start)
         if doc is None:
             continue
         batch, heads, tokens, dim = doc["shape"]
         said = lull_sentence(times(doc))
         worth = f" Queued behind the idle GPU, a call {said}." if said else ""
-        words = (f"**{word}**, B{batch} S{tokens} H{heads} D{dim} bf16, each mode twice in one process "
+        words = (f"**{PASS_NAMES[pass_]}**, B{batch} S{tokens} H{heads} D{dim} bf16, each mode twice in one process "
                  f"({doc['file']}).{worth} A back-to-back time is left out where the host enqueued calls slower "
                  "than the GPU ran them.")  # fmt: skip
         parts.append((words, table(doc)))

@@ -311,19 +311,19 @@ def _sentence(pass_: str, all_bests: list[Best]) -> str:
     text = f"{PASS_NAMES.get(pass_, pass_)}: fastest {leaders}"
     tflops = [b.tflops for b in bests if b.tflops is not None]
     if tflops:
-        text += f"; {_range(tflops, tflops_text)} TFLOP/s"
+        text += f"; {value_range(tflops, tflops_text)} TFLOP/s"
         shares = [b.peak_share for b in bests if b.peak_share is not None]
         kinds = {b.peak for b in bests if b.peak_share is not None}
         if shares and len(kinds) == 1:
-            text += f" ({_range(shares, _percent)} of {peak_words(kinds)})"
+            text += f" ({value_range(shares, _percent)} of {peak_words(kinds)})"
         elif shares:  # one range over two denominators reads as one: each its own
             text += " (" + "; ".join(
-                f"{_range([b.peak_share for b in bests if b.peak == k and b.peak_share is not None], _percent)} "
+                f"{value_range([b.peak_share for b in bests if b.peak == k and b.peak_share is not None], _percent)} "
                 f"of {peak_words([k])}" for k in sorted(kinds)) + ")"  # fmt: skip
     gaps = [b.runner_up_slower for b in bests if b.runner_up_slower]
     if gaps:  # past twice the time a percentage misleads ("642% slower"): the times as a ratio
-        text += (f"; the runner-up takes {_range(gaps, lambda g: f'{g:.2f}×')} the time" if max(gaps) >= 2
-                 else f"; the runner-up is {_range([g - 1 for g in gaps], _percent)} slower")  # fmt: skip
+        text += (f"; the runner-up takes {value_range(gaps, lambda g: f'{g:.2f}×')} the time" if max(gaps) >= 2
+                 else f"; the runner-up is {value_range([g - 1 for g in gaps], _percent)} slower")  # fmt: skip
     alone = [b for b in all_bests if b.candidates == 1 and not b.baseline and b not in bests]
     if alone:  # left out of the contest above, not out of the sentence
         text += f"; {len(alone)} more shape{'s' if len(alone) > 1 else ''} where one provider ran alone"
@@ -341,7 +341,8 @@ def _percent(value: float) -> str:
     return f"{value:.1%}" if abs(value) < 0.1 else f"{value:.0%}"
 
 
-def _range(values: list[float], fmt) -> str:
+def value_range(values: list[float], fmt) -> str:
+    """'7.3%–7.7%': the least and the most of `values` as `fmt` writes them, once where both read the same."""
     low, high = fmt(min(values)), fmt(max(values))
     return low if low == high else f"{low}–{high}"
 

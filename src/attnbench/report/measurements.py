@@ -25,21 +25,22 @@ def nearest(pattern: str, start: Path | None = None) -> list[Path]:
     return []
 
 
-def load(path: Path, made_by: str, required: str = "machine_id") -> dict:
-    """The file as a dict; one that cannot be read, or is not a JSON object with a string `required`
-    field, is named on stderr and counts as no file (`made_by`: the script that writes it)."""
+def load(path: Path, made_by: str) -> dict:
+    """The file as a dict; one that cannot be read, or is not a JSON object with a string machine_id (what
+    a report matches a file to its rows by), is named on stderr and counts as no file (`made_by`: the script
+    that writes it)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         print(f"warning: {path}: {e}; it is not used", file=sys.stderr)
         return {}
-    if not isinstance(document, dict) or not isinstance(document.get(required), str):
+    if not isinstance(document, dict) or not isinstance(document.get("machine_id"), str):
         what = (
             "not a JSON object"
             if not isinstance(document, dict)
-            else f"{required} {document.get(required)!r}"
+            else f"machine_id {document.get('machine_id')!r}"
         )
-        print(f"warning: {path}: {what} ({made_by} writes an object with a string {required}); it is not used",
+        print(f"warning: {path}: {what} ({made_by} writes an object with a string machine_id); it is not used",
               file=sys.stderr)  # fmt: skip
         return {}
     return document

@@ -107,14 +107,15 @@ def words(rows: list[Mapping]) -> str:
     burst_names = ", ".join(sorted({p.burst["provider"] for p in both}))
     text = (f"Part of a lead across the two timing methods is the method: timed back to back ({steady_names}), "
             f"{kernel}'s kernel {_compared(gaps)} the same kernel queued behind an idle GPU ({burst_names}) at "
-            f"{len(both)} of its {_points(len(mine), 'pass-length point')}")  # fmt: skip
+            f"{len(both)} of its {counted(len(mine), 'pass-length point')}")  # fmt: skip
     control = sorted(p.gap for p in mine if not p.both_ways)
     if control:
-        text += f"; timed alike, its wrappers agree within {control[-1]:.1%} ({_points(len(control))})"
+        text += f"; timed alike, its wrappers agree within {control[-1]:.1%} ({counted(len(control))})"
     return text + f"; measured on {kernel}'s kernel, an estimate for other providers."
 
 
-def _points(n: int, word: str = "point") -> str:
+def counted(n: int, word: str = "point") -> str:
+    """'1 point', '4 providers': a count with its noun."""
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 

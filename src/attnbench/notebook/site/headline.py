@@ -130,9 +130,8 @@ class Answer:
     answer: list[str] = field(default_factory=list)  # the conclusion, first on the page
     numbers: list[Number] = field(default_factory=list)
     key_figure: str = ""
-    caveats: list[str] = field(
-        default_factory=list
-    )  # ties, method, noise: under the answer, never instead of it
+    # ties, method, noise: under the answer, never instead of it
+    caveats: list[str] = field(default_factory=list)
 
 
 @dataclass

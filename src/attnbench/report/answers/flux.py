@@ -66,10 +66,11 @@ def timed_alike(best: dict, default: dict, pass_: str, word: str, answer: page.A
 def flux(data, noise: dict | None = None) -> page.Answer:
     answer = page.Answer(question="Which exact attention kernel is fastest for Flux's shapes, and by how much "
                                   "does it beat PyTorch's default SDPA?")  # fmt: skip
-    from attnbench.report.headline import is_baseline, is_quantised
+    from attnbench.report.headline import PASS_NAMES, is_baseline, is_quantised
 
     crossed = False  # a lead compared rows timed the two ways
-    for pass_, word in (("fwd", "forward"), ("fwd_bwd", "forward + backward")):
+    for pass_ in ("fwd", "fwd_bwd"):
+        word = PASS_NAMES[pass_]
         # reference implementations (sdpa_math) are baselines, never the answer, as in the ranking table
         rows = [r for r in data.rows if r.get("pass") == pass_ and _good(r) and not is_quantised(r)
                 and not is_baseline(r)]  # fmt: skip

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from attnbench.notebook.site import headline as page
 from attnbench.report.answers.common import _fastest, _good, _number, _pct
+from attnbench.report.headline import PASS_NAMES, value_range
 from attnbench.report.repeatability import noise_p95
 
 MASK_PEERS = ("magi_ffa", "flex")  # the kernels the mask report's question asks about
@@ -84,15 +85,9 @@ def _not_attempted(rows: list[Mapping]) -> str:
     if not skipped:
         return ""
     per_pass = {p: sum(r.get("pass") == p for r in skipped) for p in ("fwd", "bwd", "fwd_bwd")}
-    names = {"fwd": "forward", "bwd": "backward", "fwd_bwd": "forward + backward"}
-    said = ", ".join(f"{names[p]} {n}" for p, n in per_pass.items() if n)
+    said = ", ".join(f"{PASS_NAMES[p]} {n}" for p, n in per_pass.items() if n)
     return (f"{len(skipped)} kernel × length rows were not attempted within the profile's time budget ({said}); "
             "a winner is the fastest of the kernels that ran at that length.")  # fmt: skip
-
-
-def _span(values: list[float]) -> str:
-    low, high = _pct(min(values)), _pct(max(values))
-    return low if low == high else f"{low}–{high}"
 
 
 def _ffa_flexibility(
@@ -119,13 +114,15 @@ def _ffa_flexibility(
             )
             spread = (f" ({which}below the 95th-percentile run-to-run spread of one row on this machine, "
                       f"{_pct(p95)}: {noise['file']})")  # fmt: skip
-        said.append(f"{'elsewhere it' if wins else 'FFA'} is {_span(behind)} behind the best{spread}")
+        said.append(
+            f"{'elsewhere it' if wins else 'FFA'} is {value_range(behind, _pct)} behind the best{spread}"
+        )
     plain = {(r.get("mask"), r.get("seqlen_q")): r["ms_median"] for r in rows
              if r.get("provider") == "magi_ffa" and r.get("pass") == "fwd"}  # fmt: skip
     costs = [r["ms_median"] / plain[key] - 1 for r in rows
              if r.get("provider") == "magi_ffa_default" and r.get("pass") == "fwd"
              and (key := (r.get("mask"), r.get("seqlen_q"))) in plain]  # fmt: skip
     if costs:
-        said.append(f"its default forward (atomic reduction, magi_ffa_default) is {_span(costs)} slower than with disable_fwd_atomic_reduction=True (magi_ffa), over "
+        said.append(f"its default forward (atomic reduction, magi_ffa_default) is {value_range(costs, _pct)} slower than with disable_fwd_atomic_reduction=True (magi_ffa), over "
                     f"{len(costs)} mask × length points")  # fmt: skip
     return ("; ".join(said) + ".") if said else ""
